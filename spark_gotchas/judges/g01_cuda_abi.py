@@ -1,0 +1,157 @@
+"""G1 — CUDA 12/13 ABI mismatch.
+
+Rules:
+- torch's CUDA major (``torch.version.cuda``) must equal the driver's (NVML
+  ``nvmlSystemGetCudaDriverVersion``; without a driver, the profile's, GB10 -> 13). A torch
+  built for a newer CUDA than the driver is a FAIL everywhere. An older one is a FAIL under the
+  GB10 profile (the Spark failure) and a WARN elsewhere, where the driver's backward
+  compatibility usually carries it. The ``+cuXXX`` tag is not used: NGC builds carry none.
+- Every compiled extension linking ``libcudart.so.N`` (or another soname that names the CUDA
+  major) with N != the expected major is a FAIL naming its distribution. Extensions that
+  link two different majors between them are a FAIL even when no driver says which is right.
+- The first CUDA launch, tried in a child process, must run and give the right answer:
+  a crash (signal), a hang (timeout) or an exception is a FAIL.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..profiles import Profile
+from ..readers.extensions import ExtensionScan
+from ..readers.gpu import GpuInventory
+from ..readers.torchinfo import FirstLaunch, TorchBuild
+from ..verdict import Status, Verdict
+
+G = 1
+FIX_INDEX = (
+    "reinstall torch for the driver's CUDA: pip install --force-reinstall torch "
+    "--index-url https://download.pytorch.org/whl/cu130 (or use a matched NGC container)"
+)
+
+
+def expected_major(inventory: Optional[GpuInventory], profile: Profile) -> tuple[Optional[int], str]:
+    """The CUDA major this environment must match, and where that figure came from."""
+    if inventory is not None and inventory.cuda_driver_major is not None:
+        return inventory.cuda_driver_major, f"driver {inventory.driver_version} supports CUDA {inventory.cuda_driver_text}"
+    if profile.cuda_major is not None:
+        return profile.cuda_major, f"no driver read; the {profile.key} profile expects CUDA {profile.cuda_major}"
+    return None, ""
+
+
+def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+    major, source = expected_major(inventory, profile)
+    readings = {"torch": build.version, "torch_cuda": build.cuda, "expected_cuda_major": major, "source": source}
+    if not build.installed:
+        return Verdict(G, Status.SKIP, "torch is not installed: no torch CUDA build to check", readings=readings)
+    if build.worker_problem:
+        return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem}",
+                       fix=FIX_INDEX, readings=readings)
+    if build.import_error:
+        hint = " (a CUDA 12 build on a CUDA 13 system)" if "so.12" in build.import_error else ""
+        return Verdict(G, Status.FAIL, f"import torch fails{hint}: {build.import_error}"[:300], fix=FIX_INDEX,
+                       readings=readings)
+    if build.cuda_major is None:
+        if major is None:
+            return Verdict(G, Status.SKIP, f"torch {build.version} is a CPU build and no NVIDIA driver is present",
+                           readings=readings)
+        return Verdict(G, Status.FAIL, f"torch {build.version} is a CPU build; {source}", fix=FIX_INDEX,
+                       readings=readings)
+    if major is None:
+        return Verdict(G, Status.SKIP,
+                       f"torch {build.version} is built for CUDA {build.cuda}, but no NVIDIA driver is present to "
+                       "compare with (use --spark-profile gb10 to judge against a Spark's CUDA 13)",
+                       readings=readings)
+    if build.cuda_major == major:
+        return Verdict(G, Status.PASS, f"torch {build.version} is built for CUDA {build.cuda}; {source}",
+                       readings=readings)
+    if build.cuda_major > major or profile.key == "gb10":
+        return Verdict(G, Status.FAIL, f"torch {build.version} is built for CUDA {build.cuda} but {source}",
+                       fix=FIX_INDEX, readings=readings)
+    return Verdict(G, Status.WARN,
+                   f"torch {build.version} is built for CUDA {build.cuda}, older than the driver's ({source}); "
+                   "it runs through backward compatibility but extensions built for the driver's CUDA will not match",
+                   fix=FIX_INDEX, readings=readings)
+
+
+def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+    major, source = expected_major(inventory, profile)
+    majors_seen = sorted({m for ext in scan.linked for m in ext.cuda_libs.values()})
+    readings = {
+        "shared_objects": scan.shared_objects,
+        "scan_seconds": round(scan.seconds, 3),
+        "linked": len(scan.linked),
+        "majors_seen": majors_seen,
+        "expected_cuda_major": major,
+    }
+    scanned = f"{scan.shared_objects} shared objects scanned in {scan.seconds:.2f} s"
+    if major is None:
+        if len(majors_seen) > 1:
+            offenders = _name_offenders(scan, min_count_major(scan))
+            return Verdict(G, Status.FAIL, f"extensions link different CUDA majors {majors_seen}: {offenders}",
+                           fix=_fix_for(scan, min_count_major(scan)), readings=readings)
+        found = f"{len(scan.linked)} link CUDA {majors_seen[0]}" if majors_seen else "none links a CUDA runtime"
+        return Verdict(G, Status.INFO,
+                       f"{scanned}; {found}; no driver to compare with (--spark-profile gb10 judges for a Spark)",
+                       readings=readings)
+    bad = [ext for ext in scan.linked if any(m != major for m in ext.cuda_libs.values())]
+    readings["mismatched"] = [
+        {"distribution": ext.distribution, "path": ext.path, "libs": ext.cuda_libs} for ext in bad
+    ]
+    if bad:
+        return Verdict(G, Status.FAIL,
+                       f"{len(bad)} extension(s) link a CUDA runtime other than {major}: {_name_offenders(scan, major)}",
+                       fix=_fix_for(scan, major), readings=readings)
+    linked = f"{len(scan.linked)} link CUDA {major}" if scan.linked else "none links a CUDA runtime"
+    return Verdict(G, Status.PASS, f"{scanned}; {linked}, matching the driver's CUDA {major}", readings=readings)
+
+
+def min_count_major(scan: ExtensionScan) -> int:
+    """With no driver, the majority major is taken as intended; the others are the offenders."""
+    counts: dict[int, int] = {}
+    for ext in scan.linked:
+        for m in set(ext.cuda_libs.values()):
+            counts[m] = counts.get(m, 0) + 1
+    return max(counts, key=lambda m: counts[m])
+
+
+def _offenders(scan: ExtensionScan, major: int) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for ext in scan.linked:
+        wrong = [s for s, m in ext.cuda_libs.items() if m != major]
+        if wrong:
+            out.setdefault(ext.distribution or f"(no distribution) {ext.path}", []).extend(wrong)
+    return out
+
+
+def _name_offenders(scan: ExtensionScan, major: int) -> str:
+    items = []
+    for dist, libs in _offenders(scan, major).items():
+        items.append(f"{dist} ({', '.join(sorted(set(libs)))})")
+    text = "; ".join(items[:6])
+    return text + (f"; +{len(items) - 6} more" if len(items) > 6 else "")
+
+
+def _fix_for(scan: ExtensionScan, major: int) -> str:
+    dists = [d for d in _offenders(scan, major) if not d.startswith("(no distribution)")]
+    names = " ".join(sorted(set(dists))) or "the packages named above"
+    return (f"reinstall {names} built for CUDA {major} (their cu{major}0 wheels or from source), "
+            "or use a matched NGC container")
+
+
+def judge_first_launch(launch: FirstLaunch) -> Verdict:
+    readings = {"attempted": launch.attempted, "ok": launch.ok, "signal": launch.signal,
+                "timed_out": launch.timed_out, "seconds": launch.seconds}
+    if not launch.attempted:
+        return Verdict(G, Status.SKIP, f"first CUDA launch not tried: {launch.reason}", readings=readings)
+    if launch.ok:
+        return Verdict(G, Status.PASS, f"first CUDA kernel ran in a child process in {launch.seconds:.2f} s",
+                       readings=readings)
+    if launch.signal:
+        what = f"crashed with {launch.signal}"
+    elif launch.timed_out:
+        what = "hung (killed at the timeout)"
+    else:
+        what = "failed"
+    return Verdict(G, Status.FAIL, f"first CUDA launch {what}: {launch.reason}"[:300], fix=FIX_INDEX,
+                   readings=readings)

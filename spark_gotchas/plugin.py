@@ -1,0 +1,358 @@
+"""The pytest plugin: options, markers, the ``spark`` fixture, verdicts, the G-line summary.
+
+Loaded through the ``pytest11`` entry point, so its options are known before pytest parses
+the command line (``--spark-replay ~/runs/spark1.json`` with a space works from anywhere) and
+its markers and defaults do not depend on finding an ini file. It stays inert in other
+projects' runs: nothing is read, imported or printed unless a gotcha check is collected.
+
+A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark`` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from . import __version__, platform, scrub
+from .options import OPTION_SPECS, RunOptions, from_config, parse_duration
+from .provider import Provider, ReadingUnavailable
+from .snapshot import Snapshot, SnapshotError, load as load_snapshot, now_iso, save as save_snapshot
+from .verdict import GotchaWarning, Status, Verdict, summarize, summary_lines
+
+SPEED_MARKERS = ("fast", "soak", "multinode")
+GOTCHA_FILE = re.compile(r"^test_g(\d{2})_")
+SOAK_TIMEOUT_MARGIN_S = 900.0
+JSON_HOOKS_NAME = "spark-gotchas-json-report"
+
+
+# -- options and markers -----------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("spark-gotchas", "DGX Spark gotchas (G1-G10)")
+    for dest, flag, kwargs, ini_type, help_text in OPTION_SPECS:
+        group.addoption(flag, dest=dest, help=help_text, **kwargs)
+        parser.addini(dest, help=help_text, type=ini_type, default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fast: preflight check, seconds (pytest -m fast)")
+    config.addinivalue_line("markers", "soak: sustained-load check, minutes to hours; runs only with -m soak")
+    config.addinivalue_line("markers", "multinode: needs a multi-process/multi-node launch; runs only with -m multinode")
+    config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
+    try:
+        options = from_config(config)
+        if options.spark_strict:
+            config.addinivalue_line("filterwarnings", "error::spark_gotchas.verdict.GotchaWarning")
+        parse_duration(options.soak_duration)
+        replay = load_snapshot(options.spark_replay) if options.spark_replay else None
+    except (SnapshotError, ValueError) as exc:
+        raise pytest.UsageError(f"spark-gotchas: {exc}") from None
+    if replay is not None:
+        options = options.with_recorded(replay.options)
+    state = SessionState(config=config, options=options, replay=replay)
+    config.stash[STATE_KEY] = state
+    config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.close()
+        del config.stash[STATE_KEY]
+    plugin = config.pluginmanager.get_plugin(JSON_HOOKS_NAME)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin)
+
+
+# -- state ----------------------------------------------------------------------------------
+@dataclass
+class Reported:
+    nodeid: str
+    verdict: Verdict
+
+
+@dataclass
+class SessionState:
+    """Per-run state: options, the provider, the worker, and every verdict reported."""
+
+    config: Any
+    options: RunOptions
+    replay: Optional[Snapshot] = None
+    active: bool = False  # True once a gotcha check is collected
+    reported: list[Reported] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    current_item: Any = None
+    _worker: Any = None
+    _provider: Optional[Provider] = None
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = Provider(self.options, self.replay, self.worker)
+        return self._provider
+
+    def worker(self) -> Any:
+        if self.replay is not None:
+            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
+        if self._worker is None:
+            from .readers.torchinfo import torch_installed
+            from .worker import Worker
+
+            self._worker = Worker(preload=("torch",) if torch_installed() else ())
+        return self._worker
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        return [r.verdict for r in self.reported]
+
+
+STATE_KEY = pytest.StashKey[SessionState]()
+VERDICT_KEY = pytest.StashKey[Verdict]()
+
+
+def _state(config: pytest.Config) -> SessionState:
+    return config.stash[STATE_KEY]
+
+
+def gotcha_of(item: pytest.Item) -> Optional[int]:
+    """The gotcha number of a check (from its file name ``test_gNN_…``), None for other tests."""
+    path = getattr(item, "path", None)
+    match = GOTCHA_FILE.match(path.name) if path is not None else None
+    if match is None or "spark" not in getattr(item, "fixturenames", ()):
+        return None
+    return int(match.group(1))
+
+
+# -- collection ------------------------------------------------------------------------------
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = _state(config)
+    markexpr = config.getoption("markexpr", default="") or ""
+    keep, drop = [], []
+    for item in items:
+        if gotcha_of(item) is None:
+            keep.append(item)
+            continue
+        speeds = [m for m in SPEED_MARKERS if item.get_closest_marker(m) is not None]
+        if len(speeds) != 1:
+            raise pytest.UsageError(
+                f"spark-gotchas: {item.nodeid} must carry exactly one of the markers "
+                f"{', '.join(SPEED_MARKERS)} (has: {', '.join(speeds) or 'none'})"
+            )
+        speed = speeds[0]
+        if speed in ("soak", "multinode") and speed not in markexpr:
+            drop.append(item)  # hours of load or a torchrun launch only when asked for by name
+            continue
+        if item.get_closest_marker("timeout") is None:
+            seconds = state.options.spark_fast_timeout
+            if speed == "soak":
+                seconds = state.options.soak_seconds + SOAK_TIMEOUT_MARGIN_S
+            item.add_marker(pytest.mark.timeout(seconds))
+        keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    if any(gotcha_of(i) is not None for i in items):
+        state.active = True
+        if state.replay is None:
+            state.worker().start()  # the torch import overlaps collection and the CPU checks
+
+
+# -- the fixture ------------------------------------------------------------------------------
+class Spark:
+    """What a gotcha check sees: readings, the profile, the options, and ``report``."""
+
+    def __init__(self, state: SessionState):
+        self._state = state
+
+    @property
+    def options(self) -> RunOptions:
+        return self._state.options
+
+    @property
+    def live(self) -> bool:
+        return self._state.replay is None
+
+    @property
+    def provider(self) -> Provider:
+        return self._state.provider
+
+    def read(self, key: str) -> Any:
+        """The reading ``key`` (taken once per run). Unavailable -> the check reports SKIP."""
+        return self._state.provider.read(key)
+
+    def try_read(self, key: str) -> Any:
+        return self._state.provider.try_read(key)
+
+    @property
+    def profile(self):
+        return platform.profile(self._state.provider, self._state.options.spark_profile)
+
+    def report(self, verdict: Verdict) -> Verdict:
+        """Record the verdict and turn it into the pytest outcome (fail/skip/warn/pass)."""
+        __tracebackhide__ = True
+        item = self._state.current_item
+        if item is not None:
+            expected = gotcha_of(item)
+            if expected is not None and expected != verdict.gotcha:
+                raise ValueError(f"{item.nodeid} is a G{expected} check but reported G{verdict.gotcha}")
+            if VERDICT_KEY in item.stash:
+                raise ValueError(f"{item.nodeid} reported twice; one verdict per check")
+            item.stash[VERDICT_KEY] = verdict
+        self._state.reported.append(Reported(item.nodeid if item is not None else "", verdict))
+        _act(verdict, self._state.options.spark_strict)
+        return verdict
+
+
+def _act(verdict: Verdict, strict: bool) -> None:
+    __tracebackhide__ = True
+    text = verdict.line + (f"\n    fix: {verdict.fix}" if verdict.fix else "")
+    if verdict.status is Status.FAIL:
+        pytest.fail(text, pytrace=False)
+    if verdict.status is Status.SKIP:
+        pytest.skip(verdict.line)
+    if verdict.status is Status.WARN:
+        if strict:
+            pytest.fail(text + "\n    (failed because of --spark-strict)", pytrace=False)
+        warnings.warn(GotchaWarning(text), stacklevel=2)
+
+
+@pytest.fixture(scope="session")
+def spark(request: pytest.FixtureRequest) -> Spark:
+    """The machine under test (or the replayed snapshot): ``spark.read``, ``spark.report``."""
+    return Spark(_state(request.config))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    gid = gotcha_of(item)
+    if gid is None:
+        return (yield)
+    state = _state(item.config)
+    state.current_item = item
+    try:
+        return (yield)
+    except ReadingUnavailable as exc:
+        if VERDICT_KEY in item.stash:
+            raise
+        Spark(state).report(Verdict(gid, Status.SKIP, f"could not read {exc.key}: {exc.reason}"))
+    except (pytest.fail.Exception, pytest.skip.Exception, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        if VERDICT_KEY in item.stash:
+            raise
+        verdict = Verdict(
+            gid, Status.FAIL, f"the check itself failed: {type(exc).__name__}: {exc}".replace("\n", " "),
+            fix="this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)",
+        )
+        item.stash[VERDICT_KEY] = verdict
+        state.reported.append(Reported(item.nodeid, verdict))
+        raise
+    finally:
+        state.current_item = None
+
+
+# -- reports -----------------------------------------------------------------------------------
+class JsonReportHooks:
+    """pytest-json-report hooks, registered per run so they can reach the run's state."""
+
+    def __init__(self, state: SessionState):
+        self.state = state
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo) -> dict:
+        if call.when != "call" or VERDICT_KEY not in item.stash:
+            return {}
+        return {"gotcha": item.stash[VERDICT_KEY].to_json()}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict) -> None:
+        if self.state.active:
+            json_report["spark_gotchas"] = report_section(self.state)
+        cleaned = scrub.scrub(json_report)  # no secret from the environment reaches the file
+        json_report.clear()
+        json_report.update(cleaned)
+
+
+def report_section(state: SessionState) -> dict[str, Any]:
+    """The top-level ``spark_gotchas`` object of the JSON report (see docs/report.md)."""
+    return {
+        "suite_version": __version__,
+        "mode": "replay" if state.replay is not None else "live",
+        "replayed_from": state.replay.path if state.replay is not None else None,
+        "lines": summary_lines(state.verdicts),
+        "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "summary": top.summary, "fix": top.fix,
+                                        "checks": len(group)}
+                    for top, group in summarize(state.verdicts)},
+        "platform": platform.describe(state.provider, state.options.spark_profile),
+        "options": state.options.judged(),
+        "versions": platform.versions(state.provider),
+    }
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is None or not state.active:
+        return
+    opts = state.options
+    if opts.spark_snapshot:
+        provider = state.provider
+        readings = dict(state.replay.readings) if state.replay is not None else {}
+        readings.update(provider.recorded)
+        snap = Snapshot(
+            readings=readings,
+            options=opts.judged(),
+            platform=platform.describe(provider, opts.spark_profile),
+            verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
+            created=now_iso(),
+            suite_version=__version__,
+        )
+        try:
+            data = scrub.scrub(snap.to_json())
+            path = save_snapshot(Snapshot(**{k: data[k] for k in ("readings", "options", "platform", "verdicts")},
+                                          created=data["created"], suite_version=__version__),
+                                 opts.spark_snapshot)
+            state.notes.append(f"snapshot written to {path}")
+        except OSError as exc:
+            state.notes.append(f"could not write the snapshot {opts.spark_snapshot}: {exc}")
+    if opts.spark_summary_md:
+        from .summary_md import render
+
+        try:
+            path = Path(opts.spark_summary_md)
+            text = scrub.scrub(render(state.verdicts, platform.describe(state.provider, opts.spark_profile)))
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(text)
+            state.notes.append(f"Markdown summary written to {path}")
+        except OSError as exc:
+            state.notes.append(f"could not write the Markdown summary {opts.spark_summary_md}: {exc}")
+
+
+_COLOR = {Status.FAIL: {"red": True, "bold": True}, Status.WARN: {"yellow": True, "bold": True},
+          Status.PASS: {"green": True}, Status.INFO: {"cyan": True}, Status.SKIP: {}}
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or not state.active or not state.reported:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "spark-gotchas")
+    desc = platform.describe(state.provider, state.options.spark_profile)
+    tr.write_line(platform.one_line(desc, state.replay.path if state.replay is not None else None))
+    for top, group in summarize(state.verdicts):
+        for line in summary_lines(v for v in state.verdicts if v.gotcha == top.gotcha):
+            markup = _COLOR[top.status] if not line.startswith("    ") else {}
+            tr.write_line(line, **markup)
+    for note in state.notes:
+        tr.write_line(note)

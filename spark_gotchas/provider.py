@@ -1,0 +1,101 @@
+"""One provider for every reading: live (read the machine) or replayed (read a snapshot).
+
+Judges never touch the machine: they get readings from here. A live reading is round-tripped
+through JSON before a judge sees it, so a replay judges exactly the same values.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from . import readers as _readers
+from .options import RunOptions
+from .serial import from_jsonable, to_jsonable
+from .snapshot import Snapshot
+
+
+class ReadingUnavailable(Exception):
+    """A reading could not be taken (or is not in the replayed snapshot)."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class Provider:
+    def __init__(
+        self,
+        options: RunOptions,
+        replay: Snapshot | None = None,
+        worker_factory: Callable[[], Any] | None = None,
+    ):
+        self.options = options
+        self.replay = replay
+        self._worker_factory = worker_factory or _no_worker
+        self._cache: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}
+        self.recorded: dict[str, Any] = {}
+        self.seconds: dict[str, float] = {}
+        self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self)
+
+    @property
+    def live(self) -> bool:
+        return self.replay is None
+
+    def read(self, key: str) -> Any:
+        """The reading for ``key``, taken once per run; raises :class:`ReadingUnavailable`."""
+        if key in self._cache:
+            return self._cache[key]
+        if key in self._errors:
+            raise ReadingUnavailable(key, self._errors[key])
+        specs = _readers.load_all()
+        spec = specs.get(key)
+        if spec is None:
+            raise ReadingUnavailable(key, "no reader of that name")
+        if self.replay is not None:
+            if key not in self.replay.readings:
+                self._errors[key] = f"not recorded in the snapshot {self.replay.path}"
+                raise ReadingUnavailable(key, self._errors[key])
+            data = self.replay.readings[key]
+        else:
+            t0 = time.perf_counter()
+            try:
+                value = spec.func(self.ctx)
+            except ReadingUnavailable:
+                raise
+            except Exception as exc:  # a reader bug must not take the run down
+                self._errors[key] = f"reader failed: {type(exc).__name__}: {exc}"
+                raise ReadingUnavailable(key, self._errors[key]) from exc
+            finally:
+                self.seconds[key] = time.perf_counter() - t0
+            data = to_jsonable(value)
+            self.recorded[key] = data
+        try:
+            value = from_jsonable(spec.returns, data)
+        except (TypeError, ValueError, KeyError) as exc:
+            self._errors[key] = f"recorded reading does not fit {getattr(spec.returns, '__name__', spec.returns)}: {exc}"
+            raise ReadingUnavailable(key, self._errors[key]) from None
+        self._cache[key] = value
+        return value
+
+    def try_read(self, key: str) -> Any:
+        """The reading, or None when it is unavailable (for optional context in a judgement)."""
+        try:
+            return self.read(key)
+        except ReadingUnavailable:
+            return None
+
+
+def _no_worker() -> Any:
+    raise ReadingUnavailable("worker", "no GPU worker in this run")
+
+
+def peek(provider: Provider, key: str) -> Any:
+    """A reading only if it was already taken (or is in the replayed snapshot); never reads."""
+    if key in provider._cache:
+        return provider._cache[key]
+    if provider.replay is not None and key in provider.replay.readings:
+        return provider.try_read(key)
+    return None

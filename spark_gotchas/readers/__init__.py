@@ -1,0 +1,65 @@
+"""Readers of machine state, registered by key. Each returns a typed, JSON-ready dataclass.
+
+A reader takes a :class:`ReadContext` and never raises for expected trouble (no driver, no
+permission, Not Supported): it says so inside its reading. The provider
+(:mod:`spark_gotchas.provider`) calls readers once per run, records their readings for a
+snapshot, and in replay returns recorded readings without calling any reader.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, get_type_hints
+
+from ..options import RunOptions
+
+
+@dataclass
+class ReadContext:
+    """What a reader may use: the run's options and the GPU worker (started on first use)."""
+
+    options: RunOptions
+    worker_factory: Callable[[], Any]
+    provider: Any = None  # readers that build on other readings call provider.read(key)
+
+    @property
+    def worker(self) -> Any:
+        return self.worker_factory()
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    key: str
+    func: Callable[[ReadContext], Any]
+    returns: Any
+    doc: str
+
+
+READERS: dict[str, ReaderSpec] = {}
+_LOADED = False
+
+
+def reader(key: str) -> Callable[[Callable], Callable]:
+    """Register ``func(ctx) -> Reading`` under ``key`` (its return annotation is the type)."""
+
+    def register(func: Callable) -> Callable:
+        if key in READERS and READERS[key].func is not func:
+            raise ValueError(f"reader {key!r} registered twice")
+        returns = get_type_hints(func).get("return", Any)
+        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "")
+        return func
+
+    return register
+
+
+def load_all() -> dict[str, ReaderSpec]:
+    """Import every reader module once (they are light: no torch, no NVML at import)."""
+    global _LOADED
+    if not _LOADED:
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _LOADED = True
+    return READERS

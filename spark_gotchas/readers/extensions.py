@@ -1,0 +1,128 @@
+"""Compiled extensions in site-packages that link a CUDA library whose soname names a major."""
+
+from __future__ import annotations
+
+import os
+import re
+import site
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import elf
+from . import ReadContext, reader
+
+# Libraries whose soname major is the CUDA major (libcudart.so.12 is CUDA 12). cuFFT, cuRAND,
+# cuSPARSE, cuSOLVER, cuDNN and NCCL number their sonames on their own and are left out.
+CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp[a-z]*)\.so\.(\d+)")
+
+
+@dataclass
+class LinkedExtension:
+    path: str  # as found on disk
+    distribution: Optional[str]  # who installed it (importlib.metadata RECORD), None if unknown
+    cuda_libs: dict[str, int] = field(default_factory=dict)  # soname -> CUDA major it names
+
+
+@dataclass
+class ExtensionScan:
+    """``for f in $(find site-packages -name '*.so*'); do readelf -d $f | grep 'NEEDED.*libcudart'; done``"""
+
+    site_dirs: list[str] = field(default_factory=list)
+    shared_objects: int = 0
+    seconds: float = 0.0
+    linked: list[LinkedExtension] = field(default_factory=list)
+    unreadable: int = 0
+
+
+def site_dirs() -> list[str]:
+    """The environment's site-packages folders (venv, system, user), existing ones only."""
+    dirs: list[str] = []
+    candidates = list(getattr(site, "getsitepackages", lambda: [])())
+    if getattr(site, "ENABLE_USER_SITE", False):
+        candidates.append(site.getusersitepackages())
+    candidates += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    for path in candidates:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and real not in dirs:
+            dirs.append(real)
+    return dirs
+
+
+def find_shared_objects(root: str) -> list[str]:
+    found: list[str] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif (name.endswith(".so") or ".so." in name) and entry.is_file(follow_symlinks=False):
+                        found.append(entry.path)
+        except OSError:
+            continue
+    return found
+
+
+def cuda_majors(sonames: list[str]) -> dict[str, int]:
+    out = {}
+    for soname in sonames:
+        match = CUDA_SONAME.match(soname)
+        if match:
+            out[soname] = int(match.group(2))
+    return out
+
+
+def owners(paths: list[str]) -> dict[str, str]:
+    """Map files to the distribution whose RECORD lists them."""
+    import importlib.metadata as md
+
+    wanted = {os.path.realpath(p) for p in paths}
+    result: dict[str, str] = {}
+    for dist in md.distributions():
+        files = dist.files or ()
+        name = dist.metadata["Name"]
+        for f in files:
+            if f.suffix != ".so" and ".so." not in f.name:
+                continue
+            real = os.path.realpath(str(f.locate()))
+            if real in wanted:
+                result[real] = name
+        if len(result) == len(wanted):
+            break
+    return result
+
+
+@reader("env.cuda_extensions")
+def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
+    """Every ``*.so`` under site-packages, its DT_NEEDED CUDA sonames, and its distribution."""
+    t0 = time.perf_counter()
+    dirs = site_dirs()
+    files: list[str] = []
+    for d in dirs:
+        files += find_shared_objects(d)
+    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 2)) as pool:
+        results = list(pool.map(elf.needed, files))
+    linked_paths: dict[str, dict[str, int]] = {}
+    unreadable = 0
+    for path, sonames in zip(files, results):
+        if sonames is None:
+            unreadable += 1
+            continue
+        majors = cuda_majors(sonames)
+        if majors:
+            linked_paths[path] = majors
+    who = owners(list(linked_paths)) if linked_paths else {}
+    linked = [
+        LinkedExtension(path=p, distribution=who.get(os.path.realpath(p)), cuda_libs=m)
+        for p, m in sorted(linked_paths.items())
+    ]
+    return ExtensionScan(
+        site_dirs=dirs, shared_objects=len(files), seconds=time.perf_counter() - t0,
+        linked=linked, unreadable=unreadable,
+    )

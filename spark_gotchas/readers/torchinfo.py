@@ -1,0 +1,112 @@
+"""torch as the environment has it, read in the GPU worker (a crash there is a reading)."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import ReadContext, reader
+
+
+@dataclass
+class TorchDevice:
+    index: int
+    name: str
+    capability: tuple[int, int]
+    total_memory_bytes: int
+    multiprocessors: int = 0
+    l2_bytes: Optional[int] = None
+
+
+@dataclass
+class TorchBuild:
+    """``python -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_arch_list())'``"""
+
+    installed: bool
+    version: Optional[str] = None
+    cuda: Optional[str] = None  # torch.version.cuda, e.g. "13.0"; None for a CPU build
+    git_version: Optional[str] = None
+    compiled_with_cuda: bool = False
+    arch_list: list[str] = field(default_factory=list)
+    cuda_available: bool = False
+    device_count: int = 0
+    devices: list[TorchDevice] = field(default_factory=list)
+    import_seconds: Optional[float] = None
+    import_error: Optional[str] = None  # import raised (e.g. libcudart.so.12 missing)
+    cuda_error: Optional[str] = None
+    worker_problem: Optional[str] = None  # the child died or hung while importing/querying
+
+    @property
+    def cuda_major(self) -> Optional[int]:
+        if not self.cuda:
+            return None
+        try:
+            return int(self.cuda.split(".")[0])
+        except ValueError:
+            return None
+
+    @property
+    def usable(self) -> bool:
+        return self.installed and not self.import_error and not self.worker_problem
+
+    @property
+    def has_device(self) -> bool:
+        return self.usable and self.cuda_available and self.device_count > 0
+
+
+@dataclass
+class FirstLaunch:
+    """The first CUDA kernel launch, tried in the worker: a segfault or hang is a reading."""
+
+    attempted: bool
+    ok: bool = False
+    reason: str = ""  # why not attempted, or what went wrong
+    signal: str = ""
+    timed_out: bool = False
+    seconds: Optional[float] = None
+    mem_get_info: Optional[tuple[int, int]] = None  # (free, total) bytes from cudaMemGetInfo
+
+
+def torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+@reader("torch.build")
+def read_torch_build(ctx: ReadContext) -> TorchBuild:
+    """torch's version, CUDA build, arch list and visible devices."""
+    if not torch_installed():
+        return TorchBuild(installed=False)
+    result = ctx.worker.call("spark_gotchas.tasks:torch_build", timeout=120)
+    if not result.ok:
+        return TorchBuild(installed=True, worker_problem=result.problem)
+    value = dict(result.value)
+    value["devices"] = [TorchDevice(**{**d, "capability": tuple(d["capability"])}) for d in value.get("devices", [])]
+    return TorchBuild(**value)
+
+
+@reader("torch.first_launch")
+def read_first_launch(ctx: ReadContext) -> FirstLaunch:
+    """One tiny kernel on cuda:0 in the worker, with a timeout."""
+    build: TorchBuild = ctx.provider.read("torch.build")
+    if not build.installed:
+        return FirstLaunch(attempted=False, reason="torch is not installed")
+    if not build.usable:
+        return FirstLaunch(attempted=False, reason=build.import_error or build.worker_problem or "torch unusable")
+    if not build.has_device:
+        why = "torch is a CPU build" if not build.compiled_with_cuda else (build.cuda_error or "torch sees no CUDA device")
+        return FirstLaunch(attempted=False, reason=why)
+    result = ctx.worker.call("spark_gotchas.tasks:first_launch", timeout=60)
+    if not result.ok:
+        return FirstLaunch(
+            attempted=True, ok=False, reason=result.problem, signal=result.signal,
+            timed_out=result.timed_out, seconds=result.seconds,
+        )
+    v = result.value
+    return FirstLaunch(
+        attempted=True,
+        ok=bool(v["ok"]),
+        reason="" if v["ok"] else f"kernel gave {v['result']}, expected {v['expected']}",
+        seconds=v["seconds"],
+        mem_get_info=tuple(v["mem_get_info"]),
+    )

@@ -1,0 +1,92 @@
+"""Snapshot documents: every reading a run took, versioned, for replay, bug reports and diffs.
+
+Format (``docs/snapshot.md`` documents each field)::
+
+    {"format": "spark-gotchas-snapshot", "version": 1, "created": "<ISO 8601 UTC>",
+     "suite_version": "...", "options": {...judged options...},
+     "platform": {...}, "readings": {"<key>": <reading>, ...},
+     "verdicts": [{"id": "G1", "status": "PASS", "summary": "...", "fix": "..."}, ...]}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = "spark-gotchas-snapshot"
+VERSION = 1
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be used; the message says why in one line."""
+
+
+@dataclass
+class Snapshot:
+    readings: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    platform: dict[str, Any] = field(default_factory=dict)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    created: str = ""
+    suite_version: str = ""
+    path: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "created": self.created or now_iso(),
+            "suite_version": self.suite_version,
+            "options": self.options,
+            "platform": self.platform,
+            "readings": self.readings,
+            "verdicts": self.verdicts,
+        }
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def load(path: str | os.PathLike) -> Snapshot:
+    """Read and check a snapshot; any problem raises :class:`SnapshotError` with the reason."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(f"snapshot {p} is not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SnapshotError(f"{p} is not a spark-gotchas snapshot (no \"format\": \"{FORMAT}\")")
+    version = data.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        raise SnapshotError(f"snapshot {p} has version {version!r}; this suite reads up to {VERSION}")
+    readings = data.get("readings")
+    if not isinstance(readings, dict):
+        raise SnapshotError(f"snapshot {p} has no readings object")
+    return Snapshot(
+        readings=readings,
+        options=data.get("options") or {},
+        platform=data.get("platform") or {},
+        verdicts=data.get("verdicts") or [],
+        created=data.get("created", ""),
+        suite_version=data.get("suite_version", ""),
+        path=str(p),
+    )
+
+
+def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:
+    """Write atomically (temp file + rename) so a killed run never leaves half a snapshot."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(snapshot.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+    return p

@@ -1,0 +1,114 @@
+"""The verdict model: what a judge decides, and the one place that formats a G-line."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+GOTCHA_IDS = tuple(range(1, 11))
+
+
+class Status(str, enum.Enum):
+    """A verdict's status. ``rank`` orders them for the per-gotcha summary: the worst wins."""
+
+    FAIL = "FAIL"
+    WARN = "WARN"
+    PASS = "PASS"
+    INFO = "INFO"
+    SKIP = "SKIP"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    @property
+    def needs_fix(self) -> bool:
+        return self in (Status.FAIL, Status.WARN)
+
+
+_RANK = {Status.FAIL: 4, Status.WARN: 3, Status.PASS: 2, Status.INFO: 1, Status.SKIP: 0}
+
+
+class GotchaWarning(UserWarning):
+    """Emitted for a WARN verdict; ``--spark-strict`` (or ``-W error::…GotchaWarning``) fails on it."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgement of one gotcha.
+
+    ``summary`` is the one-line finding; ``fix`` is required for FAIL and WARN; ``readings``
+    holds the JSON-ready values the judgement was made from (they go to the JSON report).
+    """
+
+    gotcha: int
+    status: Status
+    summary: str
+    fix: str = ""
+    readings: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.gotcha not in GOTCHA_IDS:
+            raise ValueError(f"gotcha id must be 1..10, got {self.gotcha!r}")
+        object.__setattr__(self, "status", Status(self.status))
+        if self.status.needs_fix and not self.fix.strip():
+            raise ValueError(f"G{self.gotcha} {self.status.value} verdict needs a fix")
+        if "\n" in self.summary:
+            raise ValueError("a verdict summary is one line")
+
+    @property
+    def line(self) -> str:
+        return format_line(self.gotcha, self.status, self.summary)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": f"G{self.gotcha}",
+            "status": self.status.value,
+            "summary": self.summary,
+            "fix": self.fix,
+            "readings": dict(self.readings),
+        }
+
+
+def format_line(gotcha: int, status: Status | str, summary: str) -> str:
+    """``G<n> <STATUS>: <finding>`` — the public contract tools grep for (no zero padding)."""
+    return f"G{gotcha} {Status(status).value}: {summary}"
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
+    """The verdict that speaks for a gotcha: highest rank, first seen on ties."""
+    best: Verdict | None = None
+    for verdict in verdicts:
+        if best is None or verdict.status.rank > best.status.rank:
+            best = verdict
+    return best
+
+
+def summarize(verdicts: Iterable[Verdict]) -> list[tuple[Verdict, list[Verdict]]]:
+    """One entry per gotcha in G order: (the worst verdict, every verdict of that gotcha)."""
+    by_id: dict[int, list[Verdict]] = {}
+    for verdict in verdicts:
+        by_id.setdefault(verdict.gotcha, []).append(verdict)
+    out = []
+    for gid in sorted(by_id):
+        top = worst(by_id[gid])
+        assert top is not None
+        out.append((top, by_id[gid]))
+    return out
+
+
+def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
+    """The G-line block: one line per gotcha, each FAIL/WARN followed by its distinct fixes."""
+    lines: list[str] = []
+    for top, group in summarize(verdicts):
+        extra = sum(1 for v in group if v.status == top.status) - 1
+        suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
+        lines.append(top.line + suffix)
+        if top.status.needs_fix:
+            seen: list[str] = []
+            for v in group:
+                if v.status == top.status and v.fix not in seen:
+                    seen.append(v.fix)
+            lines.extend(f"    fix: {fix}" for fix in seen)
+    return lines

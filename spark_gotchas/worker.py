@@ -1,0 +1,247 @@
+"""A child process that does every piece of GPU work, so a crash or hang cannot kill pytest.
+
+The worker imports torch once (the import is the slow part of a preflight) and then runs
+tasks named ``"module:function"`` with JSON arguments, one at a time, each under a timeout.
+A task that segfaults, aborts or hangs ends the worker; the caller gets a :class:`TaskResult`
+that says so (signal name, timeout) and the next call starts a fresh worker.
+
+Protocol: JSON lines. The parent writes ``{"id", "task", "args"}`` to the child's stdin; the
+child answers on a private pipe (its stdout proper is redirected to stderr so that library
+prints cannot corrupt the protocol) with zero or more ``{"id", "progress"}`` lines and then
+one ``{"id", "ok", "value" | "error"}`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one task gave back: a value, or why not (error text, crash signal, timeout)."""
+
+    ok: bool
+    value: Any = None
+    error: str = ""
+    crashed: bool = False
+    signal: str = ""
+    timed_out: bool = False
+    seconds: float = 0.0
+    stderr_tail: str = ""
+    progress: list = field(default_factory=list)
+
+    @property
+    def problem(self) -> str:
+        """One line saying what went wrong ('' when ok)."""
+        if self.ok:
+            return ""
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f} s (killed)"
+        if self.crashed:
+            how = f"killed by {self.signal}" if self.signal else "exited"
+            tail = self.stderr_tail.strip().splitlines()[-1:] if self.stderr_tail else []
+            return f"child process {how}" + (f": {tail[0][:200]}" if tail else "")
+        return self.error
+
+
+def _signal_name(returncode: int | None) -> str:
+    if returncode is None or returncode >= 0:
+        return ""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+class Worker:
+    """Parent side of the worker. Not thread-safe: one task at a time."""
+
+    def __init__(self, preload: tuple[str, ...] = ("torch",), env: dict[str, str] | None = None):
+        self.preload = preload
+        self.env = env
+        self._proc: subprocess.Popen | None = None
+        self._reply_fd: int | None = None
+        self._stderr: Any = None
+        self._buffer = b""
+        self._next_id = 0
+        self.starts = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the child now (it begins importing the preload modules at once)."""
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self.close()
+        read_fd, write_fd = os.pipe()
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ if self.env is None else self.env)
+        env["SPARK_GOTCHAS_REPLY_FD"] = str(write_fd)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "spark_gotchas.worker_main", *self.preload],
+            stdin=subprocess.PIPE,
+            stdout=self._stderr,
+            stderr=self._stderr,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
+        os.close(write_fd)
+        self._reply_fd = read_fd
+        self._buffer = b""
+        self.starts += 1
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                if proc.poll() is None and proc.stdin:
+                    proc.stdin.close()
+                    try:
+                        proc.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        self._kill(proc)
+            except OSError:
+                self._kill(proc)
+        if self._reply_fd is not None:
+            os.close(self._reply_fd)
+            self._reply_fd = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def interrupt(self) -> None:
+        """Ask the running task to stop early (SIGINT to the child; tasks poll should_stop())."""
+        if self.alive:
+            try:
+                os.kill(self._proc.pid, signal.SIGINT)  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _stderr_tail(self, limit: int = 2000) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read().decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    # -- calls ---------------------------------------------------------------------------
+    def call(
+        self,
+        task: str,
+        args: dict[str, Any] | None = None,
+        timeout: float = 60.0,
+        on_progress: Callable[[Any], None] | None = None,
+    ) -> TaskResult:
+        """Run ``task`` ("package.module:function") in the child; never raises for its failures."""
+        start = time.monotonic()
+        try:
+            self.start()
+        except OSError as exc:
+            return TaskResult(ok=False, error=f"could not start the worker: {exc}")
+        assert self._proc is not None and self._proc.stdin is not None
+        self._next_id += 1
+        request = {"id": self._next_id, "task": task, "args": args or {}}
+        try:
+            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._dead(start, [])
+        progress: list = []
+        deadline = start + timeout
+        while True:
+            message = self._read_message(deadline)
+            if message is None:  # timeout or EOF
+                if self.alive:
+                    seconds = time.monotonic() - start
+                    tail = self._stderr_tail()
+                    self._kill(self._proc)
+                    self.close()
+                    return TaskResult(
+                        ok=False, timed_out=True, seconds=seconds, stderr_tail=tail, progress=progress
+                    )
+                return self._dead(start, progress)
+            if message.get("id") != request["id"]:
+                continue
+            if "progress" in message:
+                progress.append(message["progress"])
+                if on_progress is not None:
+                    on_progress(message["progress"])
+                continue
+            return TaskResult(
+                ok=bool(message.get("ok")),
+                value=message.get("value"),
+                error=message.get("error", ""),
+                seconds=time.monotonic() - start,
+                progress=progress,
+            )
+
+    def _dead(self, start: float, progress: list) -> TaskResult:
+        proc = self._proc
+        rc = None
+        if proc is not None:
+            try:
+                rc = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill(proc)
+                rc = proc.returncode
+        tail = self._stderr_tail()
+        self.close()
+        return TaskResult(
+            ok=False,
+            crashed=True,
+            signal=_signal_name(rc),
+            error=f"worker exited with code {rc}",
+            seconds=time.monotonic() - start,
+            stderr_tail=tail,
+            progress=progress,
+        )
+
+    def _read_message(self, deadline: float) -> dict | None:
+        assert self._reply_fd is not None
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self._reply_fd], [], [], min(remaining, 1.0))
+            if not ready:
+                if not self.alive:
+                    return None
+                continue
+            chunk = os.read(self._reply_fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return {}

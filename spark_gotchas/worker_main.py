@@ -1,0 +1,90 @@
+"""Child side of :mod:`spark_gotchas.worker`: import the preload modules, then serve tasks.
+
+Tasks are plain functions ``def task(**args) -> JSON value``. They may call :func:`progress`
+to stream intermediate results and should poll :func:`should_stop` in long loops (SIGINT
+and SIGTERM set it, so a soak stops cleanly and still returns what it measured).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+_OUT: Any = None
+_CURRENT_ID: int | None = None
+_STOP = threading.Event()
+_WRITE_LOCK = threading.Lock()
+PRELOAD_SECONDS: dict[str, float] = {}
+PRELOAD_ERRORS: dict[str, str] = {}
+
+
+def should_stop() -> bool:
+    """True once the parent asked the running task to stop (SIGINT/SIGTERM)."""
+    return _STOP.is_set()
+
+
+def progress(value: Any) -> None:
+    """Send an intermediate result of the running task to the parent (no-op outside a worker)."""
+    if _OUT is None or _CURRENT_ID is None:
+        return
+    _send({"id": _CURRENT_ID, "progress": value})
+
+
+def _send(message: dict) -> None:
+    with _WRITE_LOCK:
+        _OUT.write(json.dumps(message, default=str) + "\n")
+        _OUT.flush()
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    _STOP.set()
+
+
+def _run(task: str, args: dict) -> Any:
+    module_name, _, func_name = task.partition(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    return func(**args)
+
+
+def main(argv: list[str]) -> int:
+    global _OUT, _CURRENT_ID
+    reply_fd = int(os.environ.pop("SPARK_GOTCHAS_REPLY_FD"))
+    _OUT = os.fdopen(reply_fd, "w", buffering=1)
+    sys.stdout = sys.stderr  # library prints must not reach the protocol pipe
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    for name in argv:
+        t0 = time.perf_counter()
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a crash (segfault) ends the process: the parent reports it
+            PRELOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
+        PRELOAD_SECONDS[name] = time.perf_counter() - t0
+    for raw in sys.stdin:
+        try:
+            request = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        _CURRENT_ID = request.get("id")
+        _STOP.clear()
+        try:
+            value = _run(request["task"], request.get("args") or {})
+            reply = {"id": _CURRENT_ID, "ok": True, "value": value}
+        except Exception as exc:
+            tb = traceback.format_exc(limit=3)
+            print(tb, file=sys.stderr)
+            reply = {"id": _CURRENT_ID, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        _send(reply)
+        _CURRENT_ID = None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,19 @@
+"""G1 — CUDA 12/13 ABI mismatch: torch vs driver, extension sonames, the first launch."""
+
+import pytest
+
+from spark_gotchas.judges import g01_cuda_abi as g01
+
+pytestmark = pytest.mark.fast
+
+
+def test_g1_torch_cuda_matches_driver(spark):
+    spark.report(g01.judge_torch(spark.read("torch.build"), spark.try_read("gpu.inventory"), spark.profile))
+
+
+def test_g1_extensions_link_driver_cuda(spark):
+    spark.report(g01.judge_extensions(spark.read("env.cuda_extensions"), spark.try_read("gpu.inventory"), spark.profile))
+
+
+def test_g1_first_cuda_launch(spark):
+    spark.report(g01.judge_first_launch(spark.read("torch.first_launch")))

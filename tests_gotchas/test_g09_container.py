@@ -1,0 +1,15 @@
+"""G9 — container first, not bare pip: container evidence, requirement drift, baseline."""
+
+import pytest
+
+from spark_gotchas.judges import g09_container as g09
+
+pytestmark = pytest.mark.fast
+
+
+def test_g9_container_and_consistency(spark):
+    spark.report(g09.judge_environment(spark.read("env.container"), spark.read("env.distributions")))
+
+
+def test_g9_since_baseline(spark):
+    spark.report(g09.judge_baseline(spark.read("env.baseline"), spark.read("env.distributions")))

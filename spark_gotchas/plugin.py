@@ -87,6 +87,7 @@ class SessionState:
     active: bool = False  # True once a gotcha check is collected
     reported: list[Reported] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> path, for reports
     current_item: Any = None
     _worker: Any = None
     _provider: Optional[Provider] = None
@@ -95,7 +96,22 @@ class SessionState:
     def provider(self) -> Provider:
         if self._provider is None:
             self._provider = Provider(self.options, self.replay, self.worker)
+            self._provider.ctx.say = self.say
+            self._provider.ctx.add_artifact = self.add_artifact
         return self._provider
+
+    def say(self, text: str) -> None:
+        """Print a progress line now, past pytest's output capture (soak progress, etc.)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def add_artifact(self, name: str, path: str) -> None:
+        """Name a file this run produced (CSV, PNG …): the JSON report and summary list it."""
+        self.artifacts[name] = str(path)
 
     def worker(self) -> Any:
         if self.replay is not None:
@@ -193,6 +209,13 @@ class Spark:
 
     def try_read(self, key: str) -> Any:
         return self._state.provider.try_read(key)
+
+    def say(self, text: str) -> None:
+        """A progress line for the user, shown while the check runs."""
+        self._state.say(text)
+
+    def add_artifact(self, name: str, path: str) -> None:
+        self._state.add_artifact(name, path)
 
     @property
     def profile(self):
@@ -297,6 +320,7 @@ def report_section(state: SessionState) -> dict[str, Any]:
         "platform": platform.describe(state.provider, state.options.spark_profile),
         "options": state.options.judged(),
         "versions": platform.versions(state.provider),
+        "artifacts": dict(state.artifacts),
     }
 
 

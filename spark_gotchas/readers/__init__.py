@@ -24,6 +24,8 @@ class ReadContext:
     options: RunOptions
     worker_factory: Callable[[], Any]
     provider: Any = None  # readers that build on other readings call provider.read(key)
+    say: Callable[[str], None] = lambda text: None  # progress lines past pytest's capture
+    add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
     @property
     def worker(self) -> Any:

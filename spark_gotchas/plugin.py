@@ -268,6 +268,10 @@ def pytest_runtest_call(item: pytest.Item):
     except ReadingUnavailable as exc:
         if VERDICT_KEY in item.stash:
             raise
+        if exc.bug:
+            Spark(state).report(Verdict(
+                gid, Status.FAIL, f"the check itself failed reading {exc.key}: {exc.reason}".replace("\n", " "),
+                fix="this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)"))
         Spark(state).report(Verdict(gid, Status.SKIP, f"could not read {exc.key}: {exc.reason}"))
     except (pytest.fail.Exception, pytest.skip.Exception, KeyboardInterrupt):
         raise

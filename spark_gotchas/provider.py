@@ -18,10 +18,11 @@ from .snapshot import Snapshot
 class ReadingUnavailable(Exception):
     """A reading could not be taken (or is not in the replayed snapshot)."""
 
-    def __init__(self, key: str, reason: str):
+    def __init__(self, key: str, reason: str, bug: bool = False):
         super().__init__(f"{key}: {reason}")
         self.key = key
         self.reason = reason
+        self.bug = bug  # the reader itself raised: a defect, reported as FAIL, not SKIP
 
 
 class Provider:
@@ -36,6 +37,7 @@ class Provider:
         self._worker_factory = worker_factory or _no_worker
         self._cache: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
+        self._bugs: set[str] = set()
         self.recorded: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
         self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self)
@@ -49,7 +51,7 @@ class Provider:
         if key in self._cache:
             return self._cache[key]
         if key in self._errors:
-            raise ReadingUnavailable(key, self._errors[key])
+            raise ReadingUnavailable(key, self._errors[key], bug=key in self._bugs)
         specs = _readers.load_all()
         spec = specs.get(key)
         if spec is None:
@@ -67,7 +69,8 @@ class Provider:
                 raise
             except Exception as exc:  # a reader bug must not take the run down
                 self._errors[key] = f"reader failed: {type(exc).__name__}: {exc}"
-                raise ReadingUnavailable(key, self._errors[key]) from exc
+                self._bugs.add(key)
+                raise ReadingUnavailable(key, self._errors[key], bug=True) from exc
             finally:
                 self.seconds[key] = time.perf_counter() - t0
             data = to_jsonable(value)

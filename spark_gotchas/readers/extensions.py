@@ -78,23 +78,26 @@ def cuda_majors(sonames: list[str]) -> dict[str, int]:
     return out
 
 
-def owners(paths: list[str]) -> dict[str, str]:
-    """Map files to the distribution whose RECORD lists them."""
+def owners(paths: list[str], roots: list[str]) -> dict[str, str]:
+    """Map files to the distribution whose RECORD lists them (a text search of each RECORD,
+    far cheaper than resolving every entry of every distribution)."""
     import importlib.metadata as md
 
-    wanted = {os.path.realpath(p) for p in paths}
+    wanted: dict[str, str] = {}  # path relative to its site dir (as RECORD writes it) -> path
+    for path in paths:
+        for root in roots:
+            if path.startswith(root + os.sep):
+                wanted[os.path.relpath(path, root)] = path
+                break
     result: dict[str, str] = {}
     for dist in md.distributions():
-        files = dist.files or ()
-        name = dist.metadata["Name"]
-        for f in files:
-            if f.suffix != ".so" and ".so." not in f.name:
-                continue
-            real = os.path.realpath(str(f.locate()))
-            if real in wanted:
-                result[real] = name
-        if len(result) == len(wanted):
+        if not wanted:
             break
+        record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
+        if not record:
+            continue
+        for rel in [r for r in wanted if r in record]:
+            result[wanted.pop(rel)] = dist.metadata["Name"]
     return result
 
 
@@ -117,9 +120,9 @@ def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
         majors = cuda_majors(sonames)
         if majors:
             linked_paths[path] = majors
-    who = owners(list(linked_paths)) if linked_paths else {}
+    who = owners(list(linked_paths), dirs) if linked_paths else {}
     linked = [
-        LinkedExtension(path=p, distribution=who.get(os.path.realpath(p)), cuda_libs=m)
+        LinkedExtension(path=p, distribution=who.get(p), cuda_libs=m)
         for p, m in sorted(linked_paths.items())
     ]
     return ExtensionScan(

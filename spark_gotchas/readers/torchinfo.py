@@ -6,6 +6,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..serial import from_jsonable
 from . import ReadContext, reader
 
 
@@ -35,6 +36,7 @@ class TorchBuild:
     import_seconds: Optional[float] = None
     import_error: Optional[str] = None  # import raised (e.g. libcudart.so.12 missing)
     cuda_error: Optional[str] = None
+    cuda_query_seconds: Optional[float] = None
     worker_problem: Optional[str] = None  # the child died or hung while importing/querying
 
     @property
@@ -80,9 +82,7 @@ def read_torch_build(ctx: ReadContext) -> TorchBuild:
     result = ctx.worker.call("spark_gotchas.tasks:torch_build", timeout=120)
     if not result.ok:
         return TorchBuild(installed=True, worker_problem=result.problem)
-    value = dict(result.value)
-    value["devices"] = [TorchDevice(**{**d, "capability": tuple(d["capability"])}) for d in value.get("devices", [])]
-    return TorchBuild(**value)
+    return from_jsonable(TorchBuild, result.value)
 
 
 @reader("torch.first_launch")

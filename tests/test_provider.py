@@ -1,0 +1,131 @@
+"""One provider for every reading: read once, record, replay without touching the machine."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+from spark_gotchas import readers
+from spark_gotchas.options import RunOptions
+from spark_gotchas.provider import Provider, ReadingUnavailable, peek
+from spark_gotchas.readers import ReaderSpec
+from spark_gotchas.snapshot import Snapshot
+
+
+@dataclass
+class Clock:
+    sm_mhz: int
+    capability: Optional[tuple[int, int]] = None
+
+
+class Calls:
+    def __init__(self):
+        self.count = 0
+
+
+@pytest.fixture
+def register(monkeypatch):
+    """Register test readers for one test only."""
+    readers.load_all()
+
+    def add(key, func, returns=Clock):
+        monkeypatch.setitem(readers.READERS, key, ReaderSpec(key, func, returns, ""))
+
+    return add
+
+
+def test_a_live_reading_is_taken_once_recorded_and_typed(register):
+    calls = Calls()
+
+    def read(ctx):
+        calls.count += 1
+        return Clock(2418, (12, 1))
+
+    register("test.clock", read)
+    provider = Provider(RunOptions())
+    first = provider.read("test.clock")
+    assert provider.read("test.clock") is first and calls.count == 1
+    assert first == Clock(2418, (12, 1)) and isinstance(first.capability, tuple)  # came back through JSON
+    assert provider.recorded == {"test.clock": {"sm_mhz": 2418, "capability": [12, 1]}}
+    assert provider.seconds["test.clock"] >= 0
+    assert provider.live
+
+
+def test_a_crashing_reader_becomes_unavailable_once(register):
+    calls = Calls()
+
+    def read(ctx):
+        calls.count += 1
+        raise OSError("permission denied: /sys/class/hwmon")
+
+    register("test.broken", read)
+    provider = Provider(RunOptions())
+    for _ in range(2):
+        with pytest.raises(ReadingUnavailable) as info:
+            provider.read("test.broken")
+        assert info.value.key == "test.broken"
+        assert info.value.reason == "reader failed: OSError: permission denied: /sys/class/hwmon"
+    assert calls.count == 1
+    assert provider.try_read("test.broken") is None
+    assert "test.broken" not in provider.recorded
+
+
+def test_unknown_key():
+    with pytest.raises(ReadingUnavailable, match="no reader of that name"):
+        Provider(RunOptions()).read("test.nobody")
+
+
+def test_replay_reads_the_snapshot_and_never_the_machine(register):
+    def read(ctx):
+        raise AssertionError("a replay must not call a reader")
+
+    register("test.clock", read)
+    snap = Snapshot(readings={"test.clock": {"sm_mhz": 600, "capability": [12, 1]}}, path="/runs/spark1.json")
+    provider = Provider(RunOptions(), replay=snap)
+    assert provider.read("test.clock") == Clock(600, (12, 1))
+    assert not provider.live and provider.recorded == {}
+
+
+def test_replay_of_a_reading_absent_from_the_snapshot(register):
+    register("test.clock", lambda ctx: Clock(1))
+    provider = Provider(RunOptions(), replay=Snapshot(path="/runs/old.json"))
+    with pytest.raises(ReadingUnavailable) as info:
+        provider.read("test.clock")
+    assert info.value.reason == "not recorded in the snapshot /runs/old.json"
+
+
+def test_replay_of_a_reading_that_no_longer_fits_its_type(register):
+    register("test.clock", lambda ctx: Clock(1))
+    provider = Provider(RunOptions(), replay=Snapshot(readings={"test.clock": ["not", "an", "object"]}))
+    with pytest.raises(ReadingUnavailable, match="recorded reading does not fit Clock"):
+        provider.read("test.clock")
+
+
+def test_readers_reach_other_readings_and_the_options(register):
+    register("test.base", lambda ctx: Clock(int(ctx.options.spark_fast_timeout)))
+    register("test.derived", lambda ctx: Clock(ctx.provider.read("test.base").sm_mhz * 2))
+    provider = Provider(RunOptions(spark_fast_timeout=30.0))
+    assert provider.read("test.derived").sm_mhz == 60
+    assert set(provider.recorded) == {"test.base", "test.derived"}
+
+
+def test_without_a_worker_gpu_readings_are_unavailable(register):
+    register("test.gpu", lambda ctx: Clock(ctx.worker.call("x:y").value))
+    with pytest.raises(ReadingUnavailable, match="no GPU worker"):
+        Provider(RunOptions()).read("test.gpu")
+
+
+def test_peek_never_reads(register):
+    calls = Calls()
+
+    def read(ctx):
+        calls.count += 1
+        return Clock(1)
+
+    register("test.clock", read)
+    provider = Provider(RunOptions())
+    assert peek(provider, "test.clock") is None and calls.count == 0
+    provider.read("test.clock")
+    assert peek(provider, "test.clock") == Clock(1)
+    replay = Provider(RunOptions(), replay=Snapshot(readings={"test.clock": {"sm_mhz": 5}}))
+    assert peek(replay, "test.clock") == Clock(5)

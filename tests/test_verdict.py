@@ -1,0 +1,106 @@
+"""The G-line contract: format, worst-wins order, fixes. Tools grep these lines."""
+
+import itertools
+
+import pytest
+
+from spark_gotchas.verdict import GOTCHA_IDS, Status, Verdict, format_line, summary_lines, worst
+
+ORDER = [Status.FAIL, Status.WARN, Status.PASS, Status.INFO, Status.SKIP]  # worst first
+
+
+def v(gid: int, status: str, summary: str = "finding", fix: str = "") -> Verdict:
+    if Status(status).needs_fix and not fix:
+        fix = f"fix for {summary}"
+    return Verdict(gid, Status(status), summary, fix=fix)
+
+
+@pytest.mark.parametrize("gid", GOTCHA_IDS)
+def test_line_has_no_zero_padding(gid):
+    line = format_line(gid, Status.PASS, "ok")
+    assert line == f"G{gid} PASS: ok"
+    assert not line.startswith("G0")
+
+
+def test_line_of_a_verdict():
+    assert Verdict(10, Status.INFO, "MemAvailable 115.9 GiB").line == "G10 INFO: MemAvailable 115.9 GiB"
+    assert Verdict(1, "FAIL", "x", fix="y").line == "G1 FAIL: x"  # a status string is accepted
+
+
+def test_status_order_is_fail_warn_pass_info_skip():
+    assert sorted(Status, key=lambda s: -s.rank) == ORDER
+
+
+@pytest.mark.parametrize("a,b", list(itertools.combinations(ORDER, 2)))
+def test_worst_wins_in_either_order(a, b):
+    assert worst([v(3, a), v(3, b)]).status is a
+    assert worst([v(3, b), v(3, a)]).status is a
+
+
+def test_worst_keeps_the_first_on_ties_and_none_when_empty():
+    first, second = v(4, "WARN", "first"), v(4, "WARN", "second")
+    assert worst([first, second]) is first
+    assert worst([]) is None
+
+
+@pytest.mark.parametrize("status", ["FAIL", "WARN"])
+def test_fail_and_warn_need_a_fix(status):
+    with pytest.raises(ValueError, match="needs a fix"):
+        Verdict(2, Status(status), "something is wrong")
+    with pytest.raises(ValueError, match="needs a fix"):
+        Verdict(2, Status(status), "something is wrong", fix="   ")
+
+
+@pytest.mark.parametrize("status", ["PASS", "INFO", "SKIP"])
+def test_other_statuses_need_no_fix(status):
+    assert Verdict(2, Status(status), "fine").fix == ""
+
+
+@pytest.mark.parametrize("gid", [0, 11, -1, "1"])
+def test_gotcha_ids_are_1_to_10(gid):
+    with pytest.raises(ValueError, match="1..10"):
+        Verdict(gid, Status.PASS, "x")
+
+
+def test_summary_is_one_line_and_status_must_exist():
+    with pytest.raises(ValueError, match="one line"):
+        Verdict(1, Status.PASS, "two\nlines")
+    with pytest.raises(ValueError):
+        Verdict(1, "BROKEN", "x")
+
+
+def test_summary_lines_one_per_gotcha_in_g_order_with_fixes():
+    lines = summary_lines([
+        v(10, "PASS", "tp=1"),
+        v(3, "WARN", "page cache 40 GiB", fix="drop caches between runs"),
+        v(1, "PASS", "torch cu130"),
+        v(1, "FAIL", "libcudart.so.12 in vllm", fix="reinstall vllm for CUDA 13"),
+        v(3, "INFO", "MemTotal 121.7 GiB"),
+        v(1, "FAIL", "first launch crashed", fix="reinstall vllm for CUDA 13"),
+        v(2, "SKIP", "no flash-attn"),
+    ])
+    assert lines == [
+        "G1 FAIL: libcudart.so.12 in vllm (+1 more FAIL)",
+        "    fix: reinstall vllm for CUDA 13",  # the same fix is given once
+        "G2 SKIP: no flash-attn",
+        "G3 WARN: page cache 40 GiB",
+        "    fix: drop caches between runs",
+        "G10 PASS: tp=1",
+    ]
+
+
+def test_summary_lines_list_each_distinct_fix_of_the_worst_status():
+    lines = summary_lines([
+        v(9, "WARN", "bare host", fix="use a container"),
+        v(9, "WARN", "changed since baseline", fix="re-validate"),
+        v(9, "PASS", "no broken requirement"),
+    ])
+    assert lines == ["G9 WARN: bare host (+1 more WARN)", "    fix: use a container", "    fix: re-validate"]
+
+
+def test_to_json_is_the_report_shape():
+    verdict = Verdict(5, Status.WARN, "copy 150 GB/s", fix="budget from 180 GB/s", readings={"copy_gbps": 150.0})
+    assert verdict.to_json() == {
+        "id": "G5", "status": "WARN", "summary": "copy 150 GB/s", "fix": "budget from 180 GB/s",
+        "readings": {"copy_gbps": 150.0},
+    }

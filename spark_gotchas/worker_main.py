@@ -87,4 +87,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Run as ``python -m``, this module is ``__main__``; tasks import it by its real name to call
+    # progress()/should_stop() and read PRELOAD_*: both names must be this one module.
+    sys.modules.setdefault("spark_gotchas.worker_main", sys.modules[__name__])
     sys.exit(main(sys.argv[1:]))

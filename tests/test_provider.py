@@ -65,6 +65,7 @@ def test_a_crashing_reader_becomes_unavailable_once(register):
             provider.read("test.broken")
         assert info.value.key == "test.broken"
         assert info.value.reason == "reader failed: OSError: permission denied: /sys/class/hwmon"
+        assert info.value.bug  # a reader that raises is a defect (the check reports FAIL, not SKIP)
     assert calls.count == 1
     assert provider.try_read("test.broken") is None
     assert "test.broken" not in provider.recorded
@@ -92,6 +93,7 @@ def test_replay_of_a_reading_absent_from_the_snapshot(register):
     with pytest.raises(ReadingUnavailable) as info:
         provider.read("test.clock")
     assert info.value.reason == "not recorded in the snapshot /runs/old.json"
+    assert not info.value.bug
 
 
 def test_replay_of_a_reading_that_no_longer_fits_its_type(register):

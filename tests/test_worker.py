@@ -1,0 +1,110 @@
+"""The GPU worker: a crash, a hang or an exception in a task is a result, never a dead pytest."""
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_gotchas.worker import TaskResult, Worker
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+
+
+@pytest.fixture
+def worker():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    w = Worker(preload=(), env=env)  # no torch import: these tests are about the process plumbing
+    yield w
+    w.close()
+
+
+def test_a_task_returns_its_json_value(worker):
+    result = worker.call("worker_tasks:echo", {"size_mb": 512})
+    assert result.ok and result.problem == ""
+    assert result.value["args"] == {"size_mb": 512}
+    assert result.value["pid"] != os.getpid()
+
+
+def test_an_exception_is_an_error_and_the_worker_lives_on(worker):
+    first = worker.call("worker_tasks:echo")
+    result = worker.call("worker_tasks:boom")
+    assert not result.ok and not result.crashed and not result.timed_out
+    assert result.problem == "ValueError: boom"
+    assert worker.call("worker_tasks:echo").value["pid"] == first.value["pid"]
+    assert worker.starts == 1
+
+
+def test_a_segfault_names_the_signal_and_the_next_call_gets_a_fresh_worker(worker):
+    first = worker.call("worker_tasks:echo").value["pid"]
+    result = worker.call("worker_tasks:segfault", timeout=20)
+    assert not result.ok and result.crashed and result.signal == "SIGSEGV"
+    assert result.problem.startswith("child process killed by SIGSEGV")
+    assert not worker.alive
+    again = worker.call("worker_tasks:echo")
+    assert again.ok and again.value["pid"] != first and worker.starts == 2
+
+
+def test_an_abort_carries_the_last_stderr_line(worker):
+    result = worker.call("worker_tasks:abort_with_message", timeout=20)
+    assert result.signal == "SIGABRT"
+    assert result.problem == ("child process killed by SIGABRT: "
+                              "CUDA error: an illegal memory access was encountered")
+
+
+def test_an_exit_without_a_signal(worker):
+    result = worker.call("worker_tasks:exit_quietly", timeout=20)
+    assert result.crashed and result.signal == "" and result.error == "worker exited with code 3"
+    assert result.problem.startswith("child process exited")
+
+
+def test_a_hang_is_killed_at_the_timeout(worker):
+    t0 = time.monotonic()
+    result = worker.call("worker_tasks:hang", timeout=1.0)
+    assert time.monotonic() - t0 < 8
+    assert result.timed_out and not result.ok
+    assert result.problem == "timed out after 1 s (killed)"
+    assert not worker.alive
+    assert worker.call("worker_tasks:echo").ok
+
+
+def test_progress_messages_arrive_in_order(worker):
+    seen = []
+    result = worker.call("worker_tasks:count", {"n": 3}, on_progress=seen.append)
+    assert result.ok and result.value == 3
+    assert seen == result.progress == [{"step": 0}, {"step": 1}, {"step": 2}]
+
+
+def test_interrupt_lets_a_long_task_stop_and_still_return(worker):
+    worker.start()
+    worker.call("worker_tasks:echo")  # the child is up and serving
+    timer = threading.Timer(0.3, worker.interrupt)
+    timer.start()
+    try:
+        result = worker.call("worker_tasks:until_stopped", timeout=30)
+    finally:
+        timer.cancel()
+    assert result.ok and result.value["stopped"] and result.value["steps"] < 1000
+
+
+def test_unknown_task_is_an_error_not_a_crash(worker):
+    result = worker.call("no_such_module_here:task")
+    assert not result.ok and not result.crashed
+    assert result.problem.startswith("ModuleNotFoundError")
+
+
+def test_close_ends_the_child(worker):
+    worker.start()
+    assert worker.alive
+    worker.close()
+    assert not worker.alive
+    worker.close()  # twice is fine
+
+
+def test_problem_texts():
+    assert TaskResult(ok=True).problem == ""
+    assert TaskResult(ok=False, timed_out=True, seconds=60.2).problem == "timed out after 60 s (killed)"
+    assert TaskResult(ok=False, crashed=True, signal="SIGBUS").problem == "child process killed by SIGBUS"

@@ -1,0 +1,49 @@
+"""Test-only worker tasks: a crash, a hang, an exception, progress, noise. Run in the worker child."""
+
+import os
+import signal
+import sys
+import time
+
+from spark_gotchas import worker_main
+
+
+def echo(**args):
+    print("library noise on stdout must not reach the protocol")
+    return {"args": args, "pid": os.getpid()}
+
+
+def segfault():
+    os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(5)
+
+
+def abort_with_message():
+    print("CUDA error: an illegal memory access was encountered", file=sys.stderr, flush=True)
+    os.abort()
+
+
+def exit_quietly():
+    os._exit(3)
+
+
+def hang():
+    time.sleep(60)
+
+
+def boom():
+    raise ValueError("boom")
+
+
+def count(n):
+    for i in range(n):
+        worker_main.progress({"step": i})
+    return n
+
+
+def until_stopped():
+    steps = 0
+    while not worker_main.should_stop() and steps < 1000:
+        time.sleep(0.01)
+        steps += 1
+    return {"stopped": worker_main.should_stop(), "steps": steps}

@@ -358,7 +358,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         try:
             path = Path(opts.spark_summary_md)
-            text = scrub.scrub(render(state.verdicts, platform.describe(state.provider, opts.spark_profile)))
+            text = scrub.scrub(render(state.verdicts, platform.describe(state.provider, opts.spark_profile),
+                                      artifacts=state.artifacts,
+                                      replayed_from=state.replay.path if state.replay is not None else None))
             with path.open("a", encoding="utf-8") as fh:
                 fh.write(text)
             state.notes.append(f"Markdown summary written to {path}")

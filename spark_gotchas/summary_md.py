@@ -1,39 +1,99 @@
-"""The G-line summary as Markdown (for ``$GITHUB_STEP_SUMMARY`` or any CI page).
+"""The G-line summary as Markdown, for ``$GITHUB_STEP_SUMMARY`` or any page that renders Markdown.
 
-FAILs and WARNs come first, each with its fix; then the rest in G order.
+Written by ``--spark-summary-md PATH`` (appended, so several runs can share one job summary).
+A reader on a CI page wants, in this order: did it pass, what needs fixing and how, then the
+rest. So: a title with the overall status and the counts, the platform line, the FAILs and
+WARNs (worst first, then in G order) each with its fixes, a table of every other gotcha in G
+order, every individual check folded away, and the files the run produced.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import re
+from typing import Any, Iterable, Mapping, Optional
 
 from .platform import one_line
+from .titles import title as gotcha_title
 from .verdict import Status, Verdict, summarize
 
-_ICON = {Status.FAIL: "❌", Status.WARN: "⚠️", Status.PASS: "✅", Status.INFO: "ℹ️", Status.SKIP: "⏭️"}
+ICON = {Status.FAIL: "❌", Status.WARN: "⚠️", Status.PASS: "✅", Status.INFO: "ℹ️", Status.SKIP: "⏭️"}
+_ORDER = (Status.FAIL, Status.WARN, Status.PASS, Status.INFO, Status.SKIP)
+_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def inline(text: str) -> str:
+    """Text as one Markdown line: Markdown characters escaped, HTML ones as entities, newlines folded."""
+    text = "".join(_HTML.get(c, c) for c in " ".join(str(text).split()))
+    return _SPECIAL.sub(r"\\\1", text)
 
 
-def render(verdicts: Iterable[Verdict], platform: dict[str, Any], title: str = "spark-gotchas") -> str:
-    groups = summarize(list(verdicts))
-    counts: dict[str, int] = {}
-    for top, _ in groups:
-        counts[top.status.value] = counts.get(top.status.value, 0) + 1
-    ordered = sorted(groups, key=lambda g: (not g[0].status.needs_fix, -g[0].status.rank if g[0].status.needs_fix else 0, g[0].gotcha))
-    out = [f"## {title}", "", f"`{_cell(one_line(platform))}`", ""]
-    out.append(" · ".join(f"**{n}** {s}" for s, n in sorted(counts.items(), key=lambda kv: -Status(kv[0]).rank)))
-    out += ["", "| | gotcha | finding | fix |", "|---|---|---|---|"]
-    for top, group in ordered:
-        fixes = []
-        for v in group:
-            if v.status == top.status and v.fix and v.fix not in fixes:
-                fixes.append(v.fix)
-        out.append(
-            f"| {_ICON[top.status]} | **G{top.gotcha} {top.status.value}** | {_cell(top.summary)} | "
-            f"{_cell('; '.join(fixes)) if top.status.needs_fix else ''} |"
-        )
-    out.append("")
+def _fence_safe(line: str) -> str:
+    """A line that cannot close the code fence it sits in."""
+    return line.replace("```", "'''")
+
+
+def _name(gotcha: int) -> str:
+    name = gotcha_title(gotcha)
+    return f" ({inline(name)})" if name else ""
+
+
+def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    """Gotchas per summary status (the worst verdict of each gotcha), FAIL first."""
+    tally = {s.value: 0 for s in _ORDER}
+    for top, _ in summarize(list(verdicts)):
+        tally[top.status.value] += 1
+    return {k: n for k, n in tally.items() if n}
+
+
+def render(
+    verdicts: Iterable[Verdict],
+    platform: Mapping[str, Any],
+    title: str = "spark-gotchas",
+    *,
+    artifacts: Optional[Mapping[str, str]] = None,
+    replayed_from: Optional[str] = None,
+) -> str:
+    """The Markdown block for one run (ends with a blank line, so blocks can be appended)."""
+    verdicts = list(verdicts)
+    groups = summarize(verdicts)
+    tally = counts(verdicts)
+    overall = max((top.status for top, _ in groups), key=lambda s: s.rank, default=None)
+    head = f"{ICON[overall]} {title}: {overall.value}" if overall is not None else f"{title}: no verdict"
+    out = [f"## {inline(head)}", ""]
+    out.append(" · ".join(f"**{n}** {s}" for s, n in tally.items()) + f" — {len(groups)} gotchas, {len(verdicts)} checks"
+               if groups else "No gotcha check reported a verdict.")
+    out += ["", f"Platform: `{one_line(dict(platform), replayed_from).replace('`', chr(39))}`", ""]
+
+    attention = sorted((g for g in groups if g[0].status.needs_fix), key=lambda g: (-g[0].status.rank, g[0].gotcha))
+    if attention:
+        out += ["### Needs attention", ""]
+        for top, group in attention:
+            for v in group:
+                if v.status == top.status:
+                    out.append(f"- {ICON[v.status]} **G{v.gotcha} {v.status.value}**{_name(v.gotcha)}: {inline(v.summary)}")
+                    out.append(f"    - **fix:** {inline(v.fix)}")
+        out.append("")
+
+    rest = [g for g in groups if not g[0].status.needs_fix]
+    if rest:
+        out += ["### Other gotchas" if attention else "### Gotchas", "", "| | gotcha | finding |", "|---|---|---|"]
+        for top, _group in rest:
+            name = gotcha_title(top.gotcha)
+            cell = f"**G{top.gotcha} {top.status.value}**" + (f"<br>{inline(name)}" if name else "")
+            out.append(f"| {ICON[top.status]} | {cell} | {inline(top.summary)} |")
+        out.append("")
+
+    if verdicts:
+        out += [f"<details><summary>Every check ({len(verdicts)})</summary>", "", "```text"]
+        for v in sorted(verdicts, key=lambda v: v.gotcha):  # stable: checks keep their run order
+            out.append(_fence_safe(v.line))
+            if v.status.needs_fix and v.fix:
+                out.append(_fence_safe(f"    fix: {' '.join(v.fix.split())}"))
+        out += ["```", "", "</details>", ""]
+
+    if artifacts:
+        out += ["### Files this run produced", ""]
+        out.extend(f"- {inline(name)}: `{str(path).replace('`', chr(39))}`" for name, path in sorted(artifacts.items()))
+        out.append("")
     return "\n".join(out) + "\n"

@@ -53,6 +53,9 @@ class TaskResult:
         return self.error
 
 
+_CLOSED: dict = {"closed": True}  # _read_message's answer when the child is gone
+
+
 def _signal_name(returncode: int | None) -> str:
     if returncode is None or returncode >= 0:
         return ""
@@ -179,7 +182,9 @@ class Worker:
         deadline = start + timeout
         while True:
             message = self._read_message(deadline)
-            if message is None:  # timeout or EOF
+            if message is _CLOSED:  # the child closed the pipe: it died (do not race its reaping)
+                return self._dead(start, progress)
+            if message is None:  # the deadline passed
                 if self.alive:
                     seconds = time.monotonic() - start
                     tail = self._stderr_tail()
@@ -234,11 +239,11 @@ class Worker:
             ready, _, _ = select.select([self._reply_fd], [], [], min(remaining, 1.0))
             if not ready:
                 if not self.alive:
-                    return None
+                    return _CLOSED
                 continue
             chunk = os.read(self._reply_fd, 1 << 16)
             if not chunk:
-                return None
+                return _CLOSED
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:

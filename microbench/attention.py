@@ -1,0 +1,153 @@
+"""Attention on this GPU: does flash-attn import, run, and agree with torch's SDPA? (G2)
+
+``python -m microbench attention`` prints the JSON the suite judges. The same functions run as
+tasks in the suite's GPU worker, so an import that segfaults (a flash-attn built for CUDA 12
+on a CUDA 13 driver) ends only the worker, and the check reports the signal.
+
+Agreement rule (the one flash-attn's own tests use): on the same random causal problem, the
+largest absolute difference of flash-attn's output from an fp32 SDPA reference must be at most
+twice that of torch's SDPA in the same low precision (and never below an absolute floor of
+1e-3), and the output must be finite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import time
+import warnings
+from typing import Any
+
+TOLERANCE_FACTOR = 2.0
+TOLERANCE_FLOOR = 1e-3
+SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
+
+
+def _first_line(exc: BaseException, limit: int = 240) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:limit]
+
+
+def _problem(seqlen: int, heads: int, head_dim: int, dtype_name: str) -> tuple[Any, Any, Any]:
+    """q, k, v in flash-attn's (batch, seq, heads, dim) layout on cuda:0, seeded."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    shape = (1, seqlen, heads, head_dim)
+    return tuple(torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(3))  # type: ignore[return-value]
+
+
+def _sdpa(q: Any, k: Any, v: Any) -> Any:
+    """torch SDPA on flash-attn's layout (SDPA wants (batch, heads, seq, dim))."""
+    import torch.nn.functional as F
+
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+    return out.transpose(1, 2)
+
+
+def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtype: str = "bfloat16") -> dict[str, Any]:
+    """Import flash_attn the way Unsloth checks it, then run one causal call against SDPA."""
+    out: dict[str, Any] = {"imported": False, "interface": None, "gpu_tried": False}
+    t0 = time.perf_counter()
+    try:
+        module = importlib.import_module("flash_attn")
+    except Exception as exc:  # ImportError: libcudart.so.12 …, undefined symbol …
+        out["import_error"] = _first_line(exc)
+        return out
+    out["imported"] = True
+    out["import_seconds"] = time.perf_counter() - t0
+    out["version"] = getattr(module, "__version__", None)
+    # Unsloth (unsloth/models/_utils.py) sets HAS_FLASH_ATTENTION when one of these imports.
+    for name in ("flash_attn_gpu", "flash_attn_cuda"):
+        try:
+            interface = importlib.import_module("flash_attn.flash_attn_interface")
+            getattr(interface, name)
+            out["interface"] = name
+            break
+        except Exception as exc:
+            out["interface_error"] = _first_line(exc)
+    import torch
+
+    if not torch.cuda.is_available():
+        out["gpu_reason"] = "torch sees no CUDA device"
+        return out
+    out["device"] = torch.cuda.get_device_name(0)
+    out["capability"] = list(torch.cuda.get_device_capability(0))
+    out["dtype"] = dtype
+    out["shape"] = [1, seqlen, heads, head_dim]
+    out["gpu_tried"] = True
+    try:
+        from flash_attn import flash_attn_func
+
+        q, k, v = _problem(seqlen, heads, head_dim, dtype)
+        reference = _sdpa(q.float(), k.float(), v.float())
+        sdpa = _sdpa(q, k, v)
+        t1 = time.perf_counter()
+        flash = flash_attn_func(q, k, v, causal=True)
+        torch.cuda.synchronize()
+        out["call_seconds"] = time.perf_counter() - t1
+    except Exception as exc:  # "no kernel image is available", "FlashAttention only supports …"
+        out["gpu_error"] = _first_line(exc)
+        return out
+    out["finite"] = bool(torch.isfinite(flash).all().item())
+    out["max_abs_err_flash"] = float((flash.float() - reference).abs().max().item())
+    out["max_abs_err_sdpa"] = float((sdpa.float() - reference).abs().max().item())
+    out["tolerance"] = max(TOLERANCE_FACTOR * out["max_abs_err_sdpa"], TOLERANCE_FLOOR)
+    return out
+
+
+def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: str = "bfloat16") -> dict[str, Any]:
+    """Which SDPA backends torch has enabled, and which of them run a tiny call on cuda:0."""
+    import torch
+
+    cuda = torch.backends.cuda
+    enabled = {
+        "flash": bool(cuda.flash_sdp_enabled()),
+        "efficient": bool(cuda.mem_efficient_sdp_enabled()),
+        "math": bool(cuda.math_sdp_enabled()),
+    }
+    if hasattr(cuda, "cudnn_sdp_enabled"):
+        enabled["cudnn"] = bool(cuda.cudnn_sdp_enabled())
+    out: dict[str, Any] = {"torch": torch.__version__, "enabled": enabled, "ran": {}}
+    if not torch.cuda.is_available():
+        out["gpu_reason"] = "torch sees no CUDA device"
+        return out
+    out["device"] = torch.cuda.get_device_name(0)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kinds = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
+    q, k, v = _problem(seqlen, heads, head_dim, dtype)
+    for name in SDPA_BACKENDS:
+        backend = getattr(SDPBackend, kinds[name], None)
+        if backend is None:
+            out["ran"][name] = "not in this torch"
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with sdpa_kernel(backend):
+                    result = _sdpa(q, k, v)
+                torch.cuda.synchronize()
+            out["ran"][name] = "ok" if bool(torch.isfinite(result).all().item()) else "non-finite output"
+        except Exception as exc:
+            out["ran"][name] = _first_line(exc, 160)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m microbench attention", description=__doc__.splitlines()[0])
+    parser.add_argument("--seqlen", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    args = parser.parse_args(argv)
+    report = {
+        "sdpa": sdpa_backends(dtype=args.dtype),
+        "flash_attn": flash_attn_probe(args.seqlen, args.heads, args.head_dim, args.dtype)
+        if importlib.util.find_spec("flash_attn") is not None else {"installed": False},
+    }
+    print(json.dumps(report, indent=1))
+    return 0

@@ -1,0 +1,148 @@
+"""G2 — flash-attn: skip the pip build, watch Unsloth's auto-detect.
+
+Rules:
+- flash-attn not installed -> PASS: attention uses torch SDPA, the right choice on bare pip.
+- Installed but broken -> FAIL ("uninstall flash-attn, use SDPA"). Broken means, in a child
+  process: the import raises, crashes (signal) or hangs (timeout); or Unsloth's interface
+  check (``flash_attn.flash_attn_interface`` exposing ``flash_attn_gpu`` or
+  ``flash_attn_cuda``) fails; or one causal ``flash_attn_func`` call on cuda:0 raises; or its
+  output is not finite, or differs from an fp32 SDPA reference by more than
+  max(2 x torch SDPA's own error in the same dtype, 1e-3).
+- Installed and working:
+  - Unsloth installed beside it -> WARN. Unsloth sets ``HAS_FLASH_ATTENTION`` at import time in
+    ``unsloth.models._utils`` (flash_attn importable, its interface imports, CUDA capability
+    >= 8; read from the installed Unsloth's source) and then ignores
+    ``attn_implementation="sdpa"``. The fix is ``spark_gotchas.fixes.force_sdpa()``.
+  - no Unsloth -> PASS.
+- Installed and importable, but no GPU here to try a call -> INFO (WARN when Unsloth is beside
+  it: its choice depends only on the import and the GPU's capability).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..readers.attention import FlashAttn, Sdpa, Unsloth
+from ..verdict import Status, Verdict
+
+G = 2
+UNSLOTH_MIN_MAJOR = 8  # unsloth.models._utils: "if major_version >= 8"
+FIX_BROKEN = ('pip uninstall -y flash-attn and load models with attn_implementation="sdpa" (bare pip has no '
+              "working flash-attn for this GPU; NGC containers ship one that works)")
+FIX_UNSLOTH = ("call spark_gotchas.fixes.force_sdpa() before `import unsloth` (it hides flash_attn, so Unsloth "
+               'sets HAS_FLASH_ATTENTION = False), then check model.config._attn_implementation == "sdpa"; '
+               "or pip uninstall flash-attn")
+XFORMERS_NOTE = "; xformers is installed too and Unsloth prefers it over SDPA: use force_sdpa(hide_xformers=True)"
+
+
+def unsloth_picks_flash(flash: FlashAttn, unsloth: Optional[Unsloth]) -> Optional[bool]:
+    """Would Unsloth's import-time check set HAS_FLASH_ATTENTION here? None = cannot tell."""
+    if unsloth is None or not unsloth.installed or not flash.installed:
+        return False
+    probe = flash.probe
+    if probe is None or not probe.attempted:
+        return None
+    if not probe.imported or probe.interface is None:
+        return False
+    minimum = unsloth.min_capability_major or UNSLOTH_MIN_MAJOR
+    if probe.capability is not None and probe.capability[0] < minimum:
+        return False
+    return True
+
+
+def _sdpa_note(sdpa: Optional[Sdpa]) -> str:
+    if sdpa is None or not sdpa.torch_installed:
+        return ""
+    if sdpa.device and sdpa.ran:
+        working = sdpa.working
+        if working:
+            return f"; SDPA backends that ran on {sdpa.device}: {', '.join(working)}"
+        return f"; no SDPA backend ran on {sdpa.device} ({'; '.join(f'{k}: {v}' for k, v in sdpa.ran.items())})"[:300]
+    return f"; SDPA not tried on a GPU ({sdpa.problem})" if sdpa.problem else ""
+
+
+def _unsloth_name(unsloth: Optional[Unsloth]) -> str:
+    return f"Unsloth {unsloth.version or '(version unknown)'}" if unsloth is not None else "Unsloth"
+
+
+def _links(flash: FlashAttn) -> str:
+    majors = sorted({m for libs in flash.extensions.values() for m in libs.values()})
+    return f" (its extensions link CUDA {', '.join(map(str, majors))} runtime libraries)" if majors else ""
+
+
+def _broken(flash: FlashAttn) -> Optional[str]:
+    """Why this flash-attn is broken, or None."""
+    p = flash.probe
+    if p is None or not p.attempted:
+        return None
+    if p.crashed:
+        return f"importing it crashes the process ({p.problem}){_links(flash)}"
+    if p.timed_out:
+        return f"importing or calling it hangs ({p.problem})"
+    if p.problem:
+        return f"the probe failed: {p.problem}"
+    if not p.imported:
+        return f"import flash_attn fails: {p.import_error}{_links(flash)}"
+    if p.interface is None:
+        return f"flash_attn imports but flash_attn_interface does not load: {p.interface_error}"
+    if p.gpu_error:
+        return f"a causal flash_attn_func call fails on {p.device}: {p.gpu_error}"
+    if p.agrees is False:
+        if not p.finite:
+            return f"flash_attn_func gives non-finite output on {p.device}"
+        return (f"flash_attn_func disagrees with SDPA on {p.device}: max |error| {p.max_abs_err_flash:.2e} "
+                f"> tolerance {p.tolerance:.2e}")
+    return None
+
+
+def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: Optional[Sdpa] = None) -> Verdict:
+    p = flash.probe
+    readings = {
+        "flash_attn": flash.version if flash.installed else None,
+        "unsloth": unsloth.version if unsloth is not None and unsloth.installed else None,
+        "unsloth_picks_flash": unsloth_picks_flash(flash, unsloth),
+        "flag_users": unsloth.flag_users if unsloth is not None else [],
+        "probe": {k: getattr(p, k) for k in ("imported", "interface", "device", "max_abs_err_flash",
+                                              "tolerance", "signal", "timed_out")} if p is not None else None,
+        "sdpa_working": sdpa.working if sdpa is not None else None,
+    }
+    note = _sdpa_note(sdpa)
+    if not flash.installed:
+        after = ""
+        if unsloth is not None and unsloth.installed:
+            after = f"; {_unsloth_name(unsloth)} falls back to {'xformers' if unsloth.xformers_installed else 'SDPA'}"
+        return Verdict(G, Status.PASS, f"flash-attn is not installed: attention uses torch SDPA, the right choice "
+                                       f"on bare pip{after}{note}", readings=readings)
+    name = f"flash-attn {flash.version or '(no metadata)'}"
+    if p is not None and not p.attempted:
+        return Verdict(G, Status.SKIP, f"{name} is installed but could not be tried: {p.reason}", readings=readings)
+    why = _broken(flash)
+    if why is not None:
+        if unsloth is not None and unsloth.installed and p is not None and p.crashed:
+            why += f"; `import unsloth` will crash the same way ({_unsloth_name(unsloth)} imports it)"
+        return Verdict(G, Status.FAIL, f"{name} is installed but broken: {why}"[:400], fix=FIX_BROKEN,
+                       readings=readings)
+    picks = unsloth_picks_flash(flash, unsloth)
+    if picks:
+        where = "unsloth.models._utils" if unsloth is None or unsloth.flag_decided_there else (
+            "its import-time check (HAS_FLASH_ATTENTION not found in unsloth/models/_utils.py: a new layout)")
+        copies = f", read by {len(unsloth.flag_users)} more modules" if unsloth and unsloth.flag_users else ""
+        ran = f"works on {p.device}" if p is not None and p.gpu_tried else "imports (no GPU here to try a call)"
+        return Verdict(G, Status.WARN,
+                       f"{name} {ran} and {_unsloth_name(unsloth)} is installed: Unsloth sets HAS_FLASH_ATTENTION "
+                       f"in {where}{copies} and will ignore attn_implementation=\"sdpa\"",
+                       fix=FIX_UNSLOTH + (XFORMERS_NOTE if unsloth is not None and unsloth.xformers_installed else ""),
+                       readings=readings)
+    if p is not None and not p.gpu_tried:
+        return Verdict(G, Status.INFO, f"{name} imports, but no call was tried: {p.gpu_reason}{note}",
+                       readings=readings)
+    assert p is not None
+    if unsloth is not None and unsloth.installed:
+        minimum = unsloth.min_capability_major or UNSLOTH_MIN_MAJOR
+        beside = f"{_unsloth_name(unsloth)} will not pick it (compute capability {p.capability} < {minimum})"
+    else:
+        beside = "Unsloth is not installed"
+    return Verdict(G, Status.PASS,
+                   f"{name} works on {p.device}: a causal call agrees with SDPA (max |error| "
+                   f"{p.max_abs_err_flash:.1e} <= {p.tolerance:.1e}); {beside}{note}",
+                   readings=readings)

@@ -1,0 +1,213 @@
+"""G2: the judge's lines, the readers on a fake flash-attn and a fake Unsloth, and force_sdpa()."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spark_gotchas.judges import g02_flash_attn as g02
+from spark_gotchas.readers import ReadContext, attention
+from spark_gotchas.readers.attention import FlashAttn, FlashAttnProbe, Sdpa, Unsloth
+from spark_gotchas.options import RunOptions
+from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.verdict import Status
+from spark_gotchas.worker import Worker
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(__file__).parent / "fixtures" / "g02" / "site"
+
+UNSLOTH = Unsloth(installed=True, version="2026.1.1", flag_decided_there=True, min_capability_major=8,
+                  interfaces=["flash_attn_cuda", "flash_attn_gpu"],
+                  flag_users=["unsloth.models.llama", "unsloth.models.loader", "unsloth.utils.attention_dispatch"])
+SDPA_H200 = Sdpa(torch_installed=True, torch="2.11.0+cu130", device="NVIDIA H200",
+                 enabled={"flash": True, "efficient": True, "math": True, "cudnn": True},
+                 ran={"flash": "ok", "efficient": "ok", "cudnn": "ok", "math": "ok"})
+
+
+def working(capability=(9, 0), err=0.0039, sdpa_err=0.0039):
+    return FlashAttn(installed=True, version="2.8.3", distribution="flash_attn", files=40, probe=FlashAttnProbe(
+        attempted=True, imported=True, version="2.8.3", interface="flash_attn_gpu", gpu_tried=True,
+        device="NVIDIA H200", capability=capability, dtype="bfloat16", finite=True,
+        max_abs_err_flash=err, max_abs_err_sdpa=sdpa_err, tolerance=max(2 * sdpa_err, 1e-3)))
+
+
+# -- the judge --------------------------------------------------------------------------------
+def test_not_installed_passes_and_says_sdpa_is_right():
+    v = g02.judge_flash_attn(FlashAttn(installed=False), Unsloth(installed=False), SDPA_H200)
+    assert v.status is Status.PASS
+    assert v.line.startswith("G2 PASS: flash-attn is not installed: attention uses torch SDPA, the right choice")
+    assert "SDPA backends that ran on NVIDIA H200: flash, efficient, cudnn, math" in v.line
+
+
+def test_an_import_error_fails_with_the_uninstall_fix():
+    flash = FlashAttn(installed=True, version="2.8.3", extensions={"flash_attn_2_cuda.so": {"libcudart.so.12": 12}},
+                      probe=FlashAttnProbe(attempted=True, import_error="ImportError: libcudart.so.12: cannot open "
+                                                                        "shared object file"))
+    v = g02.judge_flash_attn(flash, Unsloth(installed=False))
+    assert v.status is Status.FAIL
+    assert "G2 FAIL: flash-attn 2.8.3 is installed but broken: import flash_attn fails: ImportError: libcudart.so.12" \
+        in v.line
+    assert "(its extensions link CUDA 12 runtime libraries)" in v.line
+    assert v.fix.startswith("pip uninstall -y flash-attn") and 'attn_implementation="sdpa"' in v.fix
+
+
+def test_a_crash_on_import_fails_and_warns_that_unsloth_will_crash_too():
+    flash = FlashAttn(installed=True, version="2.8.3", probe=FlashAttnProbe(
+        attempted=True, crashed=True, signal="SIGSEGV", problem="child process killed by SIGSEGV"))
+    v = g02.judge_flash_attn(flash, UNSLOTH)
+    assert v.status is Status.FAIL and "importing it crashes the process (child process killed by SIGSEGV)" in v.line
+    assert "`import unsloth` will crash the same way" in v.line
+
+
+def test_output_that_disagrees_with_sdpa_fails():
+    v = g02.judge_flash_attn(working(err=0.5), Unsloth(installed=False))
+    assert v.status is Status.FAIL
+    assert "flash_attn_func disagrees with SDPA on NVIDIA H200: max |error| 5.00e-01 > tolerance 7.80e-03" in v.line
+
+
+def test_working_with_unsloth_beside_it_warns_with_force_sdpa():
+    v = g02.judge_flash_attn(working(), UNSLOTH, SDPA_H200)
+    assert v.status is Status.WARN
+    assert v.line == ('G2 WARN: flash-attn 2.8.3 works on NVIDIA H200 and Unsloth 2026.1.1 is installed: Unsloth '
+                      'sets HAS_FLASH_ATTENTION in unsloth.models._utils, read by 3 more modules and will ignore '
+                      'attn_implementation="sdpa"')
+    assert "spark_gotchas.fixes.force_sdpa() before `import unsloth`" in v.fix
+    assert v.readings["unsloth_picks_flash"] is True
+
+
+def test_working_without_unsloth_passes():
+    v = g02.judge_flash_attn(working(), Unsloth(installed=False), SDPA_H200)
+    assert v.status is Status.PASS and "flash-attn 2.8.3 works on NVIDIA H200: a causal call agrees with SDPA" in v.line
+
+
+def test_unsloth_keeps_sdpa_below_its_capability_gate():
+    v = g02.judge_flash_attn(working(capability=(7, 5)), UNSLOTH)
+    assert v.status is Status.PASS and "Unsloth 2026.1.1 will not pick it (compute capability (7, 5) < 8)" in v.line
+
+
+def test_importable_without_a_gpu_is_info():
+    flash = FlashAttn(installed=True, version="2.8.3", probe=FlashAttnProbe(
+        attempted=True, imported=True, interface="flash_attn_gpu", gpu_reason="torch sees no CUDA device"))
+    v = g02.judge_flash_attn(flash, Unsloth(installed=False))
+    assert v.status is Status.INFO and "no call was tried: torch sees no CUDA device" in v.line
+
+
+def test_readings_round_trip_through_json():
+    for value in (working(), UNSLOTH, SDPA_H200):
+        data = json.loads(json.dumps(to_jsonable(value)))
+        assert from_jsonable(type(value), data) == value
+
+
+# -- the readers on a fake flash-attn and a fake Unsloth ------------------------------------------
+@pytest.fixture
+def fake_site(monkeypatch):
+    monkeypatch.syspath_prepend(str(SITE))
+    return SITE
+
+
+def worker_with(mode):
+    env = dict(os.environ, FAKE_FLASH_ATTN=mode, PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]))
+    return Worker(preload=(), env=env)
+
+
+def read_with(mode):
+    worker = worker_with(mode)
+    try:
+        ctx = ReadContext(options=RunOptions(), worker_factory=lambda: worker)
+        return attention.read_flash_attn(ctx)
+    finally:
+        worker.close()
+
+
+def test_reader_sees_the_installed_distribution(fake_site):
+    install = attention.flash_attn_install()
+    assert install.installed and install.version == "2.8.3" and install.distribution == "flash_attn"
+    assert install.location == str(SITE / "flash_attn") and install.files == 4
+
+
+def test_reader_on_an_import_error(fake_site):
+    reading = read_with("importerror")
+    assert reading.probe.attempted and not reading.probe.imported
+    assert reading.probe.import_error.startswith("ImportError: libcudart.so.12: cannot open shared object file")
+    assert g02.judge_flash_attn(reading).status is Status.FAIL
+
+
+def test_reader_on_a_segfault_reports_the_signal(fake_site):
+    reading = read_with("segfault")
+    assert reading.probe.crashed and reading.probe.signal == "SIGSEGV", reading.probe
+    v = g02.judge_flash_attn(reading)
+    assert v.status is Status.FAIL and "killed by SIGSEGV" in v.line
+
+
+def test_reader_on_a_hang_reports_the_timeout(fake_site, monkeypatch):
+    monkeypatch.setattr(attention, "PROBE_TIMEOUT_S", 2.0)
+    reading = read_with("hang")
+    assert reading.probe.timed_out
+    assert "hangs (timed out after 2 s (killed))" in g02.judge_flash_attn(reading).line
+
+
+def test_reader_on_a_clean_import_without_gpu(fake_site):
+    reading = read_with("ok")
+    p = reading.probe
+    assert p.imported and p.interface == "flash_attn_gpu" and p.version == "2.8.3"
+    assert not p.gpu_tried and p.gpu_reason == "torch sees no CUDA device"
+    assert g02.judge_flash_attn(reading).status is Status.INFO
+
+
+def test_unsloth_layout_is_read_from_its_source(fake_site):
+    u = attention.read_unsloth(ReadContext(options=RunOptions(), worker_factory=lambda: None))
+    assert u.installed and u.version == "2026.1.1" and u.flag_decided_there
+    assert u.interfaces == ["flash_attn_cuda", "flash_attn_gpu"] and u.min_capability_major == 8
+    assert u.flag_users == ["unsloth.models.llama", "unsloth.models.loader", "unsloth.utils.attention_dispatch"]
+    assert "unsloth" not in sys.modules  # read, never imported
+
+
+# -- force_sdpa() against the fake Unsloth -----------------------------------------------------
+def run_python(code, tmp_path=None, extra_path=()):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, extra_path), str(SITE), str(ROOT)]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+CHOICE = ("import json\nfrom unsloth import FastLanguageModel\nfrom unsloth.utils.attention_dispatch import "
+          "select_attention_backend\nprint(json.dumps({'backend': select_attention_backend(), 'attn': "
+          "FastLanguageModel.from_pretrained('m', attn_implementation='sdpa')['_attn_implementation'], "
+          "'forced': forced}))")
+
+
+def test_without_the_fix_unsloth_drops_the_sdpa_request():
+    out = run_python("forced = None\n" + CHOICE)
+    assert out["backend"] == "flash_dense" and out["attn"] == "flash_attention_2"
+
+
+def test_force_sdpa_before_import_makes_unsloth_use_sdpa():
+    out = run_python("from spark_gotchas.fixes import force_sdpa\nforced = force_sdpa().__dict__\n" + CHOICE)
+    assert out["backend"] == "sdpa" and out["attn"] == "sdpa"
+    assert out["forced"] == {"hidden": ["flash_attn"], "patched": [], "unsloth_already_imported": False}
+
+
+def test_force_sdpa_after_import_patches_every_copy_of_the_flag():
+    code = ("import unsloth, unsloth.utils.attention_dispatch\nfrom spark_gotchas.fixes import force_sdpa\n"
+            "forced = force_sdpa().__dict__\n" + CHOICE)
+    out = run_python(code)
+    assert out["backend"] == "sdpa" and out["attn"] == "sdpa"
+    patched = [p for p in out["forced"]["patched"] if p.endswith(".HAS_FLASH_ATTENTION")]
+    assert sorted(patched) == ["unsloth.models._utils.HAS_FLASH_ATTENTION", "unsloth.models.llama.HAS_FLASH_ATTENTION",
+                               "unsloth.models.loader.HAS_FLASH_ATTENTION",
+                               "unsloth.utils.attention_dispatch.HAS_FLASH_ATTENTION"]
+    assert out["forced"]["unsloth_already_imported"] is True
+
+
+def test_hide_xformers_too_when_it_is_installed(tmp_path):
+    (tmp_path / "xformers").mkdir()
+    (tmp_path / "xformers" / "__init__.py").write_text('__version__ = "0.0.33"\n')
+    plain = run_python("from spark_gotchas.fixes import force_sdpa\nforced = None\nforce_sdpa()\n" + CHOICE,
+                       extra_path=[tmp_path])
+    assert plain["backend"] == "xformers"
+    both = run_python("from spark_gotchas.fixes import force_sdpa\nforced = None\nforce_sdpa(hide_xformers=True)\n"
+                      + CHOICE, extra_path=[tmp_path])
+    assert both["backend"] == "sdpa"

@@ -1,0 +1,98 @@
+"""Run the workflow's own preflight step here, once per test session, and keep what it wrote.
+
+The step's shell text is taken from .github/workflows/spark-preflight.yml and run as the
+runner would run it (bash -e, the job's variables set, ``$GITHUB_STEP_SUMMARY`` a file), so
+the tests check the commands the workflow really runs. Its report and snapshot are real
+documents of this machine, which the diff and summary tests reuse.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "spark-preflight.yml"
+EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.S)
+
+
+def workflow() -> dict[str, Any]:
+    data = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    if True in data and "on" not in data:  # YAML 1.1 reads the key `on` as a boolean
+        data["on"] = data.pop(True)
+    return data
+
+
+def job() -> dict[str, Any]:
+    (only,) = workflow()["jobs"].values()
+    return only
+
+
+def step(name_prefix: str) -> dict[str, Any]:
+    (found,) = [s for s in job()["steps"] if str(s.get("name", "")).startswith(name_prefix)]
+    return found
+
+
+def shell_text(script: str) -> str:
+    """A step's script with ``${{ … }}`` expressions replaced by a plain word, for bash."""
+    return EXPRESSION.sub("EXPR", script)
+
+
+@dataclass
+class CiRun:
+    returncode: int
+    output: str
+    reports: Path
+    summary: Path
+
+    @property
+    def report(self) -> Path:
+        return self.reports / "report.json"
+
+    @property
+    def snapshot(self) -> Path:
+        return self.reports / "snapshot.json"
+
+
+def run_step(name_prefix: str, base: Path, **env_overrides: str) -> CiRun:
+    """Run one step of the job as the runner would: bash -e, the job's variables, a summary file."""
+    bindir = base / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    if not (bindir / "python3").exists():
+        (bindir / "python3").symlink_to(sys.executable)
+    reports = base / "reports"
+    reports.mkdir(exist_ok=True)
+    summary = base / "step_summary.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update({
+        "PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}",
+        "MODE": "preflight", "REPORTS": str(reports), "GITHUB_STEP_SUMMARY": str(summary), "STRICT_FLAG": "",
+        "EXTRA_ARGS": "-p no:hypothesis -p no:benchmark", "SOAK_DURATION": "20s", "PYTHONUNBUFFERED": "1",
+    })
+    env.update(env_overrides)
+    proc = subprocess.run(["bash", "-e", "-c", shell_text(step(name_prefix)["run"])], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    return CiRun(proc.returncode, proc.stdout + proc.stderr, reports, summary)
+
+
+def fresh_dir() -> Path:
+    base = Path(tempfile.mkdtemp(prefix="spark-ci-"))
+    atexit.register(shutil.rmtree, base, True)
+    return base
+
+
+@functools.lru_cache(maxsize=None)
+def preflight() -> CiRun:
+    """The workflow's preflight step on this machine (live), once per session."""
+    return run_step("Preflight (", fresh_dir())

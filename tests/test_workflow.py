@@ -1,0 +1,264 @@
+"""The CI workflow: valid for GitHub, wired as docs/ci.md says, and its commands work here."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ci_preflight import ROOT, WORKFLOW, fresh_dir, job, preflight, run_step, shell_text, step, workflow
+from spark_gotchas.options import OPTION_SPECS
+
+DOCS = ROOT / "docs" / "ci.md"
+VALUE_FLAGS = {flag for _dest, flag, kw, _ini, _help in OPTION_SPECS if kw.get("action") not in ("store_true",)}
+
+
+def _scripts() -> dict[str, str]:
+    return {str(s.get("name", s.get("uses"))): s["run"] for s in job()["steps"] if "run" in s}
+
+
+# -- GitHub's own schema ----------------------------------------------------------------------------
+def _validate(path: Path) -> subprocess.CompletedProcess:
+    pytest.importorskip("check_jsonschema", reason="check-jsonschema is in the test extra: pip install -e .[test]")
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
+                           str(path)], capture_output=True, text=True, timeout=120)
+
+
+def test_workflow_passes_githubs_workflow_schema():
+    result = _validate(WORKFLOW)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_catches_a_broken_workflow(tmp_path):
+    broken = WORKFLOW.read_text(encoding="utf-8").replace("    runs-on:", "    run-on:", 1)
+    path = tmp_path / "broken.yml"
+    path.write_text(broken, encoding="utf-8")
+    result = _validate(path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "runs-on" in result.stdout + result.stderr
+
+
+# -- triggers and the runner ----------------------------------------------------------------------
+def test_preflight_on_push_pull_request_and_dispatch_soak_nightly():
+    on = workflow()["on"]
+    assert {"push", "pull_request", "workflow_dispatch", "schedule"} <= set(on)
+    (cron,) = [entry["cron"] for entry in on["schedule"]]
+    assert len(cron.split()) == 5 and cron.split()[2:] == ["*", "*", "*"]  # every night
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert inputs["mode"]["options"] == ["preflight", "soak"] and inputs["mode"]["default"] == "preflight"
+    assert inputs["strict"]["type"] == "boolean" and inputs["strict"]["default"] is False
+    assert {"soak_duration", "image", "venv", "pytest_args"} <= set(inputs)
+    mode = job()["env"]["MODE"]
+    assert "github.event_name == 'schedule'" in mode and "inputs.mode == 'soak'" in mode
+
+
+def test_runs_only_on_a_spark_runner_and_never_for_forks():
+    labels = job()["runs-on"]
+    assert "self-hosted" in labels and "dgx-spark" in labels
+    docs = DOCS.read_text(encoding="utf-8")
+    for label in labels:  # the docs tell people to register exactly these labels
+        assert f"`{label}`" in docs, f"docs/ci.md does not name the runner label {label}"
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in job()["if"]
+
+
+def test_runs_in_the_environment_under_test_and_never_installs_torch():
+    image = job()["container"]["image"]
+    assert "inputs.image" in image and "vars.SPARK_CONTAINER_IMAGE" in image and "''" in image
+    assert "--gpus all" in job()["container"]["options"]
+    assert not [s for s in job()["steps"] if "setup-python" in str(s.get("uses", ""))]
+    commands = "\n".join(line for script in _scripts().values() for line in script.splitlines()
+                         if not line.lstrip().startswith("#"))
+    assert not re.search(r"-m venv|virtualenv|conda create|uv venv", commands)
+    assert not re.search(r"pip install[^\n]*\btorch\b", commands)
+    install = step("Install spark-gotchas")["run"]
+    assert "pip install --no-deps -e ." in install
+    assert "torch changed from" in install  # the guard that stops the job if torch moved
+    assert 'VIRTUAL_ENV=$SPARK_VENV' in step("Enter the environment")["run"]
+
+
+# -- the pytest commands ----------------------------------------------------------------------------
+def _pytest_args(script: str) -> list[str]:
+    command = shell_text(script).replace("\\\n", " ")
+    return shlex.split(command[command.index("python3 -m pytest"):])
+
+
+@pytest.mark.parametrize("name, marks", [("Preflight (", "fast"), ("Preflight and soak", "fast or soak")])
+def test_pytest_writes_every_report_and_the_job_summary(name, marks):
+    args = _pytest_args(step(name)["run"])
+    assert args[:3] == ["python3", "-m", "pytest"] and args[args.index("-m", 3) + 1] == marks
+    for wanted in ("--junitxml=$REPORTS/junit.xml", "--json-report", "--json-report-file=$REPORTS/report.json",
+                   "--spark-snapshot=$REPORTS/snapshot.json", "--spark-summary-md=$GITHUB_STEP_SUMMARY",
+                   "$STRICT_FLAG", "$EXTRA_ARGS"):
+        assert wanted in args, f"{name}: {wanted} missing from {args}"
+    if "soak" in marks:
+        assert "--soak-duration=$SOAK_DURATION" in args and "--soak-dir=$REPORTS/soak" in args
+
+
+def test_every_suite_option_exists_and_takes_its_value_with_equals():
+    """``--opt value`` would let pytest read an absolute value as a test path (rootdir) before the
+    plugin is loaded; ``--opt=value`` cannot be mistaken."""
+    known = {flag for _dest, flag, _kw, _ini, _help in OPTION_SPECS}
+    for name, script in _scripts().items():
+        if "python3 -m pytest" not in script:
+            continue
+        args = _pytest_args(script)
+        for i, arg in enumerate(args):
+            flag = arg.split("=", 1)[0]
+            if flag.startswith(("--spark-", "--soak-")):
+                assert flag in known, f"{name}: {flag} is not an option of the suite"
+                if flag in VALUE_FLAGS:
+                    assert "=" in arg, f"{name}: write {flag}=VALUE"
+            if flag in ("--junitxml", "--json-report-file"):
+                assert "=" in arg, f"{name}: write {flag}=VALUE"
+
+
+def test_strict_input_and_variable_turn_warn_into_failure():
+    strict = job()["env"]["STRICT_FLAG"]
+    assert "inputs.strict" in strict and "vars.SPARK_STRICT" in strict and "'--spark-strict'" in strict
+
+
+def test_artifacts_are_uploaded_even_when_the_job_fails():
+    (upload,) = [s for s in job()["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert upload["if"] == "always()"
+    paths = upload["with"]["path"].split()
+    assert {"reports/junit.xml", "reports/report.json", "reports/snapshot.json", "reports/soak/"} <= set(paths)
+    assert job()["env"]["REPORTS"] == "reports"  # where the pytest steps write them
+    assert "github.run_id" in upload["with"]["name"] and "env.MODE" in upload["with"]["name"]
+    fallback = step("Say so when the suite left no report")
+    assert fallback["if"].startswith("always()") and "GITHUB_STEP_SUMMARY" in fallback["run"]
+
+
+def test_every_step_script_is_valid_bash():
+    for name, script in _scripts().items():
+        result = subprocess.run(["bash", "-n", "-c", shell_text(script)], capture_output=True, text=True)
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+
+
+def test_expressions_name_only_declared_inputs_and_steps():
+    text = WORKFLOW.read_text(encoding="utf-8")
+    declared = set(workflow()["on"]["workflow_dispatch"]["inputs"])
+    used = set(re.findall(r"\binputs\.([A-Za-z_][\w-]*)", text))
+    assert used <= declared, f"undeclared inputs: {used - declared}"
+    ids = {s["id"] for s in job()["steps"] if "id" in s}
+    assert set(re.findall(r"\bsteps\.([A-Za-z_][\w-]*)\.", text)) <= ids
+
+
+# -- the scripts, run here ----------------------------------------------------------------------------
+def _heredoc(script: str, tag: str = "PY") -> str:
+    match = re.search(rf"<<'{tag}'[^\n]*\n(.*?)\n{tag}\n", script, re.S)
+    assert match, "the step has no python heredoc"
+    return match.group(1)
+
+
+def test_missing_dependency_script_names_exactly_what_is_missing():
+    import importlib.metadata as md
+
+    code = _heredoc(step("Install spark-gotchas")["run"])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    expected = []
+    for req in md.requires("spark-gotchas") or []:
+        name = re.match(r"[A-Za-z0-9._-]+", req).group(0)
+        if "extra ==" not in req and importlib_missing(name):
+            expected.append(req.split(";")[0].strip())
+    assert result.stdout.split("\n")[:-1] == expected
+
+
+def importlib_missing(name: str) -> bool:
+    import importlib.metadata as md
+
+    try:
+        md.version(name)
+        return False
+    except md.PackageNotFoundError:
+        return True
+
+
+def test_previous_night_lookup_skips_the_current_run():
+    """The lookup script against a local stand-in for the GitHub API (loopback only)."""
+    seen = {}
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            seen["path"], seen["auth"] = self.path, self.headers.get("Authorization")
+            body = json.dumps({"workflow_runs": [{"id": 42}, {"id": 41}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Api)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        env = {"GITHUB_API_URL": f"http://127.0.0.1:{server.server_port}", "GITHUB_REPOSITORY": "acme/model",
+               "GITHUB_RUN_ID": "42", "GH_TOKEN": "t0ken-for-test", "PATH": "/usr/bin:/bin"}
+        code = _heredoc(step("Find the previous night")["run"])
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "run_id=41"
+    assert seen["path"].startswith("/repos/acme/model/actions/workflows/spark-preflight.yml/runs?event=schedule")
+    assert seen["auth"] == "Bearer t0ken-for-test"
+
+
+def test_the_preflight_step_runs_here_and_leaves_every_report():
+    run = preflight()
+    assert run.returncode in (0, 1), run.output[-3000:]
+    assert "Traceback" not in run.output
+    report = json.loads(run.report.read_text())
+    snapshot = json.loads(run.snapshot.read_text())
+    gotchas = report["spark_gotchas"]["gotchas"]
+    assert gotchas and set(gotchas) == {v["id"] for v in snapshot["verdicts"]}
+    # the job fails exactly when a gotcha FAILs (pytest's exit status)
+    assert (run.returncode == 1) == any(g["status"] == "FAIL" for g in gotchas.values())
+    cases = ET.parse(run.reports / "junit.xml").getroot().iter("testcase")
+    assert {c.get("name") for c in cases} >= {"test_g9_container_and_consistency"}
+    summary = run.summary.read_text()
+    assert summary.startswith("## ") and "spark-gotchas" in summary.splitlines()[0]
+    for gid, entry in gotchas.items():
+        assert f"**{gid} {entry['status']}**" in summary
+
+
+def _bare_host_snapshot(tmp: Path) -> Path:
+    """This machine's snapshot as if no container marker were there: G9 then WARNs."""
+    snap = json.loads(preflight().snapshot.read_text())
+    snap["readings"]["env.container"] = {"dockerenv": False, "containerenv": False, "proc1_cgroup": ["0::/"],
+                                         "root_fstype": "ext4", "ngc_vars": {}}
+    snap["readings"]["env.distributions"]["problems"] = []
+    path = tmp / "bare.json"
+    path.write_text(json.dumps(snap))
+    return path
+
+
+@pytest.mark.parametrize("strict, code", [("", 0), ("--spark-strict", 1)])
+def test_warn_fails_the_job_only_under_strict(strict, code):
+    base = fresh_dir()
+    extra = f"-p no:hypothesis -p no:benchmark --spark-replay={_bare_host_snapshot(base)} " \
+            "tests_gotchas/test_g09_container.py"
+    run = run_step("Preflight (", base, STRICT_FLAG=strict, EXTRA_ARGS=extra)
+    assert run.returncode == code, run.output[-3000:]
+    assert "G9 WARN: " in run.output
+    assert "⚠️ **G9 WARN**" in run.summary.read_text()
+
+
+def test_the_soak_step_accepts_its_options_and_writes_its_reports():
+    base = fresh_dir()
+    extra = f"-p no:hypothesis -p no:benchmark --spark-replay={preflight().snapshot} " \
+            "tests_gotchas/test_g09_container.py"
+    run = run_step("Preflight and soak", base, MODE="soak", EXTRA_ARGS=extra)
+    assert run.returncode == 0, run.output[-3000:]
+    assert {"junit.xml", "report.json", "snapshot.json"} <= {p.name for p in run.reports.iterdir()}
+    assert json.loads(run.report.read_text())["spark_gotchas"]["options"]["soak_duration"] == "20s"

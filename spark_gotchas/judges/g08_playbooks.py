@@ -1,0 +1,86 @@
+"""G8 — stale official playbooks.
+
+Rules (one verdict for every ``--spark-playbook NAME`` given):
+- No playbook named -> INFO saying how to name one.
+- The open issues of NVIDIA/dgx-spark-playbooks could not be listed (offline, timeout, HTTP
+  error, rate limit, malformed answer) -> SKIP with the reason and the URL to check by hand.
+- An open issue (pull requests excluded) concerns a named playbook when its title, labels or
+  body mention the name as a whole word (``-``, ``_``, ``.`` and spaces interchangeable) ->
+  WARN listing them, newest first: read these before trusting the recipe.
+- A name that is not a folder under ``nvidia/`` (when the folder list could be read) -> WARN:
+  the check cannot speak for a playbook that does not exist under that name.
+- Otherwise -> PASS.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ..readers.github import PlaybookIssues, manual_url
+from ..verdict import Status, Verdict
+
+G = 8
+SHOWN = 3
+EXAMPLES = "vllm, unsloth, nccl, pytorch-fine-tune, connect-two-sparks"
+
+
+def _age(reading: PlaybookIssues) -> str:
+    if reading.from_cache and reading.cache_age_s is not None:
+        return f", cached {reading.cache_age_s / 60:.0f} min ago"
+    return ""
+
+
+def _short(title: str, limit: int = 60) -> str:
+    return title if len(title) <= limit else title[: limit - 1].rstrip() + "…"
+
+
+def _issue_list(reading: PlaybookIssues) -> list[str]:
+    parts = []
+    for name in reading.playbooks:
+        issues = reading.by_playbook.get(name) or []
+        if not issues:
+            continue
+        shown = "; ".join(f'#{i.number} {i.date} "{_short(i.title)}"' for i in issues[:SHOWN])
+        more = f"; +{len(issues) - SHOWN} more" if len(issues) > SHOWN else ""
+        parts.append(f"{name}: {len(issues)} open issue(s): {shown}{more}")
+    return parts
+
+
+def judge_playbooks(reading: PlaybookIssues) -> Verdict:
+    readings = {
+        "playbooks": reading.playbooks,
+        "issues": {name: [{"number": i.number, "date": i.date, "title": i.title, "url": i.url}
+                          for i in reading.by_playbook.get(name) or []] for name in reading.playbooks},
+        "open_issues_checked": reading.open_issues,
+        "from_cache": reading.from_cache,
+        "error_kind": reading.error_kind,
+        "unknown": reading.unknown,
+    }
+    if not reading.playbooks:
+        return Verdict(G, Status.INFO, f"no playbook named: pass --spark-playbook NAME (a folder of "
+                                       f"{reading.repo}/nvidia/, e.g. {EXAMPLES}) to list its open issues",
+                       readings=readings)
+    url = manual_url(reading.playbooks)
+    if reading.error:
+        what = {"rate_limited": "GitHub's rate limit is used up", "offline": "no network",
+                "timeout": "GitHub did not answer in time", "malformed": "GitHub's answer was not usable",
+                "http": "GitHub answered with an error"}.get(reading.error_kind or "", "the listing failed")
+        until = f" until {reading.rate_limit_reset_utc}" if reading.rate_limit_reset_utc else ""
+        token = "" if reading.authenticated or reading.error_kind != "rate_limited" else " (set GITHUB_TOKEN)"
+        return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token} "
+                                       f"({reading.error}); check by hand: {url}", readings=readings)
+    parts = _issue_list(reading)
+    unknown = reading.unknown
+    for name in unknown:
+        near = difflib.get_close_matches(name, reading.folders or [], n=1)
+        parts.append(f"{name} is not a playbook folder" + (f" (did you mean {near[0]}?)" if near else ""))
+    if parts:
+        urls = " ".join(i.url for name in reading.playbooks for i in (reading.by_playbook.get(name) or [])[:SHOWN])
+        fix = f"read these before trusting the recipe for an expensive run: {urls}" if urls else ""
+        if unknown:
+            fix += ("; " if fix else "") + ("name playbooks by their folder under nvidia/: "
+                                            + ", ".join(reading.folders or []))[:300]
+        return Verdict(G, Status.WARN, "; ".join(parts)[:500], fix=fix, readings=readings)
+    names = ", ".join(reading.playbooks)
+    return Verdict(G, Status.PASS, f"no open issue of {reading.repo} mentions {names} "
+                                   f"({reading.open_issues} open issues checked{_age(reading)})", readings=readings)

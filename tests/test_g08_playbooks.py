@@ -1,0 +1,247 @@
+"""G8 against a real HTTP server on loopback serving recorded GitHub answers: every outcome is quick."""
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from spark_gotchas.judges import g08_playbooks as g08
+from spark_gotchas.options import RunOptions
+from spark_gotchas.readers import ReadContext, github
+from spark_gotchas.readers.github import PlaybookIssues
+from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.verdict import Status
+
+FIXTURES = Path(__file__).parent / "fixtures" / "g08"
+ISSUES = "/repos/NVIDIA/dgx-spark-playbooks/issues"
+CONTENTS = "/repos/NVIDIA/dgx-spark-playbooks/contents/nvidia"
+TOKEN = "ghp_test0123456789abcdefSECRET"
+
+
+def fixture(name):
+    return (FIXTURES / name).read_bytes()
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b"[]"
+    headers: dict = field(default_factory=dict)
+    delay_s: float = 0.0
+    trickle: bool = False  # send the body one byte at a time, slowly
+
+
+class GitHub(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.routes: dict = {}
+        self.seen: list = []
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        server: GitHub = self.server  # type: ignore[assignment]
+        server.seen.append((self.path, self.headers.get("Authorization")))
+        key = "page2" if "page=2" in self.path else self.path.split("?")[0]
+        reply = server.routes.get(key, Reply(404, b'{"message": "Not Found"}'))
+        time.sleep(reply.delay_s)
+        self.send_response(reply.status)
+        for k, v in reply.headers.items():
+            self.send_header(k, v.replace("{url}", server.url))
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply.body)))
+        self.end_headers()
+        try:
+            if reply.trickle:
+                for i in range(len(reply.body)):
+                    self.wfile.write(reply.body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            else:
+                self.wfile.write(reply.body)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def server(monkeypatch, tmp_path):
+    srv = GitHub()
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", srv.url)
+    monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_TIMEOUT", "1.5")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def recorded(srv):
+    srv.routes[ISSUES] = Reply(body=fixture("issues_page1.json"),
+                               headers={"Link": '<{url}' + ISSUES + '?state=open&per_page=100&page=2>; rel="next", '
+                                                '<{url}' + ISSUES + '?state=open&per_page=100&page=2>; rel="last"'})
+    srv.routes["page2"] = Reply(body=fixture("issues_page2.json"))
+    srv.routes[CONTENTS] = Reply(body=fixture("contents_nvidia.json"))
+
+
+def read(*playbooks):
+    ctx = ReadContext(options=RunOptions(spark_playbook=tuple(playbooks)), worker_factory=lambda: None)
+    t0 = time.monotonic()
+    reading = github.read_playbook_issues(ctx)
+    return reading, time.monotonic() - t0
+
+
+def test_open_issues_of_a_playbook_warn_newest_first_without_pull_requests(server):
+    recorded(server)
+    reading, _ = read("unsloth", "vllm")
+    assert reading.open_issues == 9 and reading.pull_requests_skipped == 3 and not reading.from_cache
+    assert [i.number for i in reading.by_playbook["unsloth"]] == [85, 57]  # PR #14 excluded
+    assert [i.number for i in reading.by_playbook["vllm"]] == [116, 109]
+    v = g08.judge_playbooks(reading)
+    assert v.status is Status.WARN
+    assert v.line.startswith('G8 WARN: unsloth: 2 open issue(s): #85 2026-07-17 "Unsloth playbook: test_unsloth.py '
+                             'trains a broken model (fl…"; #57 2026-01-30 ')
+    assert 'vllm: 2 open issue(s): #116 2026-08-31 "[Bug]: DGX Spark GB10' in v.line
+    assert v.fix.startswith("read these before trusting the recipe for an expensive run: "
+                            "https://github.com/NVIDIA/dgx-spark-playbooks/issues/85 ")
+
+
+def test_names_match_whole_words_with_any_separator(server):
+    recorded(server)
+    reading, _ = read("nccl", "connect-two-sparks", "llama-factory")
+    assert [i.number for i in reading.by_playbook["nccl"]] == [102, 7]
+    assert [i.number for i in reading.by_playbook["connect-two-sparks"]] == [25]
+    assert reading.by_playbook["llama-factory"] == []  # only a pull request mentions it
+    assert reading.by_playbook["nccl"][0].matched == ["title", "body"]
+
+
+def test_no_open_issue_passes_and_the_second_run_uses_the_cache(server):
+    recorded(server)
+    reading, _ = read("ollama")
+    assert g08.judge_playbooks(reading).line == ("G8 PASS: no open issue of NVIDIA/dgx-spark-playbooks mentions "
+                                                 "ollama (9 open issues checked)")
+    calls = len(server.seen)
+    server.routes.clear()  # the API is gone: the cache must answer
+    again, _ = read("ollama")
+    assert len(server.seen) == calls and again.from_cache and again.open_issues == 9
+    assert "cached 0 min ago" in g08.judge_playbooks(again).line
+
+
+def test_an_expired_cache_is_fetched_again(server):
+    recorded(server)
+    read("vllm")
+    path = github._cache_path(server.url)
+    data = json.loads(path.read_text())
+    data["fetched_at"] -= github.CACHE_TTL_S + 1
+    path.write_text(json.dumps(data))
+    calls = len(server.seen)
+    again, _ = read("vllm")
+    assert not again.from_cache and len(server.seen) > calls
+
+
+def test_an_empty_repository_passes(server):
+    server.routes[ISSUES] = Reply(body=b"[]")
+    server.routes[CONTENTS] = Reply(body=fixture("contents_nvidia.json"))
+    reading, _ = read("vllm")
+    assert reading.open_issues == 0 and g08.judge_playbooks(reading).status is Status.PASS
+
+
+def test_rate_limited_skips_with_the_reset_time_and_the_url(server):
+    reset = int(time.time()) + 1800
+    server.routes[ISSUES] = Reply(403, fixture("rate_limited.json"),
+                                  {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)})
+    reading, seconds = read("vllm")
+    assert reading.error_kind == "rate_limited" and reading.http_status == 403
+    v = g08.judge_playbooks(reading)
+    assert v.status is Status.SKIP
+    assert v.line.startswith(f"G8 SKIP: cannot list open issues of NVIDIA/dgx-spark-playbooks: GitHub's rate limit is "
+                             f"used up until {github._iso(reset)} (set GITHUB_TOKEN) (HTTP 403: API rate limit exceeded")
+    assert v.line.endswith("check by hand: https://github.com/NVIDIA/dgx-spark-playbooks/issues?q=is%3Aissue+is%3Aopen"
+                           "+vllm")
+    assert seconds < 1.5
+    assert not github._cache_path(server.url).exists()  # failures are not cached
+
+
+def test_a_server_error_skips(server):
+    server.routes[ISSUES] = Reply(500, b'{"message": "Server Error"}')
+    reading, _ = read("vllm")
+    assert reading.error_kind == "http" and reading.http_status == 500
+    assert "GitHub answered with an error" in g08.judge_playbooks(reading).line
+    assert "HTTP 500 Internal Server Error: Server Error" in reading.error
+
+
+def test_a_slow_server_skips_within_the_budget(server):
+    server.routes[ISSUES] = Reply(body=b"[]", delay_s=5)
+    reading, seconds = read("vllm")
+    assert reading.error_kind == "timeout" and seconds < 2.5
+    assert g08.judge_playbooks(reading).status is Status.SKIP
+
+
+def test_a_trickling_server_skips_within_the_budget(server):
+    server.routes[ISSUES] = Reply(body=fixture("issues_page2.json"), trickle=True)
+    reading, seconds = read("vllm")
+    assert reading.error_kind == "timeout" and seconds < 2.5
+
+
+def test_malformed_json_skips(server):
+    server.routes[ISSUES] = Reply(body=b'[{"number": 1, "title": ')
+    reading, _ = read("vllm")
+    assert reading.error_kind == "malformed" and reading.error.startswith("the response is not JSON")
+    assert "GitHub's answer was not usable" in g08.judge_playbooks(reading).line
+
+
+def test_no_server_at_all_skips_quickly(server, monkeypatch):
+    closed = server.url
+    server.shutdown()
+    server.server_close()
+    monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", closed)
+    reading, seconds = read("vllm")
+    assert reading.error_kind == "offline" and "Connection refused" in reading.error and seconds < 1.5
+    assert "no network" in g08.judge_playbooks(reading).line
+
+
+def test_the_token_is_sent_but_never_recorded(server, monkeypatch):
+    recorded(server)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    reading, _ = read("vllm")
+    assert server.seen[0][1] == f"Bearer {TOKEN}" and reading.authenticated
+    assert TOKEN not in json.dumps(to_jsonable(reading))
+    assert TOKEN not in github._cache_path(server.url).read_text()
+
+
+def test_an_unknown_playbook_name_warns_with_a_suggestion(server):
+    recorded(server)
+    reading, _ = read("vllms")
+    v = g08.judge_playbooks(reading)
+    assert v.status is Status.WARN and "vllms is not a playbook folder (did you mean vllm?)" in v.line
+    assert "name playbooks by their folder under nvidia/: connect-two-sparks, " in v.fix
+
+
+def test_no_playbook_named_is_info_and_asks_nothing_of_the_network(server):
+    reading, _ = read()
+    assert not reading.fetched and server.seen == []
+    assert g08.judge_playbooks(reading).line.startswith("G8 INFO: no playbook named: pass --spark-playbook NAME")
+
+
+def test_the_reading_round_trips_through_json(server):
+    recorded(server)
+    reading, _ = read("unsloth", "nccl")
+    back = from_jsonable(PlaybookIssues, json.loads(json.dumps(to_jsonable(reading))))
+    assert back == reading and g08.judge_playbooks(back).line == g08.judge_playbooks(reading).line

@@ -1,0 +1,11 @@
+"""G8 — stale official playbooks: open issues of NVIDIA/dgx-spark-playbooks for each --spark-playbook."""
+
+import pytest
+
+from spark_gotchas.judges import g08_playbooks as g08
+
+pytestmark = pytest.mark.fast
+
+
+def test_g8_playbook_open_issues(spark):
+    spark.report(g08.judge_playbooks(spark.read("github.playbook_issues")))

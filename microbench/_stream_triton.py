@@ -1,0 +1,128 @@
+"""Triton kernels for the bandwidth probe: read (a reduction), write (a fill), copy, triad.
+
+Imported only when Triton is used (``microbench.bandwidth`` falls back to torch ops without
+it). Every kernel takes the same tuning knobs, so one configuration type tunes them all:
+
+- ``BLOCK``: elements per tile. Elements per thread = BLOCK / (32 * num_warps); Triton loads
+  them as 16-byte vectors (4 fp32), so BLOCK=4096 with 8 warps keeps 4 loads per thread in
+  flight. Masks stay vectorised because Triton specialises ``n`` on divisibility by 16.
+- ``PERSISTENT``: False launches one program per tile; True launches a fixed grid (a few
+  programs per SM, chosen by the caller) that strides over the tiles.
+- ``LOAD_POLICY`` / ``STORE_CACHE``: "" (default) or "evict_first" / ".cs" (streaming), so
+  a buffer many times the L2 does not evict data it will never reuse.
+
+Offsets are 64-bit (arrays past 2**31 elements). The read kernel writes one fp32 partial sum
+per program; the caller sums the partials (a few hundred values) when it checks the result.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def read_kernel(x_ptr, partial_ptr, n, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr,
+                LOAD_POLICY: tl.constexpr):
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    if PERSISTENT:
+        for tile in tl.range(pid, tl.cdiv(n, BLOCK), tl.num_programs(0)):
+            offs = tile.to(tl.int64) * BLOCK + lanes
+            acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0, eviction_policy=LOAD_POLICY)
+    else:
+        offs = pid.to(tl.int64) * BLOCK + lanes
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0, eviction_policy=LOAD_POLICY)
+    tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def fill_kernel(y_ptr, value, n, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr,
+                STORE_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    vals = tl.zeros([BLOCK], dtype=tl.float32) + value
+    if PERSISTENT:
+        for tile in tl.range(pid, tl.cdiv(n, BLOCK), tl.num_programs(0)):
+            offs = tile.to(tl.int64) * BLOCK + lanes
+            tl.store(y_ptr + offs, vals, mask=offs < n, cache_modifier=STORE_CACHE)
+    else:
+        offs = pid.to(tl.int64) * BLOCK + lanes
+        tl.store(y_ptr + offs, vals, mask=offs < n, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr,
+                LOAD_POLICY: tl.constexpr, STORE_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    if PERSISTENT:
+        for tile in tl.range(pid, tl.cdiv(n, BLOCK), tl.num_programs(0)):
+            offs = tile.to(tl.int64) * BLOCK + lanes
+            mask = offs < n
+            x = tl.load(x_ptr + offs, mask=mask, eviction_policy=LOAD_POLICY)
+            tl.store(y_ptr + offs, x, mask=mask, cache_modifier=STORE_CACHE)
+    else:
+        offs = pid.to(tl.int64) * BLOCK + lanes
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, eviction_policy=LOAD_POLICY)
+        tl.store(y_ptr + offs, x, mask=mask, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def triad_kernel(b_ptr, c_ptr, a_ptr, scalar, n, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr,
+                 LOAD_POLICY: tl.constexpr, STORE_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    if PERSISTENT:
+        for tile in tl.range(pid, tl.cdiv(n, BLOCK), tl.num_programs(0)):
+            offs = tile.to(tl.int64) * BLOCK + lanes
+            mask = offs < n
+            b = tl.load(b_ptr + offs, mask=mask, eviction_policy=LOAD_POLICY)
+            c = tl.load(c_ptr + offs, mask=mask, eviction_policy=LOAD_POLICY)
+            tl.store(a_ptr + offs, b + scalar * c, mask=mask, cache_modifier=STORE_CACHE)
+    else:
+        offs = pid.to(tl.int64) * BLOCK + lanes
+        mask = offs < n
+        b = tl.load(b_ptr + offs, mask=mask, eviction_policy=LOAD_POLICY)
+        c = tl.load(c_ptr + offs, mask=mask, eviction_policy=LOAD_POLICY)
+        tl.store(a_ptr + offs, b + scalar * c, mask=mask, cache_modifier=STORE_CACHE)
+
+
+def grid_size(n: int, block: int, programs_per_sm: int, sms: int) -> int:
+    tiles = triton.cdiv(n, block)
+    return min(tiles, programs_per_sm * sms) if programs_per_sm > 0 else tiles
+
+
+def launcher(method: str, config, sms: int, arrays: dict, scalar: float, fill_value: float):
+    """A no-argument function that runs ``method``'s kernel once on ``arrays`` (a, b, c, partials)."""
+    n = arrays["b"].numel()
+    grid = (grid_size(n, config.block, config.programs_per_sm, sms),)
+    persistent = config.programs_per_sm > 0
+    load_policy = "evict_first" if config.streaming else ""
+    store_cache = ".cs" if config.streaming else ""
+    extra = {"num_warps": config.warps}
+    if config.stages:
+        extra["num_stages"] = config.stages
+    a, b, c = arrays["a"], arrays["b"], arrays["c"]
+    if method == "read":
+        partials = arrays["partials"][: grid[0]]
+
+        def run():
+            read_kernel[grid](b, partials, n, BLOCK=config.block, PERSISTENT=persistent,
+                              LOAD_POLICY=load_policy, **extra)
+            return partials
+    elif method == "write":
+        def run():
+            fill_kernel[grid](a, fill_value, n, BLOCK=config.block, PERSISTENT=persistent,
+                              STORE_CACHE=store_cache, **extra)
+    elif method == "copy":
+        def run():
+            copy_kernel[grid](b, a, n, BLOCK=config.block, PERSISTENT=persistent,
+                              LOAD_POLICY=load_policy, STORE_CACHE=store_cache, **extra)
+    elif method == "triad":
+        def run():
+            triad_kernel[grid](b, c, a, scalar, n, BLOCK=config.block, PERSISTENT=persistent,
+                               LOAD_POLICY=load_policy, STORE_CACHE=store_cache, **extra)
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    return run, grid[0]

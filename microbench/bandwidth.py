@@ -1,0 +1,596 @@
+"""Device-memory bandwidth: read (a reduction), write (a fill), copy and triad, in GB/s.
+
+Why: memory-bound work (decode above all) is planned from a bandwidth figure, and public
+figures for one GPU differ by 40% because people measure different things. Each result here
+names what it counted:
+
+    read   one array read (a sum into per-program partials)          bytes = 1 x array
+    write  one array written (a fill)                                  bytes = 1 x array
+    copy   one array read and one written (b -> a)                     bytes = 2 x array
+    triad  two arrays read and one written (a = b + s * c)             bytes = 3 x array
+
+GB/s are 10**9 bytes per second at the median repetition (``gbps``) and at the fastest
+(``gbps_best``, what BabelStream reports). Arrays are fp32, many times the L2 (so the
+figure is DRAM, not cache; no L2 flush is needed or wanted: a flush leaves dirty lines that
+the next timed kernel would pay for) and at most a quarter of the free memory; on unified
+memory (GB10) free means the smaller of cudaMemGetInfo and the kernel's MemAvailable. Every
+kernel's output is checked once (outside the timing) against an exact expectation.
+
+Kernels are Triton's (``_stream_triton``) where Triton imports, torch ops otherwise;
+``references=True`` also times the torch ops so the two can be compared in one run.
+
+Command line: ``python -m microbench bandwidth [--size-mb N] [--references] [--tune] [--sweep]
+[--json]``. Nearest shell equivalents: BabelStream (``cuda-stream --arraysize``), nvbandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional
+
+from ._timing import Timing, TorchClock, bench
+
+METHODS = ("read", "write", "copy", "triad")
+ARRAYS_COUNTED = {"read": 1, "write": 1, "copy": 2, "triad": 3}
+ACCOUNTING = {
+    "read": "1 array read",
+    "write": "1 array written",
+    "copy": "1 array read + 1 written",
+    "triad": "2 arrays read + 1 written (a = b + s*c)",
+}
+TORCH_OPS = {  # the reference ops, per method; the first is the fallback implementation
+    "read": ("torch.sum", "torch.amax"),
+    "write": ("Tensor.fill_", "Tensor.zero_"),
+    "copy": ("Tensor.copy_",),
+    "triad": ("torch.add(b, c, alpha=s, out=a)",),
+}
+GIB = 1 << 30
+MIB = 1 << 20
+ELEMENT_BYTES = 4  # fp32
+FAST_ARRAY_BYTES = GIB  # BabelStream's default-size comparison point
+MIN_L2_MULTIPLE = 4  # below this the figure is partly cache
+FAST_L2_MULTIPLE = 16
+MEMORY_FRACTION = 0.25  # of free memory, for all three arrays together
+SCALAR = 3.0
+FILL_VALUE = 1.5
+READ_REL_TOL = 1e-5
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Tuning knobs of the Triton kernels (see ``_stream_triton``)."""
+
+    block: int = 4096
+    warps: int = 4
+    programs_per_sm: int = 0  # 0: one program per tile; N: persistent grid of N programs per SM
+    streaming: bool = False  # evict-first loads and streaming (.cs) stores
+    stages: int = 0  # 0: Triton's default num_stages
+
+    @property
+    def label(self) -> str:
+        grid = f"persistent {self.programs_per_sm}/SM" if self.programs_per_sm else "1 tile/program"
+        extra = (" streaming" if self.streaming else "") + (f" stages={self.stages}" if self.stages else "")
+        return f"triton BLOCK={self.block} warps={self.warps} {grid}{extra}"
+
+
+# Defaults per method: reductions want a persistent grid (few partials, long streams per
+# program); the element-wise kernels one tile per program. Retune with --tune.
+DEFAULT_CONFIGS: dict[str, KernelConfig] = {
+    "read": KernelConfig(block=4096, warps=8, programs_per_sm=4),
+    "write": KernelConfig(block=4096, warps=4),
+    "copy": KernelConfig(block=4096, warps=4),
+    "triad": KernelConfig(block=4096, warps=4),
+}
+TUNE_GRID: tuple[KernelConfig, ...] = tuple(
+    KernelConfig(block=b, warps=w, programs_per_sm=p)
+    for b in (1024, 4096, 8192) for w in (4, 8) for p in (0, 4)
+) + (KernelConfig(block=4096, warps=4, streaming=True), KernelConfig(block=4096, warps=8, programs_per_sm=4,
+                                                                      streaming=True))
+
+
+@dataclass
+class MethodResult:
+    """One method measured by one implementation at one array size."""
+
+    method: str
+    implementation: str
+    accounting: str
+    array_bytes: int
+    bytes_per_call: int
+    gbps: Optional[float] = None  # at the median repetition
+    gbps_best: Optional[float] = None  # at the fastest repetition
+    timing: Optional[Timing] = None
+    check: str = ""  # "ok", or what the output got wrong
+    error: str = ""  # why there is no figure
+    fallback: str = ""  # why the preferred implementation was not used
+    first_call_seconds: Optional[float] = None  # includes Triton's compilation when not cached
+    role: str = "probe"  # "probe": the figure the suite judges; "reference": a torch op beside it
+
+    @property
+    def ok(self) -> bool:
+        return self.gbps is not None and self.check == "ok"
+
+
+@dataclass
+class BandwidthResult:
+    """What ``probe`` measured, and on what."""
+
+    device: str
+    capability: tuple[int, int]
+    sms: int
+    l2_bytes: Optional[int]
+    unified_memory: bool
+    array_bytes: int
+    sizing: str  # how array_bytes was chosen, in words
+    mode: str  # "fast" | "sized" | "sweep"
+    methods: list[MethodResult] = field(default_factory=list)  # the probe's figure per method
+    references: list[MethodResult] = field(default_factory=list)  # torch ops, when asked
+    backend: str = ""  # "triton 3.6.0" | "torch (triton: <why not>)"
+    seconds: float = 0.0  # the whole probe: setup, checks, timing
+    setup_seconds: float = 0.0  # allocation and initialisation
+
+    def method(self, name: str) -> Optional[MethodResult]:
+        for result in self.methods:
+            if result.method == name:
+                return result
+        return None
+
+    def best_method(self) -> Optional[MethodResult]:
+        measured = [m for m in self.methods if m.ok]
+        return max(measured, key=lambda m: m.gbps or 0.0) if measured else None
+
+
+@dataclass
+class BandwidthSweep:
+    """The probe over array sizes from below the L2 to the memory budget (soak)."""
+
+    device: str
+    l2_bytes: Optional[int]
+    unified_memory: bool
+    points: list[MethodResult] = field(default_factory=list)
+    sizes_bytes: list[int] = field(default_factory=list)
+    backend: str = ""
+    seconds: float = 0.0
+    stopped_early: bool = False
+
+
+# -- sizing --------------------------------------------------------------------------------------
+def available_bytes(free_device_bytes: int, mem_available_bytes: Optional[int], unified: bool) -> int:
+    """What the probe may take from: on unified memory the smaller of CUDA's free and MemAvailable."""
+    if unified and mem_available_bytes is not None:
+        return min(free_device_bytes, mem_available_bytes)
+    return free_device_bytes
+
+
+def choose_array_bytes(l2_bytes: Optional[int], available: int, requested: Optional[int] = None,
+                       fraction: float = MEMORY_FRACTION) -> tuple[int, str]:
+    """Bytes per array and the reason in words. Raises ValueError when memory is too short."""
+    l2 = l2_bytes or 0
+    cap = int(available * fraction / 3)
+    if requested:
+        target, why = requested, f"{_human(requested)} per array as asked"
+    else:
+        target = max(FAST_ARRAY_BYTES, FAST_L2_MULTIPLE * l2)
+        why = f"{_human(target)} per array ({target / l2:.0f}x the {_human(l2)} L2)" if l2 else \
+            f"{_human(target)} per array"
+    size = min(target, cap)
+    size -= size % MIB
+    if size < max(MIN_L2_MULTIPLE * l2, MIB):
+        raise ValueError(f"not enough free memory for a bandwidth probe: {_human(available)} free, "
+                         f"{fraction:.0%} of it gives {_human(cap)} per array, under {MIN_L2_MULTIPLE}x the "
+                         f"{_human(l2)} L2")
+    if size < target:
+        why = f"{_human(size)} per array (capped at {fraction:.0%} of {_human(available)} free; {size / max(l2, 1):.0f}x L2)"
+    return size, why
+
+
+def _human(n: float) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
+
+
+# -- the probe ----------------------------------------------------------------------------------
+def _triton_version() -> tuple[Optional[str], str]:
+    try:
+        import triton
+
+        from . import _stream_triton  # noqa: F401  (the kernels must at least define)
+        return triton.__version__, ""
+    except Exception as exc:  # ImportError, or a broken install
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+class _Buffers:
+    """a (output), b and c (inputs, random small integers so sums are exact), partial sums."""
+
+    def __init__(self, torch: Any, n: int, device: str = "cuda"):
+        self.torch = torch
+        gen = torch.Generator(device=device)
+        gen.manual_seed(0)
+        self.n = n
+        self.a = torch.zeros(n, dtype=torch.float32, device=device)
+        self.b = torch.empty(n, dtype=torch.float32, device=device).random_(0, 16, generator=gen)
+        self.c = torch.empty(n, dtype=torch.float32, device=device).random_(0, 16, generator=gen)
+        self.partials = torch.empty(-(-n // 256), dtype=torch.float32, device=device)
+        self.b_sum = float(torch.sum(self.b, dtype=torch.float64).item())
+        self.b_max = float(self.b.max().item())
+
+    def as_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "c": self.c, "partials": self.partials}
+
+
+CHUNK = 1 << 26  # elements compared at a time (bounded temporaries)
+
+
+def _first_difference(torch: Any, out: Any, expected: Callable[[slice], Any], n: int) -> str:
+    """'' when ``out`` equals ``expected`` chunk by chunk, else the first differing element."""
+    for start in range(0, n, CHUNK):
+        sl = slice(start, min(n, start + CHUNK))
+        want = expected(sl)
+        differs = out[sl] != want
+        if bool(differs.any()):
+            i = int(differs.nonzero()[0].item())
+            want_i = want if isinstance(want, float) else float(want[i].item())
+            return f"element {start + i} is {float(out[start + i].item())}, expected {want_i}"
+    return ""
+
+
+def check(torch: Any, method: str, bufs: _Buffers, out: Any, expect: Optional[float]) -> str:
+    """``"ok"`` or what is wrong with the output of one run of ``method``.
+
+    read: the sum of the partial sums (or the reduction's scalar) must equal ``expect``
+    within READ_REL_TOL; write: every element equals ``expect``; copy: a == b; triad:
+    a == b + s*c exactly (small integers, so no rounding is involved).
+    """
+    n = bufs.n
+    if method == "read":
+        value = float(out.sum(dtype=torch.float64).item())
+        if expect is None or abs(value - expect) > READ_REL_TOL * max(abs(expect), 1.0):
+            return f"reduction gave {value:.9g}, expected {expect:.9g}"
+        return "ok"
+    if method == "write":
+        wrong = _first_difference(torch, bufs.a, lambda sl: float(expect), n)
+    elif method == "copy":
+        wrong = _first_difference(torch, bufs.a, lambda sl: bufs.b[sl], n)
+    elif method == "triad":
+        wrong = _first_difference(torch, bufs.a, lambda sl: torch.add(bufs.b[sl], bufs.c[sl], alpha=SCALAR), n)
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    return wrong or "ok"
+
+
+def _torch_op(torch: Any, op: str, bufs: _Buffers) -> tuple[str, Callable[[], Any], Optional[float]]:
+    """(method, function, expected value) for a reference op name of TORCH_OPS."""
+    a, b, c = bufs.a, bufs.b, bufs.c
+    if op == "torch.sum":
+        return "read", (lambda: torch.sum(b)), bufs.b_sum
+    if op == "torch.amax":
+        return "read", (lambda: torch.amax(b)), bufs.b_max
+    if op == "Tensor.fill_":
+        return "write", (lambda: a.fill_(FILL_VALUE)), FILL_VALUE
+    if op == "Tensor.zero_":
+        return "write", (lambda: a.zero_()), 0.0
+    if op == "Tensor.copy_":
+        return "copy", (lambda: a.copy_(b)), None
+    if op.startswith("torch.add"):
+        return "triad", (lambda: torch.add(b, c, alpha=SCALAR, out=a)), None
+    raise ValueError(f"unknown torch op {op!r}")
+
+
+def _measure(torch: Any, method: str, label: str, fn: Callable[[], Any], bufs: _Buffers, expect: Optional[float],
+             warmup_ms: float, rep_ms: float, clock: Any = None) -> MethodResult:
+    """Check one run of ``fn`` (outputs reset first), then time it; failures become fields."""
+    clock = clock or TorchClock()
+    array_bytes = bufs.n * ELEMENT_BYTES
+    result = MethodResult(method=method, implementation=label, accounting=ACCOUNTING[method],
+                          array_bytes=array_bytes, bytes_per_call=ARRAYS_COUNTED[method] * array_bytes)
+    try:
+        bufs.a.fill_(-1.0)
+        t0 = time.perf_counter()
+        out = fn()
+        clock.synchronize()
+        result.first_call_seconds = time.perf_counter() - t0
+        result.check = check(torch, method, bufs, out, expect)
+        if result.check != "ok":
+            return result
+        timing = bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, clock=clock)
+    except Exception as exc:  # a Triton compile error, CUDA OOM …: a reading, not a crash
+        result.error = (f"{type(exc).__name__}: {exc}".strip().splitlines() or [""])[0][:300]
+        return result
+    result.timing = timing
+    result.gbps = timing.rate(result.bytes_per_call) / 1e9
+    result.gbps_best = timing.rate(result.bytes_per_call, at="min") / 1e9
+    return result
+
+
+def _triton_result(torch: Any, method: str, config: KernelConfig, bufs: _Buffers, sms: int,
+                   warmup_ms: float, rep_ms: float, clock: Any = None) -> MethodResult:
+    from . import _stream_triton
+
+    try:
+        run, _grid = _stream_triton.launcher(method, config, sms, bufs.as_dict(), SCALAR, FILL_VALUE)
+    except Exception as exc:
+        return MethodResult(method, config.label, ACCOUNTING[method], bufs.n * ELEMENT_BYTES,
+                            ARRAYS_COUNTED[method] * bufs.n * ELEMENT_BYTES, error=f"{type(exc).__name__}: {exc}")
+    expect = {"read": bufs.b_sum, "write": FILL_VALUE}.get(method)
+    return _measure(torch, method, config.label, run, bufs, expect, warmup_ms, rep_ms, clock)
+
+
+def _torch_result(torch: Any, op: str, bufs: _Buffers, warmup_ms: float, rep_ms: float,
+                  clock: Any = None) -> MethodResult:
+    method, fn, expect = _torch_op(torch, op, bufs)
+    return _measure(torch, method, op, fn, bufs, expect, warmup_ms, rep_ms, clock)
+
+
+def _device_facts(torch: Any, unified_memory: Optional[bool]) -> dict:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    unified = bool(unified_memory) if unified_memory is not None else bool(getattr(props, "is_integrated", False))
+    free, _total = torch.cuda.mem_get_info()
+    mem_available = None
+    if unified:
+        try:
+            import psutil
+
+            mem_available = int(psutil.virtual_memory().available)
+        except Exception:
+            mem_available = None
+    return {
+        "device": props.name,
+        "capability": (props.major, props.minor),
+        "sms": int(props.multi_processor_count),
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
+        "unified_memory": unified,
+        "available": available_bytes(int(free), mem_available, unified),
+    }
+
+
+def probe(
+    mode: str = "fast",
+    size_mb: Optional[float] = None,
+    backend: str = "auto",
+    references: bool = False,
+    methods: tuple[str, ...] | list[str] = METHODS,
+    warmup_ms: float = 10.0,
+    rep_ms: float = 50.0,
+    unified_memory: Optional[bool] = None,
+    fraction: float = MEMORY_FRACTION,
+    configs: Optional[dict[str, dict]] = None,
+) -> dict:
+    """Measure each method once at one array size; returns a JSON-ready :class:`BandwidthResult`.
+
+    ``backend``: "auto" (Triton where it imports, torch otherwise), "triton" or "torch".
+    ``configs``: per-method KernelConfig fields overriding DEFAULT_CONFIGS.
+    """
+    from spark_gotchas.serial import to_jsonable
+
+    return to_jsonable(_probe(mode, size_mb, backend, references, tuple(methods), warmup_ms, rep_ms,
+                              unified_memory, fraction, configs))
+
+
+def _probe(mode, size_mb, backend, references, methods, warmup_ms, rep_ms, unified_memory, fraction,
+           configs) -> BandwidthResult:
+    import torch
+
+    t0 = time.perf_counter()
+    facts = _device_facts(torch, unified_memory)
+    requested = int(size_mb * MIB) if size_mb else None
+    array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"], requested, fraction)
+    use_triton, backend_text = _pick_backend(backend)
+    bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES)
+    torch.cuda.synchronize()
+    setup = time.perf_counter() - t0
+    result = BandwidthResult(
+        device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
+        unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing,
+        mode="sized" if requested else mode, backend=backend_text, setup_seconds=setup,
+    )
+    try:
+        for method in methods:
+            result.methods.append(_preferred(torch, method, use_triton, bufs, facts["sms"], warmup_ms, rep_ms,
+                                             _config(method, configs)))
+        if references:
+            for method in methods:
+                for op in TORCH_OPS[method]:
+                    result.references.append(_reference(torch, op, bufs, warmup_ms, rep_ms))
+    finally:
+        del bufs
+        torch.cuda.empty_cache()
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _reference(torch: Any, op: str, bufs: _Buffers, warmup_ms: float, rep_ms: float) -> MethodResult:
+    result = _torch_result(torch, op, bufs, warmup_ms, rep_ms)
+    result.role = "reference"
+    return result
+
+
+def _config(method: str, configs: Optional[dict[str, dict]]) -> KernelConfig:
+    base = DEFAULT_CONFIGS[method]
+    if configs and method in configs:
+        return replace(base, **configs[method])
+    return base
+
+
+def _pick_backend(backend: str) -> tuple[bool, str]:
+    if backend == "torch":
+        return False, "torch (asked for)"
+    version, why = _triton_version()
+    if version is None:
+        if backend == "triton":
+            raise RuntimeError(f"Triton asked for but not usable: {why}")
+        return False, f"torch (Triton not usable: {why})"
+    return True, f"triton {version}"
+
+
+def _preferred(torch, method, use_triton, bufs, sms, warmup_ms, rep_ms, config, clock=None) -> MethodResult:
+    """The Triton kernel when asked and it works, else the first torch op (saying why)."""
+    if use_triton:
+        res = _triton_result(torch, method, config, bufs, sms, warmup_ms, rep_ms, clock)
+        if res.ok:
+            return res
+        why = res.error or f"wrong result: {res.check}"
+        fallback = _torch_result(torch, TORCH_OPS[method][0], bufs, warmup_ms, rep_ms, clock)
+        fallback.fallback = f"{config.label} failed: {why}"
+        return fallback
+    return _torch_result(torch, TORCH_OPS[method][0], bufs, warmup_ms, rep_ms, clock)
+
+
+def tune(size_mb: Optional[float] = None, methods: tuple[str, ...] | list[str] = METHODS,
+         grid: Optional[list[dict]] = None, warmup_ms: float = 10.0, rep_ms: float = 60.0,
+         unified_memory: Optional[bool] = None) -> dict:
+    """Every Triton configuration of ``grid`` (default TUNE_GRID) and every torch op, per method."""
+    import torch
+
+    from spark_gotchas.serial import to_jsonable
+
+    facts = _device_facts(torch, unified_memory)
+    array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"],
+                                             int(size_mb * MIB) if size_mb else None)
+    version, why = _triton_version()
+    configs = [KernelConfig(**g) for g in grid] if grid else list(TUNE_GRID)
+    bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES)
+    rows: list[MethodResult] = []
+    try:
+        for method in methods:
+            if version is not None:
+                rows += [_triton_result(torch, method, cfg, bufs, facts["sms"], warmup_ms, rep_ms) for cfg in configs]
+            rows += [_reference(torch, op, bufs, warmup_ms, rep_ms) for op in TORCH_OPS[method]]
+    finally:
+        del bufs
+        torch.cuda.empty_cache()
+    return to_jsonable({"device": facts["device"], "array_bytes": array_bytes, "sizing": sizing,
+                        "triton": version or f"not usable: {why}", "rows": rows})
+
+
+def sweep_sizes(l2_bytes: Optional[int], available: int, fraction: float = MEMORY_FRACTION) -> list[int]:
+    """Array sizes for the sweep: half the L2 up to the memory budget, doubling (MiB multiples)."""
+    l2 = l2_bytes or 32 * MIB
+    cap = int(available * fraction / 3)
+    sizes, size = [], max(MIB, (l2 // 2) - (l2 // 2) % MIB)
+    while size <= cap and len(sizes) < 14:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.0, rep_ms: float = 100.0,
+          unified_memory: Optional[bool] = None, max_seconds: float = 300.0) -> dict:
+    """The probe at every size of :func:`sweep_sizes`; streams one progress line per size."""
+    import torch
+
+    from spark_gotchas import worker_main
+    from spark_gotchas.serial import to_jsonable
+
+    t0 = time.perf_counter()
+    facts = _device_facts(torch, unified_memory)
+    use_triton, backend_text = _pick_backend(backend)
+    out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"], unified_memory=facts["unified_memory"],
+                         backend=backend_text)
+    for size in sweep_sizes(facts["l2_bytes"], facts["available"]):
+        if worker_main.should_stop() or time.perf_counter() - t0 > max_seconds:
+            out.stopped_early = True
+            break
+        bufs = _Buffers(torch, size // ELEMENT_BYTES)
+        try:
+            row = [_preferred(torch, m, use_triton, bufs, facts["sms"], warmup_ms, rep_ms, DEFAULT_CONFIGS[m])
+                   for m in METHODS]
+            if references:
+                row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms) for m in METHODS]
+        finally:
+            del bufs
+            torch.cuda.empty_cache()
+        out.points += row
+        out.sizes_bytes.append(size)
+        worker_main.progress({"array_bytes": size, "gbps": {r.method: r.gbps for r in row[:len(METHODS)]}})
+    out.seconds = time.perf_counter() - t0
+    return to_jsonable(out)
+
+
+# -- command line -------------------------------------------------------------------------------
+def format_rows(rows: list[MethodResult]) -> list[str]:
+    lines = [f"{'method':<6} {'GB/s':>8} {'best':>8} {'p20-p80 ms':>17}  {'counts':<40} implementation"]
+    for r in rows:
+        if r.gbps is None:
+            lines.append(f"{r.method:<6} {'-':>8} {'-':>8} {'':>17}  {r.accounting:<40} {r.implementation}: "
+                         f"{r.error or r.check}")
+            continue
+        q = r.timing.quantiles_ms if r.timing else {}
+        spread = f"{q.get('0.2', 0):.3f}-{q.get('0.8', 0):.3f}"
+        note = f"  (fallback: {r.fallback})" if r.fallback else ""
+        lines.append(f"{r.method:<6} {r.gbps:>8.1f} {r.gbps_best or 0:>8.1f} {spread:>17}  {r.accounting:<40} "
+                     f"{r.implementation}{note}")
+    return lines
+
+
+def format_result(res: BandwidthResult) -> str:
+    head = (f"bandwidth on {res.device} (cc {res.capability[0]}.{res.capability[1]}, {res.sms} SMs, "
+            f"L2 {_human(res.l2_bytes or 0)}{', unified memory' if res.unified_memory else ''}); {res.sizing}; "
+            f"{res.backend}")
+    lines = [head, *format_rows(res.methods)]
+    if res.references:
+        lines += ["torch reference ops, same run:", *format_rows(res.references)]
+    lines.append(f"probe {res.seconds:.2f} s (setup {res.setup_seconds:.2f} s); GB = 1e9 bytes")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m microbench bandwidth", description=__doc__.split("\n")[0])
+    parser.add_argument("--size-mb", type=float, help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
+    parser.add_argument("--backend", choices=("auto", "triton", "torch"), default="auto")
+    parser.add_argument("--references", action="store_true", help="also time the torch reference ops")
+    parser.add_argument("--tune", action="store_true", help="time every Triton configuration of the tuning grid")
+    parser.add_argument("--sweep", action="store_true", help="array sizes from L2/2 to the memory budget")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    parser.add_argument("--warmup-ms", type=float, default=10.0)
+    parser.add_argument("--rep-ms", type=float, default=50.0)
+    parser.add_argument("--unified-memory", action="store_true", default=None,
+                        help="size from MemAvailable too (automatic on integrated GPUs)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    methods = tuple(m for m in args.methods.split(",") if m)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        parser.error(f"unknown method(s) {unknown}; choose from {METHODS}")
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            print(f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none", file=sys.stderr)
+            return 2
+    except ImportError:
+        print("torch is not installed", file=sys.stderr)
+        return 2
+    from spark_gotchas.serial import from_jsonable
+
+    if args.tune:
+        data = tune(args.size_mb, methods, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+                    unified_memory=args.unified_memory)
+        if args.json:
+            print(json.dumps(data, indent=1))
+        else:
+            rows = [from_jsonable(MethodResult, r) for r in data["rows"]]
+            print(f"tuning on {data['device']}: {data['sizing']}; triton {data['triton']}")
+            for method in methods:
+                mine = sorted((r for r in rows if r.method == method), key=lambda r: -(r.gbps or 0))
+                print("\n".join(format_rows(mine)))
+        return 0
+    if args.sweep:
+        data = sweep(args.backend, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, unified_memory=args.unified_memory)
+        if args.json:
+            print(json.dumps(data, indent=1))
+        else:
+            res = from_jsonable(BandwidthSweep, data)
+            print(f"sweep on {res.device}: {res.backend}, {res.seconds:.1f} s")
+            print("\n".join(format_rows(sorted(res.points, key=lambda r: (r.method, r.array_bytes)))))
+        return 0
+    data = probe("fast", args.size_mb, args.backend, args.references, methods, args.warmup_ms, args.rep_ms,
+                 args.unified_memory)
+    if args.json:
+        print(json.dumps(data, indent=1))
+    else:
+        print(format_result(from_jsonable(BandwidthResult, data)))
+    return 0

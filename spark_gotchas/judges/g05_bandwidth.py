@@ -1,0 +1,232 @@
+"""G5 — bandwidth ceiling: plan memory-bound work from measured bandwidth, not the datasheet.
+
+Figures are GB/s (10^9 bytes/s) at the median repetition, with the byte accounting the
+probe names (copy counts read + write, triad three arrays; see microbench/bandwidth.py).
+
+Rules:
+- The profile's measured range per method (GB10: copy 180-210, read 231-253, write
+  180-253, triad 180-210 GB/s; H200: the recorded run) is the yardstick. A method under
+  0.75 x the range's low end -> FAIL (far below: other GPU work, throttling or a stuck
+  low-power state; see G6 and G4). Under 0.9 x -> WARN. Otherwise PASS, with the budget
+  line: the copy and read figures to plan with, not the datasheet's.
+- A profile without ranges (generic, H100, GH200) is judged by the best method against
+  NVML's theoretical peak (max memory clock x bus width x 2 / 8): under 0.5 -> FAIL, under
+  0.7 -> WARN, else PASS. Neither ranges nor a theoretical peak -> INFO with the figures.
+- A kernel whose output is wrong -> FAIL (its figure means nothing, and the GPU may be at
+  fault). The probe crashing or hanging -> FAIL. Not measurable (no torch, CPU build, no
+  device, too little free memory) -> SKIP with the reason.
+- Decode ceiling (``--spark-model-gb N``): batch-1 decode reads every weight once per
+  token, so tokens/s <= read bandwidth / N GB; stated as INFO next to the datasheet's
+  promise. Without the option -> SKIP.
+- Sweep (soak): the same rules on the median over the sizes of at least 4 x the L2; the
+  largest size under 0.8 x that median -> WARN (memory pressure at that size).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Optional
+
+from microbench.bandwidth import BandwidthResult, MethodResult
+
+from ..profiles import Profile
+from ..readers.bench import BandwidthReading, BandwidthSweepReading
+from ..readers.gpu import GpuInventory
+from ..verdict import Status, Verdict
+
+G = 5
+FAIL_FRACTION = 0.75  # of the profile range's low end
+WARN_FRACTION = 0.9
+THEORETICAL_FAIL = 0.5  # of NVML's theoretical peak, profiles without ranges
+THEORETICAL_WARN = 0.7
+PLATEAU_L2_MULTIPLE = 4
+SWEEP_DROP = 0.8
+ORDER = ("copy", "read", "write", "triad")
+FIX_SLOW = ("find what else uses the GPU or its memory (G6: nvidia-smi, other servers) and check the SM clock "
+            "under load (G4: nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only "
+            "after removing AC power for about 60 s; then re-run pytest -m fast -k g05")
+FIX_WRONG = ("re-run; if it repeats, the GPU or its memory is faulty: check nvidia-smi -q -d ECC,ROW_REMAPPER "
+             "and dmesg for Xid errors")
+FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg; then re-run"
+FIX_BUDGET = "budget memory-bound work from the measured figures above, not the datasheet"
+
+
+def _theoretical(inventory: Optional[GpuInventory]) -> Optional[float]:
+    dev = inventory.first if inventory is not None else None
+    return dev.theoretical_bandwidth_gbps if dev is not None else None
+
+
+def _fmt(gbps: float) -> str:
+    return f"{gbps:.0f}"
+
+
+def _figures_text(figures: dict[str, float]) -> str:
+    return ", ".join(f"{m} {_fmt(figures[m])}" for m in ORDER if m in figures) + " GB/s"
+
+
+def _ceiling_word(profile: Profile, theoretical: Optional[float]) -> tuple[Optional[float], str]:
+    if profile.datasheet_bandwidth_gbps:
+        return profile.datasheet_bandwidth_gbps, f"the datasheet's {_fmt(profile.datasheet_bandwidth_gbps)}"
+    if theoretical:
+        return theoretical, f"NVML's theoretical {_fmt(theoretical)}"
+    return None, ""
+
+
+def judge_figures(figures: dict[str, float], profile: Profile, inventory: Optional[GpuInventory],
+                  what: str, readings: dict) -> Verdict:
+    """The rules above on per-method figures (GB/s); ``what`` says what was measured."""
+    theoretical = _theoretical(inventory)
+    readings.update({"gbps": {m: round(v, 1) for m, v in figures.items()}, "profile": profile.key,
+                     "theoretical_gbps": round(theoretical, 1) if theoretical else None})
+    peak_note = ""
+    if theoretical and figures:
+        best = max(figures.values())
+        peak_note = f"; best {best / theoretical:.0%} of NVML's theoretical {_fmt(theoretical)} GB/s"
+    ranges = {m: r for m, r in profile.bandwidth_gbps.items() if m in figures}
+    if ranges:
+        readings["ranges_gbps"] = {m: [r.lo, r.hi] for m, r in ranges.items()}
+        far = [m for m in ORDER if m in ranges and figures[m] < FAIL_FRACTION * ranges[m].lo]
+        low = [m for m in ORDER if m in ranges and figures[m] < WARN_FRACTION * ranges[m].lo]
+        expected = ", ".join(f"{m} {ranges[m].lo:.0f}-{ranges[m].hi:.0f}" for m in ORDER if m in ranges)
+        name = profile.key.upper()
+        if far:
+            return Verdict(G, Status.FAIL, f"{_figures_text(figures)} ({what}): {', '.join(far)} far below "
+                                           f"{name}'s measured range ({expected} GB/s){peak_note}",
+                           fix=FIX_SLOW, readings=readings)
+        if low:
+            return Verdict(G, Status.WARN, f"{_figures_text(figures)} ({what}): {', '.join(low)} below "
+                                           f"{name}'s measured range ({expected} GB/s){peak_note}",
+                           fix=FIX_SLOW, readings=readings)
+        budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)
+        _, ceiling = _ceiling_word(profile, theoretical)
+        against = f" - not {ceiling}" if ceiling else ""
+        return Verdict(G, Status.PASS, f"{_figures_text(figures)} ({what}), within {name}'s measured range; "
+                                       f"budget {budget}{against}{peak_note}", readings=readings)
+    if theoretical:
+        best_method = max(figures, key=figures.get)
+        fraction = figures[best_method] / theoretical
+        readings["fraction_of_theoretical"] = round(fraction, 3)
+        line = (f"{_figures_text(figures)} ({what}); best ({best_method}) is {fraction:.0%} of NVML's theoretical "
+                f"{_fmt(theoretical)} GB/s")
+        if fraction < THEORETICAL_FAIL:
+            return Verdict(G, Status.FAIL, line + f", under {THEORETICAL_FAIL:.0%}", fix=FIX_SLOW, readings=readings)
+        if fraction < THEORETICAL_WARN:
+            return Verdict(G, Status.WARN, line + f", under {THEORETICAL_WARN:.0%}", fix=FIX_SLOW, readings=readings)
+        return Verdict(G, Status.PASS, line + f"; budget from these, not the theoretical peak", readings=readings)
+    return Verdict(G, Status.INFO, f"{_figures_text(figures)} ({what}); no measured range or theoretical peak for "
+                                   f"{profile.title} to judge against: {FIX_BUDGET}", readings=readings)
+
+
+def _not_measured(reading, label: str) -> Optional[Verdict]:
+    """The SKIP/FAIL verdict when a probe did not give figures, else None."""
+    if not reading.attempted:
+        return Verdict(G, Status.SKIP, f"{label} not measured: {reading.reason}")
+    if reading.problem:
+        if reading.crashed:
+            return Verdict(G, Status.FAIL, f"{label} crashed or hung: {reading.problem}"[:300], fix=FIX_CRASH)
+        return Verdict(G, Status.SKIP, f"{label} could not run: {reading.problem}"[:300])
+    if reading.result is None:
+        return Verdict(G, Status.SKIP, f"{label}: no result recorded")
+    return None
+
+
+def _wrong(results: list[MethodResult]) -> Optional[Verdict]:
+    wrong = [r for r in results if r.check not in ("ok", "") and r.gbps is None]
+    if wrong:
+        what = "; ".join(f"{r.method} ({r.implementation}): {r.check}" for r in wrong)
+        return Verdict(G, Status.FAIL, f"bandwidth probe gave wrong results: {what}"[:300], fix=FIX_WRONG,
+                       readings={"wrong": [r.method for r in wrong]})
+    return None
+
+
+def probe_figures(result: BandwidthResult) -> dict[str, float]:
+    return {m.method: m.gbps for m in result.methods if m.ok and m.gbps is not None}
+
+
+def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+    """The fast probe's figures against the profile (rules in the module docstring)."""
+    early = _not_measured(reading, "bandwidth")
+    if early is not None:
+        return early
+    res = reading.result
+    wrong = _wrong(res.methods)
+    if wrong is not None:
+        return wrong
+    figures = probe_figures(res)
+    if not figures:
+        errors = "; ".join(f"{m.method}: {m.error}" for m in res.methods if m.error)
+        return Verdict(G, Status.SKIP, f"no bandwidth method could run: {errors}"[:300])
+    readings = {"array_bytes": res.array_bytes, "sizing": res.sizing, "backend": res.backend,
+                "device": res.device, "probe_seconds": round(res.seconds, 2),
+                "implementations": {m.method: m.implementation for m in res.methods}}
+    what = f"{_size(res.array_bytes)} arrays"
+    return judge_figures(figures, profile, inventory, what, readings)
+
+
+def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, model_gb: Optional[float]) -> Verdict:
+    """tokens/s <= read GB/s / weights GB, for batch-1 decode (rules in the module docstring)."""
+    if model_gb is None:
+        return Verdict(G, Status.SKIP, "no planned model size (--spark-model-gb GB): no decode ceiling to state")
+    if model_gb <= 0:
+        return Verdict(G, Status.SKIP, f"--spark-model-gb {model_gb:g} is not a model size")
+    early = _not_measured(reading, "bandwidth")
+    if early is not None:
+        return early
+    figures = probe_figures(reading.result)
+    method = "read" if "read" in figures else (max(figures, key=figures.get) if figures else None)
+    if method is None:
+        return Verdict(G, Status.SKIP, "no bandwidth figure to compute a decode ceiling from")
+    gbps = figures[method]
+    tokens = gbps / model_gb
+    readings = {"model_gb": model_gb, "method": method, "gbps": round(gbps, 1), "tokens_per_s": round(tokens, 2)}
+    promise = ""
+    if profile.datasheet_bandwidth_gbps:
+        promised = profile.datasheet_bandwidth_gbps / model_gb
+        readings["datasheet_tokens_per_s"] = round(promised, 2)
+        promise = f" (a plan from the datasheet's {_fmt(profile.datasheet_bandwidth_gbps)} GB/s would expect {promised:.1f})"
+    return Verdict(G, Status.INFO,
+                   f"decode ceiling for {model_gb:g} GB of weights: at most {tokens:.1f} tokens/s per batch-1 "
+                   f"sequence at the measured {method} {_fmt(gbps)} GB/s{promise}; KV-cache reads lower it further",
+                   readings=readings)
+
+
+def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+    """The sweep's DRAM plateau against the profile, and any drop at the largest size."""
+    early = _not_measured(reading, "bandwidth sweep")
+    if early is not None:
+        return early
+    sweep = reading.result
+    probe_points = [p for p in sweep.points if p.role == "probe"]
+    wrong = _wrong(probe_points)
+    if wrong is not None:
+        return wrong
+    floor = PLATEAU_L2_MULTIPLE * (sweep.l2_bytes or 0)
+    plateau: dict[str, list[MethodResult]] = {}
+    for p in probe_points:
+        if p.ok and p.array_bytes >= floor:
+            plateau.setdefault(p.method, []).append(p)
+    if not plateau:
+        return Verdict(G, Status.SKIP, "bandwidth sweep has no size of at least "
+                                       f"{PLATEAU_L2_MULTIPLE}x the L2 with a figure")
+    figures = {m: statistics.median(p.gbps for p in pts) for m, pts in plateau.items()}
+    sizes = sorted({p.array_bytes for pts in plateau.values() for p in pts})
+    what = f"median over {len(sizes)} sizes, {_size(sizes[0])}-{_size(sizes[-1])} arrays"
+    readings = {"sizes_bytes": sizes, "csv": reading.csv_path, "stopped_early": sweep.stopped_early,
+                "per_size_gbps": {m: {str(p.array_bytes): round(p.gbps, 1) for p in pts} for m, pts in plateau.items()}}
+    verdict = judge_figures(figures, profile, inventory, what, readings)
+    if verdict.status in (Status.PASS, Status.INFO):
+        drops = []
+        for m, pts in plateau.items():
+            largest = max(pts, key=lambda p: p.array_bytes)
+            if largest.gbps < SWEEP_DROP * figures[m]:
+                drops.append(f"{m} {_fmt(largest.gbps)} GB/s at {_size(largest.array_bytes)}")
+        if drops:
+            return Verdict(G, Status.WARN, f"bandwidth drops at the largest size: {', '.join(drops)} "
+                                           f"(plateau {_figures_text(figures)}): memory pressure at that size",
+                           fix="free memory before memory-bound runs (G3: drop the page cache between runs; "
+                               "G6: stop other GPU work) and re-run the sweep", readings=readings)
+    return verdict
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"

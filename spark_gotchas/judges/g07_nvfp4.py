@@ -1,0 +1,213 @@
+"""G7 — NVFP4 slower than FP8 on SM121.
+
+On GB10 (capability 12.1) FP4 needs kernels built for the arch-specific target ``sm_121a``
+(or a family target ``sm_12Xf``): plain ``sm_120``/``sm_121`` cubins and PTX run without
+``cvt.e2m1x2`` and block-scaled MMA, and NVFP4 ends up slower than FP8.
+
+Rules:
+- Capability: NVML's, else torch's, else the profile's (``--spark-profile gb10`` judges as 12.1).
+- Kernel targets on 12.1: an FP4 kernel library (vLLM, FlashInfer, TensorRT-LLM, Transformer
+  Engine, SGLang kernels) is ready when it ships an ``sm_121a`` cubin, an ``sm_12Xf`` cubin
+  with X <= 1, or ``compute_121a``/``compute_12Xf`` PTX. An installed library with kernels but
+  none ready, or ``TORCH_CUDA_ARCH_LIST`` set without ``12.1a``/``12.0f``/``12.1f`` (what is
+  built here then misses sm_121a) -> WARN "stay on FP8", FAIL with ``--spark-precision nvfp4``.
+  Libraries without prebuilt kernels (JIT) are listed, not judged. All ready -> PASS; no FP4
+  kernel library -> INFO. torch and bitsandbytes are listed for context only (torch's NVFP4
+  GEMM is cuBLAS's and is measured; bitsandbytes' 4-bit formats dequantise in software).
+- Elsewhere: INFO naming which libraries carry this GPU's arch-specific target.
+- Measured rates (8192^3, torch entry points): on 12.1, NVFP4 slower than FP8 -> FAIL with the
+  ratio; not slower -> PASS; NVFP4 not runnable -> WARN "stay on FP8" (FAIL with nvfp4 planned).
+  On any GPU, the planned precision (``--spark-precision``) not runnable -> FAIL. Otherwise
+  INFO listing the precisions that run and their rates. A result outside its tolerance, or the
+  probe crashing or hanging -> FAIL; not measurable (no torch, CPU build, no device) -> SKIP.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .. import fatbin
+from ..profiles import Profile
+from ..readers.bench import GemmReading
+from ..readers.gpu import GpuInventory
+from ..readers.kernels import Fp4KernelScan, LibraryKernels
+from ..readers.torchinfo import TorchBuild
+from ..verdict import Status, Verdict
+
+G = 7
+SPARK = (12, 1)
+FIX_FP8 = ('stay on FP8 unless the kernels target sm_121a: build extensions with TORCH_CUDA_ARCH_LIST="12.1a" '
+           '(FlashInfer: FLASHINFER_CUDA_ARCH_LIST="12.1a") or install builds that ship sm_121a kernels')
+FIX_PLANNED = "choose a precision this GPU and build run (the line lists them), or move the run to a GPU that runs it"
+FIX_WRONG = "re-run; a GEMM outside its tolerance points at a broken kernel or a faulty GPU (dmesg: Xid errors)"
+FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg; then re-run"
+NAMES = {"bf16": "BF16", "fp8": "FP8", "nvfp4": "NVFP4"}
+
+
+def device_capability(inventory: Optional[GpuInventory], build: Optional[TorchBuild],
+                      profile: Profile) -> tuple[Optional[tuple[int, int]], str]:
+    """(capability, where it came from)."""
+    dev = inventory.first if inventory is not None else None
+    if dev is not None and dev.capability:
+        return tuple(dev.capability), f"{dev.name or 'GPU 0'}"
+    if build is not None and build.devices:
+        return tuple(build.devices[0].capability), build.devices[0].name
+    if profile.capability:
+        return tuple(profile.capability), f"the {profile.key} profile"
+    return None, ""
+
+
+def ready_target(target: str, capability: tuple[int, int]) -> bool:
+    """Does this cubin/PTX target run FP4 natively on ``capability`` (sm_121a, sm_12Xf, X <= minor)?"""
+    entry = fatbin.entry_from_target(target)
+    if entry is None:
+        return False
+    major, minor = entry.sm // 10, entry.sm % 10
+    if entry.suffix == "a":
+        return (major, minor) == tuple(capability)
+    if entry.suffix == "f":
+        return major == capability[0] and minor <= capability[1]
+    return False
+
+
+def arch_list_ready(text: str, capability: tuple[int, int]) -> bool:
+    """Whether ``TORCH_CUDA_ARCH_LIST`` (e.g. ``"8.0 9.0 12.0+PTX"``) names 12.1a or 12.Xf."""
+    for item in re.split(r"[\s;,]+", text.strip()):
+        match = re.fullmatch(r"(\d+)\.?(\d)([af]?)(\+PTX)?", item, re.I)
+        if not match:
+            continue
+        major, minor, suffix = int(match.group(1)), int(match.group(2)), match.group(3).lower()
+        if suffix == "a" and (major, minor) == tuple(capability):
+            return True
+        if suffix == "f" and major == capability[0] and minor <= capability[1]:
+            return True
+    return False
+
+
+def _short_targets(lib: LibraryKernels, limit: int = 6) -> str:
+    items = [f"{t} x{n}" if n > 1 else t for t, n in lib.targets.items()]
+    return ", ".join(items[:limit]) + (f", +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def _cap_text(cap: tuple[int, int]) -> str:
+    return f"{cap[0]}.{cap[1]}"
+
+
+def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory], build: Optional[TorchBuild],
+                         profile: Profile, precision: Optional[str]) -> Verdict:
+    """Do the installed FP4 libraries (and TORCH_CUDA_ARCH_LIST) target sm_121a? (rules above)"""
+    cap, source = device_capability(inventory, build, profile)
+    fp4 = [lib for lib in scan.libraries if lib.role == "fp4"]
+    context = [lib for lib in scan.libraries if lib.role != "fp4"]
+    readings = {
+        "capability": list(cap) if cap else None,
+        "capability_source": source,
+        "torch_cuda_arch_list": scan.torch_cuda_arch_list,
+        "torch_arch_list": build.arch_list if build is not None else None,
+        "libraries": {lib.distribution: {"version": lib.version, "targets": lib.targets, "role": lib.role,
+                                         "files_scanned": lib.files_scanned} for lib in scan.libraries},
+        "scan_seconds": round(scan.seconds, 3),
+    }
+    context_text = "; ".join(f"{lib.label} {lib.version}: {_short_targets(lib) or 'no GPU kernels'}"
+                             for lib in context)
+    if cap is None:
+        listed = "; ".join(f"{lib.label} {lib.version}: {_short_targets(lib) or 'no prebuilt kernels'}"
+                           for lib in scan.libraries) or "no FP4-capable library installed"
+        return Verdict(G, Status.INFO, f"no GPU to judge against (--spark-profile gb10 judges for a Spark); {listed}",
+                       readings=readings)
+    ready = {lib.distribution: [t for t in lib.targets if ready_target(t, cap)] for lib in fp4}
+    if tuple(cap) != SPARK:
+        arch = f"sm_{cap[0]}{cap[1]}a"
+        parts = [f"{lib.label} {lib.version}: {'has ' + arch if ready[lib.distribution] else 'no ' + arch}"
+                 for lib in fp4]
+        listed = "; ".join(parts) or "no FP4 kernel library installed"
+        extra = f"; {context_text}" if context_text else ""
+        return Verdict(G, Status.INFO, f"capability {_cap_text(cap)} ({source}), not SM121: {listed}{extra}",
+                       readings=readings)
+    missing = [lib for lib in fp4 if lib.files_with_kernels and not ready[lib.distribution]]
+    jit_only = [lib for lib in fp4 if not lib.files_with_kernels]
+    arch_env = scan.torch_cuda_arch_list
+    env_bad = arch_env is not None and arch_env.strip() != "" and not arch_list_ready(arch_env, cap)
+    problems = [f"{lib.label} {lib.version} ships {_short_targets(lib)}, none sm_121a/sm_12Xf" for lib in missing]
+    if env_bad:
+        problems.append(f'TORCH_CUDA_ARCH_LIST="{arch_env}" builds without sm_121a')
+    readings["not_ready"] = [lib.distribution for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else [])
+    if problems:
+        planned = precision == "nvfp4"
+        tail = "NVFP4 would run without cvt.e2m1x2" + (" and this run plans NVFP4" if planned else ": stay on FP8")
+        return Verdict(G, Status.FAIL if planned else Status.WARN, f"{'; '.join(problems)}; {tail}"[:400],
+                       fix=FIX_FP8, readings=readings)
+    ok = [f"{lib.label} {lib.version} ({', '.join(ready[lib.distribution][:3])})" for lib in fp4
+          if ready[lib.distribution]]
+    jit = f"; JIT-built at run time: {', '.join(lib.label for lib in jit_only)}" if jit_only else ""
+    if ok:
+        return Verdict(G, Status.PASS, f"FP4 kernels target SM121's arch-specific code: {'; '.join(ok)}{jit}",
+                       readings=readings)
+    env = f'TORCH_CUDA_ARCH_LIST="{arch_env}"' if arch_env else "TORCH_CUDA_ARCH_LIST unset"
+    extra = f"; {context_text}" if context_text else ""
+    return Verdict(G, Status.INFO, f"no FP4 kernel library with prebuilt kernels installed (vLLM, FlashInfer, "
+                                   f"TensorRT-LLM, Transformer Engine, SGLang){jit}; {env}{extra}"[:400],
+                   readings=readings)
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    """torch's error text shortened for the one-line finding (the readings keep all of it)."""
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _rate(r) -> str:
+    return f"{r.tflops:.0f}"
+
+
+def judge_gemm_rates(reading: GemmReading, profile: Profile, precision: Optional[str]) -> Verdict:
+    """Measured NVFP4 vs FP8 (and BF16) GEMM rates (rules above)."""
+    if not reading.attempted:
+        return Verdict(G, Status.SKIP, f"GEMM rates not measured: {reading.reason}")
+    if reading.problem:
+        if reading.crashed:
+            return Verdict(G, Status.FAIL, f"GEMM probe crashed or hung: {reading.problem}"[:300], fix=FIX_CRASH)
+        return Verdict(G, Status.SKIP, f"GEMM probe could not run: {reading.problem}"[:300])
+    res = reading.result
+    if res is None:
+        return Verdict(G, Status.SKIP, "GEMM probe: no result recorded")
+    cap = tuple(res.capability)
+    size = f"{res.m}^3" if res.m == res.n == res.k else f"{res.m}x{res.n}x{res.k}"
+    readings = {
+        "device": res.device, "capability": list(cap), "torch": res.torch, "size": [res.m, res.n, res.k],
+        "tflops": {r.precision: round(r.tflops, 1) for r in res.results if r.ok},
+        "unsupported": {r.precision: r.error for r in res.results if not r.supported},
+        "rel_error": {r.precision: r.rel_error for r in res.results if r.rel_error is not None},
+    }
+    wrong = [r for r in res.results if r.supported and r.check not in ("ok", "")]
+    if wrong:
+        what = "; ".join(f"{NAMES[r.precision]}: {r.check}" for r in wrong)
+        return Verdict(G, Status.FAIL, f"GEMM results outside tolerance at {size}: {what}"[:300], fix=FIX_WRONG,
+                       readings=readings)
+    runs = {r.precision: r for r in res.results if r.ok}
+    not_run = {r.precision: (r.error or r.check or "no figure") for r in res.results if not r.ok}
+    rates = ", ".join(f"{NAMES[p]} {_rate(r)}" for p, r in runs.items())
+    rates_text = f"{rates} TFLOP/s at {size}" if rates else f"no precision ran at {size}"
+    if precision and precision not in runs:
+        why = not_run.get(precision, "not measured")
+        return Verdict(G, Status.FAIL, f"the planned precision {NAMES[precision]} does not run here "
+                                       f"(cc {_cap_text(cap)}, torch {res.torch}): {_clip(why)}; {rates_text}",
+                       fix=FIX_PLANNED, readings=readings)
+    fp8, fp4 = runs.get("fp8"), runs.get("nvfp4")
+    if cap == SPARK:
+        if fp8 is not None and fp4 is not None:
+            ratio = fp4.tflops / fp8.tflops
+            readings["nvfp4_over_fp8"] = round(ratio, 3)
+            if ratio < 1.0:
+                return Verdict(G, Status.FAIL, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)} at "
+                                               f"{size}: NVFP4 is slower here ({rates})", fix=FIX_FP8,
+                               readings=readings)
+            return Verdict(G, Status.PASS, f"NVFP4 {_rate(fp4)} TFLOP/s = {ratio:.2f}x FP8's {_rate(fp8)} at {size} "
+                                           f"({rates})", readings=readings)
+        if fp4 is None and "nvfp4" in not_run:
+            return Verdict(G, Status.WARN, f"NVFP4 GEMM does not run through torch {res.torch} here: "
+                                           f"{_clip(not_run['nvfp4'])}; {rates_text}: stay on FP8",
+                           fix=FIX_FP8, readings=readings)
+    missing = "; ".join(f"{NAMES[p]} not supported here: {_clip(why)}" for p, why in not_run.items())
+    return Verdict(G, Status.INFO, f"{res.device} (cc {_cap_text(cap)}) runs {rates_text}"
+                                   + (f"; {missing}" if missing else ""), readings=readings)

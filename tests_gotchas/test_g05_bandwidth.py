@@ -1,0 +1,20 @@
+"""G5 — bandwidth ceiling: measured device-memory bandwidth against the platform's real range."""
+
+import pytest
+
+from spark_gotchas.judges import g05_bandwidth as g05
+
+
+@pytest.mark.fast
+def test_g5_bandwidth_budget(spark):
+    spark.report(g05.judge_bandwidth(spark.read("bench.bandwidth"), spark.try_read("gpu.inventory"), spark.profile))
+
+
+@pytest.mark.fast
+def test_g5_decode_ceiling(spark):
+    spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.options.spark_model_gb))
+
+
+@pytest.mark.soak
+def test_g5_bandwidth_sweep(spark):
+    spark.report(g05.judge_sweep(spark.read("bench.bandwidth_sweep"), spark.try_read("gpu.inventory"), spark.profile))

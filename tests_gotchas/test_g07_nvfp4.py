@@ -1,0 +1,16 @@
+"""G7 — NVFP4 slower than FP8 on SM121: kernel targets of FP4 libraries, measured GEMM rates."""
+
+import pytest
+
+from spark_gotchas.judges import g07_nvfp4 as g07
+
+pytestmark = pytest.mark.fast
+
+
+def test_g7_fp4_kernels_target_sm121a(spark):
+    spark.report(g07.judge_kernel_targets(spark.read("env.fp4_kernels"), spark.try_read("gpu.inventory"),
+                                          spark.try_read("torch.build"), spark.profile, spark.options.spark_precision))
+
+
+def test_g7_nvfp4_vs_fp8_rate(spark):
+    spark.report(g07.judge_gemm_rates(spark.read("bench.gemm"), spark.profile, spark.options.spark_precision))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,7 +248,7 @@ def _act(verdict: Verdict, strict: bool) -> None:
     if verdict.status is Status.WARN:
         if strict:
             pytest.fail(text + "\n    (failed because of --spark-strict)", pytrace=False)
-        warnings.warn(GotchaWarning(text), stacklevel=2)
+        warnings.warn(GotchaWarning(text), stacklevel=3)  # _act <- Spark.report <- the check: point at the check
 
 
 @pytest.fixture(scope="session")
@@ -284,7 +285,9 @@ def pytest_runtest_call(item: pytest.Item):
         )
         item.stash[VERDICT_KEY] = verdict
         state.reported.append(Reported(item.nodeid, verdict))
-        raise
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        pytest.fail(f"{verdict.line}\n    fix: {verdict.fix}\n    at {frame.filename}:{frame.lineno} in {frame.name}",
+                    pytrace=False)
     finally:
         state.current_item = None
 

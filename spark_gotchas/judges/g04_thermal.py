@@ -1,0 +1,463 @@
+"""G4 — thermal throttling: at rest, under a 3 s load, after a reboot, and over a soak.
+
+Rules:
+
+At rest (``thermal.snapshot``):
+- NVML unavailable -> SKIP with the reason.
+- A thermal or power-brake reason active at rest (HW slowdown 0x8, SW thermal 0x20, HW thermal
+  0x40, HW power brake 0x80), or the temperature at or above the slowdown threshold NVML
+  reports (when it reports a positive one; GB10 prints nonsense like -2 °C) -> WARN.
+- Otherwise INFO: temperature, power (vs the limit where reported), SM clock vs max, and the
+  cumulative counters since the driver loaded (history, not judged: they may be months old).
+
+Spot check (``thermal.spot_check``, about 3 s of BF16 GEMM):
+- No CUDA torch or no NVML -> SKIP. The load crashed, hung or raised -> FAIL.
+- Load-adequacy gate: the GPU busy (the lower of the load's own busy fraction and NVML
+  utilization) under 80% -> INFO "inconclusive" (a lightly loaded GPU may clock down rightly).
+- Median SM clock under load (the first 0.3 s of clock ramp left out) below the profile's floor
+  -> FAIL. Floor: the profile's (GB10 1400 MHz: the stuck low-power state reads 500-850 MHz
+  under full load); else half the max SM clock (the profile's, else NVML's); else not judged.
+- A thermal or power-brake reason active in any sample, or a thermal/power-brake counter growing
+  over the check -> WARN. The SW power cap alone is no finding: a GPU at its power limit caps by
+  design (on GB10 it always dominates the counters).
+- Otherwise PASS with clock, power, temperature and throughput.
+
+Reboot (``thermal.reboot``, the last soak's heartbeat):
+- No heartbeat -> SKIP; unusable heartbeat -> SKIP with why.
+- Ended with "completed" -> PASS; ended otherwise (cut short, load failed) -> INFO.
+- No end marker and the boot id changed (or, without boot ids, the boot time moved past the
+  last heartbeat) -> FAIL "the soak started <when> ended in a reboot/power loss at about <last
+  heartbeat>". Same boot: still running -> INFO; killed without a reboot -> INFO.
+
+Soak (``thermal.soak``):
+- Not run -> SKIP. The load failed before a full window -> SKIP; after one -> FAIL.
+- Full windows (at least half the planned window length) are judged; none -> INFO.
+- Load-adequacy gate as above, on the median window -> INFO "inconclusive".
+- Median SM clock over the windows below the floor -> FAIL (the stuck state makes no drift).
+- Throughput of the last full window more than ``max_drop_fraction`` (default 10%, recorded in
+  the reading) below the first's:
+  - with throttling evidence -> FAIL naming the cause and when the fall began. Evidence, in
+    windows after the first: a thermal/power-brake reason active or its counter growing; the
+    SW power cap's share of the time up by 10 points or more; the SM clock down 5% or more;
+    power flat (within 5%) under 60% of the rated figure over the last half while the
+    temperature kept rising (5 °C or more overall, still 0.1 °C/min or more over the last half).
+    That last rule counts only here, when throughput falls with it: a Spark's GPU power
+    always settles near 100 W against the 240 W brick, and warm-up always raises temperature.
+  - without evidence -> WARN (something else slowed the load).
+- Otherwise PASS: throughput first -> last, sustained power vs rated (GB10: vs the 240 W brick),
+  max temperature, SM clock range; any throttle event or a still-rising temperature is named.
+- A run cut short (SIGINT/SIGTERM) is judged on what it measured and says so first.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import statistics
+from typing import Any, Optional
+
+from ..profiles import Profile
+from ..readers.reboot import RebootCheck
+from ..readers.soak import SoakReading, SoakWindow
+from ..readers.thermal import (COUNTER_NAMES, REASON_NAMES, SW_POWER_CAP, THROTTLE_BITS, THROTTLE_COUNTERS,
+                               ThermalSample, ThermalSnapshot, reason_names)
+from ..readers.thermal_spot import SpotCheck
+from ..verdict import Status, Verdict
+
+G = 4
+BUSY_MIN = 0.80
+FLOOR_FRACTION_OF_MAX = 0.5
+DEFAULT_MAX_DROP = 0.10
+CLOCK_FALL = 0.05
+CAP_SHARE_RISE = 0.10
+PLATEAU_CV = 0.05
+PLATEAU_OF_RATED = 0.60
+TEMP_RISE_MIN_C = 5.0
+TEMP_SLOPE_MIN_C_PER_MIN = 0.1
+
+FIX_STUCK_GB10 = ("power-cycle the Spark fully: shut it down, unplug AC power for about 60 s, then boot "
+                  "(a reboot does not clear the low-power state); if it comes back, contact NVIDIA support")
+FIX_STUCK = ("look for an applied clock or power cap (nvidia-smi -q -d CLOCK,POWER: locked or applications clocks, "
+             "power limit), then check cooling and power delivery and re-run")
+FIX_COOLING = ("improve cooling (clear intake and exhaust, cooler room, nothing stacked on or against the unit) "
+               "or cap run length and checkpoint before throttling sets in")
+FIX_REBOOT = ("improve cooling and cap run length (checkpoint often); read the last boot's kernel log "
+              "(journalctl -k -b -1 | tail -50) for a thermal or power event; a new soak (pytest -m soak) "
+              "replaces this record")
+FIX_LOAD = ("re-run with no other GPU job; if it repeats, look for Xid errors (sudo dmesg | grep -i xid) "
+            "and check the G1 lines")
+FIX_UNEXPLAINED = "look for other GPU or CPU jobs during the soak (G6; nvidia-smi, top), then re-run the soak"
+
+
+# -- small formatters ----------------------------------------------------------------------
+def hms(seconds: Optional[float]) -> str:
+    """``0:12:34`` (hours unbounded)."""
+    s = int(round(seconds or 0))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def utc(epoch: Optional[float]) -> str:
+    if epoch is None:
+        return "an unknown time"
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def human_us(us: float) -> str:
+    if us < 60e6:
+        return f"{us / 1e6:.1f} s"
+    if us < 3600e6:
+        return f"{us / 60e6:.1f} min"
+    return f"{us / 3600e6:.1f} h"
+
+
+def counters_text(values_us: dict[str, float]) -> str:
+    order = ("sw_power_cap", "sw_thermal", "hw_thermal", "hw_power_brake", "thermal")
+    return ", ".join(f"{COUNTER_NAMES[k]} {human_us(values_us[k])}" for k in order if k in values_us)
+
+
+def clock_floor(profile: Profile, max_sm_clock_mhz: Optional[float]) -> tuple[Optional[float], str]:
+    """The under-load SM clock floor and where it comes from."""
+    if profile.sm_clock_floor_mhz:
+        return profile.sm_clock_floor_mhz, f"{profile.key} profile"
+    top = profile.max_sm_clock_mhz or max_sm_clock_mhz
+    if top:
+        return top * FLOOR_FRACTION_OF_MAX, f"half the {top:.0f} MHz max"
+    return None, "no max clock known"
+
+
+def rated_power(profile: Profile, power_limit_w: Optional[float]) -> tuple[Optional[float], str]:
+    if profile.key == "gb10" and profile.rated_power_w:
+        return profile.rated_power_w, f"the {profile.rated_power_w:.0f} W brick (a Spark's GPU rail settles near 100 W)"
+    if profile.rated_power_w:
+        return profile.rated_power_w, f"{profile.rated_power_w:.0f} W rated"
+    if power_limit_w:
+        return power_limit_w, f"the {power_limit_w:.0f} W power limit"
+    return None, "no rated figure"
+
+
+def pct(change: float) -> str:
+    """A signed percentage that never prints "-0.0%"."""
+    return f"{0.0 if abs(change) < 0.0005 else change:+.1%}"
+
+
+def _median(values: list[float]) -> Optional[float]:
+    return statistics.median(values) if values else None
+
+
+def _present(values: list[Optional[float]]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def _busy(load_busy: Optional[float], utilization_pct: Optional[float]) -> Optional[float]:
+    parts = _present([load_busy, None if utilization_pct is None else utilization_pct / 100.0])
+    return min(parts) if parts else None
+
+
+def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profile: Profile,
+                   readings: dict[str, Any]) -> Verdict:
+    state = "the GPU is stuck in its low-power state" if profile.key == "gb10" else "clocks held far below max"
+    return Verdict(G, Status.FAIL, f"SM clock {clock:.0f} MHz {where}, below the {floor:.0f} MHz floor ({floor_src}): {state}",
+                   fix=FIX_STUCK_GB10 if profile.key == "gb10" else FIX_STUCK, readings=readings)
+
+
+# -- at rest ---------------------------------------------------------------------------------
+def judge_snapshot(snap: ThermalSnapshot, profile: Profile) -> Verdict:
+    if snap.nvml_error:
+        return Verdict(G, Status.SKIP, f"NVML unavailable: {snap.nvml_error}")
+    s = snap.sample or ThermalSample(t_s=0.0)
+    mask = s.reasons_mask
+    readings = {"device": snap.name, "temperature_c": s.temperature_c, "power_w": s.power_w,
+                "power_limit_w": snap.power_limit_w, "sm_clock_mhz": s.sm_clock_mhz,
+                "max_sm_clock_mhz": snap.max_sm_clock_mhz, "reasons_mask": mask,
+                "slowdown_temp_c": snap.slowdown_temp_c, "counters_us": dict(snap.counters.values_us),
+                "counter_sources": dict(snap.counters.sources), "unavailable": dict(snap.unavailable)}
+    temp = "temperature N/A" if s.temperature_c is None else f"{s.temperature_c:.0f} °C"
+    power = "power N/A" if s.power_w is None else f"{s.power_w:.1f} W"
+    power += f" of {snap.power_limit_w:.0f} W limit" if snap.power_limit_w else " (no power limit reported)"
+    clock = "SM clock N/A" if s.sm_clock_mhz is None else f"SM {s.sm_clock_mhz:.0f} MHz"
+    if snap.max_sm_clock_mhz:
+        clock += f" of {snap.max_sm_clock_mhz:.0f} max"
+    figures = f"{temp}, {power}, {clock}"
+    active = reason_names((mask or 0) & THROTTLE_BITS)
+    slowdown = snap.slowdown_temp_c if snap.slowdown_temp_c and snap.slowdown_temp_c > 0 else None
+    hot = slowdown is not None and s.temperature_c is not None and s.temperature_c >= slowdown
+    if active or hot:
+        what = []
+        if active:
+            what.append(", ".join(active) + " active")
+        if hot:
+            what.append(f"at or above the {slowdown:.0f} °C slowdown threshold")
+        return Verdict(G, Status.WARN, f"throttling at rest: {'; '.join(what)} ({figures})", fix=FIX_COOLING,
+                       readings=readings)
+    history = counters_text(snap.counters.values_us)
+    history = f"; since the driver loaded: {history}" if history else "; no clock-event counters readable"
+    return Verdict(G, Status.INFO, f"at rest: {figures}{history}", readings=readings)
+
+
+# -- spot check -------------------------------------------------------------------------------
+def judge_spot_check(spot: SpotCheck, profile: Profile) -> Verdict:
+    if not spot.attempted:
+        return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
+    if spot.load_problem:
+        return Verdict(G, Status.FAIL, f"the BF16 GEMM load failed under test: {spot.load_problem}"[:300], fix=FIX_LOAD,
+                       readings={"load_problem": spot.load_problem})
+    under = spot.under_load()
+    clocks = _present([s.sm_clock_mhz for s in under])
+    seconds = (spot.load_end_s or 0.0) - (spot.load_start_s or 0.0)
+    load = f"{seconds:.1f} s of {spot.dtype.upper()} GEMM ({spot.size}^3)"
+    tflops = "?" if spot.tflops is None else f"{spot.tflops:.1f}"
+    deltas = spot.counter_deltas_us
+    util = _median(_present([s.utilization_pct for s in under]))
+    busy = _busy(spot.busy_fraction, util)
+    floor, floor_src = clock_floor(profile, spot.max_sm_clock_mhz)
+    clock = _median(clocks)
+    power = _median(_present([s.power_w for s in under]))
+    temps = _present([s.temperature_c for s in under])
+    readings = {"sm_clock_median_mhz": clock, "floor_mhz": floor, "power_median_w": power,
+                "temperature_max_c": max(temps) if temps else None, "tflops": spot.tflops, "busy": busy,
+                "samples_under_load": len(under), "counter_deltas_us": deltas}
+    if not clocks:
+        why = spot.unavailable.get("sm_clock_mhz", "no sample fell inside the load window")
+        return Verdict(G, Status.SKIP, f"no SM clock read under load ({why}); {load} ran at {tflops} TFLOP/s",
+                       readings=readings)
+    figures = (f"SM clock {clock:.0f} MHz"
+               + ("" if power is None else f", {power:.0f} W")
+               + ("" if not temps else f", {max(temps):.0f} °C")
+               + f", {tflops} TFLOP/s")
+    if busy is not None and busy < BUSY_MIN:
+        return Verdict(G, Status.INFO, f"inconclusive: {load} kept the GPU busy only {busy:.0%} (needs {BUSY_MIN:.0%}); "
+                                       f"{figures}", readings=readings)
+    if floor is not None and clock < floor:
+        return _stuck_verdict(clock, floor, floor_src, f"under {load}", profile, readings)
+    mask = 0
+    for s in spot.samples:
+        if spot.load_start_s is not None and spot.load_end_s is not None \
+                and spot.load_start_s <= s.t_s <= spot.load_end_s and s.reasons_mask:
+            mask |= s.reasons_mask
+    events = [f"{name} active" for name in reason_names(mask & THROTTLE_BITS)]
+    events += [f"{COUNTER_NAMES[k]} +{human_us(deltas[k])}" for k in THROTTLE_COUNTERS if deltas.get(k, 0) > 0]
+    cap = mask & SW_POWER_CAP or deltas.get("sw_power_cap", 0) > 0
+    cap_note = "; SW power cap engaged (at its power limit)" if cap else ""
+    if events:
+        return Verdict(G, Status.WARN, f"throttling under {load}: {', '.join(events)}; {figures}", fix=FIX_COOLING,
+                       readings=readings)
+    floor_note = f", floor {floor:.0f} MHz" if floor else ""
+    return Verdict(G, Status.PASS, f"{load}: {figures}{floor_note}; no thermal or power-brake event{cap_note}",
+                   readings=readings)
+
+
+# -- reboot -------------------------------------------------------------------------------------
+def rebooted_since(check: RebootCheck) -> tuple[Optional[bool], str]:
+    """(True/False, how we know), or (None, why not) when this boot cannot be compared."""
+    beat = check.heartbeat
+    assert beat is not None
+    if beat.boot_id and check.boot_id:
+        return beat.boot_id != check.boot_id, f"boot id changed; this boot began {utc(check.btime_s)}"
+    if check.btime_s is not None and beat.btime_s is not None:
+        return check.btime_s != beat.btime_s, f"boot time changed to {utc(check.btime_s)}"
+    if check.btime_s is not None:
+        return check.btime_s > beat.last_sample_epoch, f"this boot began {utc(check.btime_s)}"
+    return None, "neither boot id nor boot time readable"
+
+
+def judge_reboot(check: RebootCheck) -> Verdict:
+    if not check.found:
+        return Verdict(G, Status.SKIP, f"no earlier soak recorded ({check.heartbeat_path}): nothing to check for a reboot")
+    if check.error or check.heartbeat is None:
+        return Verdict(G, Status.SKIP, f"the last soak's heartbeat cannot be used: {check.error}")
+    beat = check.heartbeat
+    started = utc(beat.started_epoch)
+    readings = {"heartbeat": check.heartbeat_path, "started": started, "last_heartbeat": utc(beat.last_sample_epoch),
+                "end_reason": beat.end_reason, "csv": beat.csv_path}
+    if beat.end_reason is not None:
+        ended = utc(beat.ended_epoch)
+        if beat.end_reason == "completed":
+            return Verdict(G, Status.PASS, f"the last soak (started {started}, {hms(beat.planned_s)} planned) "
+                                           f"ended normally at {ended}", readings=readings)
+        return Verdict(G, Status.INFO, f"the last soak (started {started}) ended at {ended}: {beat.end_reason}; "
+                                       "no reboot", readings=readings)
+    rebooted, how = rebooted_since(check)
+    last = utc(beat.last_sample_epoch)
+    if rebooted:
+        return Verdict(G, Status.FAIL, f"the soak started {started} ended in a reboot/power loss at about {last} ({how})",
+                       fix=FIX_REBOOT, readings=readings)
+    if rebooted is None:
+        return Verdict(G, Status.INFO, f"the soak started {started} has no end marker (last heartbeat {last}) and "
+                                       f"this boot cannot be compared: {how}", readings=readings)
+    if check.soak_pid_alive:
+        ago = max(0.0, check.now_epoch - beat.last_sample_epoch)
+        return Verdict(G, Status.INFO, f"a soak is running now (started {started}, pid {beat.pid}, "
+                                       f"last sample {ago:.0f} s ago)", readings=readings)
+    return Verdict(G, Status.INFO, f"the soak started {started} stopped at about {last} without an end marker and "
+                                   f"without a reboot: its process was killed; its CSV keeps what it measured "
+                                   f"({beat.csv_path})", readings=readings)
+
+
+# -- soak ----------------------------------------------------------------------------------------
+def _window_busy(w: SoakWindow) -> Optional[float]:
+    return _busy(w.busy_fraction, w.utilization_mean_pct)
+
+
+def _slope_per_min(points: list[tuple[float, float]]) -> Optional[float]:
+    if len(points) < 2:
+        return None
+    mean_t = sum(t for t, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var <= 0:
+        return None
+    return sum((t - mean_t) * (y - mean_y) for t, y in points) / var * 60.0
+
+
+def temperature_trend(full: list[SoakWindow]) -> tuple[Optional[float], Optional[float]]:
+    """(rise from the first window to the last, °C; slope over the last half, °C/min)."""
+    temps = [(w.t_end_s, w.temperature_mean_c) for w in full if w.temperature_mean_c is not None]
+    if len(temps) < 2:
+        return None, None
+    half = temps[len(temps) // 2:]
+    return temps[-1][1] - temps[0][1], _slope_per_min(half)
+
+
+def power_plateau(full: list[SoakWindow], rated: Optional[float]) -> Optional[float]:
+    """Mean power over the last half when it is flat and well under the rated figure, else None."""
+    if not rated or len(full) < 4:
+        return None
+    powers = _present([w.power_mean_w for w in full[len(full) // 2:]])
+    if len(powers) < 2:
+        return None
+    mean = sum(powers) / len(powers)
+    if mean <= 0 or statistics.pstdev(powers) / mean > PLATEAU_CV or mean > PLATEAU_OF_RATED * rated:
+        return None
+    return mean
+
+
+def _cap_share(w: SoakWindow) -> Optional[float]:
+    value = w.counter_deltas_us.get("sw_power_cap")
+    return None if value is None or w.seconds <= 0 else min(1.0, value / (w.seconds * 1e6))
+
+
+def throttle_evidence(full: list[SoakWindow], rated: Optional[float], rated_label: str,
+                      with_fall: bool) -> list[tuple[float, str]]:
+    """(onset seconds, text) for each sign of throttling after the first window, earliest first.
+
+    The power-plateau + rising-temperature sign is only included when ``with_fall`` (the clock or
+    throughput fell): on its own it is what every healthy Spark does.
+    """
+    first, later = full[0], full[1:]
+    found: list[tuple[float, str]] = []
+    for bit in (0x80, 0x40, 0x20, 0x8):
+        hits = [w for w in later if w.reasons_mask and w.reasons_mask & bit]
+        if hits:
+            found.append((hits[0].t_start_s, f"{REASON_NAMES[bit]} active from {hms(hits[0].t_start_s)}"))
+    for key in ("hw_power_brake", "hw_thermal", "sw_thermal", "thermal"):
+        if key == "thermal" and any("thermal" in text for _, text in found):
+            continue  # NVML's thermal total repeats what the finer split already said
+        grew = [w for w in later if w.counter_deltas_us.get(key, 0) > 0]
+        if grew:
+            total = sum(w.counter_deltas_us[key] for w in grew)
+            found.append((grew[0].t_start_s, f"{COUNTER_NAMES[key]} counter +{human_us(total)} from {hms(grew[0].t_start_s)}"))
+    start_share = _cap_share(first)
+    end_shares = _present([_cap_share(w) for w in full[-max(1, len(full) // 3):]])
+    if start_share is not None and end_shares:
+        end_share = sum(end_shares) / len(end_shares)
+        if end_share - start_share >= CAP_SHARE_RISE:
+            onset = next((w.t_start_s for w in later if (_cap_share(w) or 0) - start_share >= CAP_SHARE_RISE), later[-1].t_start_s)
+            found.append((onset, f"SW power cap engaged {end_share:.0%} of the time at the end vs {start_share:.0%} at first"))
+    c0, c1 = first.sm_clock_median_mhz, full[-1].sm_clock_median_mhz
+    if c0 and c1 and c1 < c0 * (1 - CLOCK_FALL):
+        onset = next((w.t_start_s for w in later if w.sm_clock_median_mhz and w.sm_clock_median_mhz < c0 * (1 - CLOCK_FALL)),
+                     later[-1].t_start_s)
+        found.append((onset, f"SM clock {c0:.0f} -> {c1:.0f} MHz from {hms(onset)}"))
+        with_fall = True
+    plateau = power_plateau(full, rated)
+    rise, slope = temperature_trend(full)
+    if with_fall and plateau is not None and rise is not None and slope is not None \
+            and rise >= TEMP_RISE_MIN_C and slope >= TEMP_SLOPE_MIN_C_PER_MIN:
+        t0 = full[0].temperature_mean_c or 0.0
+        found.append((full[len(full) // 2].t_start_s,
+                      f"power flat at {plateau:.0f} W ({plateau / rated:.0%} of {rated_label.split(' (')[0]}) while the "
+                      f"temperature kept rising ({t0:.0f} -> {t0 + rise:.0f} °C)"))
+    return sorted(found)
+
+
+def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = None) -> Verdict:
+    if not soak.attempted:
+        return Verdict(G, Status.SKIP, f"soak not run: {soak.reason}")
+    max_drop = soak.max_drop_fraction if max_drop is None else max_drop
+    need = 0.5 * soak.window_s if soak.window_s else 0.0
+    full = [w for w in soak.windows if w.tflops is not None and w.seconds >= need]
+    prefix = ""
+    if soak.interrupted:
+        prefix = f"{soak.end_reason} after {hms(soak.elapsed_s)} of {hms(soak.planned_s)}; "
+    elif soak.end_reason and not soak.completed and not soak.load_problem:
+        prefix = f"{soak.end_reason} (after {hms(soak.elapsed_s)}); "
+    readings: dict[str, Any] = {"csv": soak.csv_path, "png": soak.png_path, "windows": len(soak.windows),
+                                "end_reason": soak.end_reason, "max_drop_fraction": max_drop}
+    if soak.load_problem:
+        if not full:
+            return Verdict(G, Status.SKIP, f"the soak's load could not start: {soak.load_problem}"[:300], readings=readings)
+        return Verdict(G, Status.FAIL, f"the soak's load failed after {hms(soak.elapsed_s)}: {soak.load_problem}"[:300],
+                       fix=FIX_LOAD, readings=readings)
+    if not full:
+        return Verdict(G, Status.INFO, f"{prefix}too short to judge: no full {soak.window_s:.0f} s load window measured",
+                       readings=readings)
+    busy = _median(_present([_window_busy(w) for w in full]))
+    clocks = _present([w.sm_clock_median_mhz for w in full])
+    clock = _median(clocks)
+    first, last = full[0], full[-1]
+    readings.update({"first_tflops": first.tflops, "last_tflops": last.tflops, "busy": busy, "sm_clock_median_mhz": clock})
+    if busy is not None and busy < BUSY_MIN:
+        return Verdict(G, Status.INFO, f"{prefix}inconclusive: the load kept the GPU busy only {busy:.0%} of the soak "
+                                       f"(needs {BUSY_MIN:.0%}); {first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s",
+                       readings=readings)
+    floor, floor_src = clock_floor(profile, soak.max_sm_clock_mhz)
+    readings["floor_mhz"] = floor
+    if floor is not None and clock is not None and clock < floor:
+        return _stuck_verdict(clock, floor, floor_src, f"over {hms(soak.elapsed_s)} of sustained load", profile, readings)
+    rated, rated_label = rated_power(profile, soak.power_limit_w)
+    drop = 1.0 - last.tflops / first.tflops if first.tflops else 0.0
+    readings["drop"] = drop
+    if len(full) >= 2 and drop > max_drop:
+        evidence = throttle_evidence(full, rated, rated_label, with_fall=True)
+        readings["evidence"] = [text for _, text in evidence]
+        threshold = first.tflops * (1 - max_drop / 2)
+        onset = last
+        for w in reversed(full[1:]):
+            if w.tflops is not None and w.tflops < threshold:
+                onset = w
+            else:
+                break
+        fell = (f"throughput fell {drop:.0%} ({first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s, more than "
+                f"{max_drop:.0%}), from {hms(onset.t_start_s)} on")
+        if evidence:
+            causes = "; ".join(text for _, text in evidence[:3])
+            return Verdict(G, Status.FAIL, f"{prefix}{fell}; cause: {causes}",
+                           fix=FIX_COOLING + f" (here: before {hms(onset.t_start_s)})", readings=readings)
+        return Verdict(G, Status.WARN, f"{prefix}{fell}, with no clock fall or throttle reason/counter: "
+                                       "something else slowed the load", fix=FIX_UNEXPLAINED, readings=readings)
+    powers = _present([w.power_mean_w for w in full[len(full) // 2:]])
+    power = _median(powers)
+    temps = _present([w.temperature_max_c for w in full])
+    lows = _present([w.sm_clock_min_mhz for w in full])
+    highs = _present([w.sm_clock_max_mhz for w in full])
+    parts = [f"{hms(soak.elapsed_s)} of {soak.dtype.upper()} GEMM held its throughput: "
+             f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s ({pct(-drop)})"]
+    if power is not None:
+        parts.append(f"sustained {power:.0f} W vs {rated_label}")
+    if temps:
+        parts.append(f"max {max(temps):.0f} °C")
+    if lows and highs:
+        parts.append(f"SM clock {min(lows):.0f}-{max(highs):.0f} MHz")
+    if len(full) < 2:
+        parts.append("one window only: too short to see a trend")
+    else:
+        events = throttle_evidence(full, rated, rated_label, with_fall=False)
+        if events:
+            parts.append("without a throughput fall: " + ", ".join(text for _, text in events[:2]))
+        rise, slope = temperature_trend(full)
+        if rise is not None and slope is not None and slope >= TEMP_SLOPE_MIN_C_PER_MIN:
+            parts.append(f"temperature still rising at the end (+{slope:.1f} °C/min): a longer soak tells more")
+    if soak.nvml_error:
+        parts.append(f"no temperature, power or clock read (NVML unavailable: {soak.nvml_error})")
+    readings.update({"sustained_power_w": power, "rated_power_w": rated,
+                     "temperature_max_c": max(temps) if temps else None})
+    return Verdict(G, Status.PASS, prefix + "; ".join(parts), readings=readings)

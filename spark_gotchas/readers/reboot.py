@@ -1,0 +1,142 @@
+"""Did the last soak end, or did the machine reboot under it? The soak's heartbeat vs this boot.
+
+A soak rewrites a small heartbeat file at every sample (boot id, start, last sample time) and
+marks its end when it stops. A reboot or power loss leaves a heartbeat without an end marker,
+written during an earlier boot: only the next run can see that, so the fast preflight looks.
+
+Check by hand: ``cat reports/g4-soak.heartbeat.json; cat /proc/sys/kernel/random/boot_id;
+grep btime /proc/stat; uptime -s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..serial import from_jsonable, to_jsonable
+from . import ReadContext, reader
+
+HEARTBEAT_NAME = "g4-soak.heartbeat.json"
+FORMAT = "spark-gotchas-soak-heartbeat"
+
+
+@dataclass
+class Heartbeat:
+    """The soak's own record of itself; ``end_reason`` is None until the soak ends under control."""
+
+    boot_id: Optional[str]
+    btime_s: Optional[int]  # boot time of the soak's boot (epoch seconds, /proc/stat btime)
+    pid: int
+    host: str
+    started_epoch: float
+    planned_s: float
+    last_sample_epoch: float
+    samples: int = 0
+    csv_path: str = ""
+    ended_epoch: Optional[float] = None
+    end_reason: Optional[str] = None  # "completed", "cut short by SIGINT", "load failed: …"
+    format: str = FORMAT
+
+
+@dataclass
+class RebootCheck:
+    """The heartbeat of the last soak (if any) next to this boot's identity."""
+
+    heartbeat_path: str
+    found: bool = False
+    heartbeat: Optional[Heartbeat] = None
+    error: Optional[str] = None  # the file exists but cannot be used
+    boot_id: Optional[str] = None
+    btime_s: Optional[int] = None
+    now_epoch: float = 0.0
+    soak_pid_alive: Optional[bool] = None  # the soak's process still runs (same boot only)
+
+
+def boot_id() -> Optional[str]:
+    """This boot's random id (``cat /proc/sys/kernel/random/boot_id``); None where unreadable."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def boot_time_s() -> Optional[int]:
+    """When this boot began, epoch seconds (``grep btime /proc/stat``)."""
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def heartbeat_path(soak_dir: str) -> Path:
+    return Path(soak_dir).expanduser().resolve() / HEARTBEAT_NAME
+
+
+def new_heartbeat(planned_s: float, csv_path: str, started_epoch: Optional[float] = None) -> Heartbeat:
+    now = time.time() if started_epoch is None else started_epoch
+    return Heartbeat(boot_id=boot_id(), btime_s=boot_time_s(), pid=os.getpid(), host=socket.gethostname(),
+                     started_epoch=now, planned_s=planned_s, last_sample_epoch=now, csv_path=str(csv_path))
+
+
+def write_heartbeat(path: Path, beat: Heartbeat, fsync: bool = False) -> None:
+    """Replace the file atomically (temp + rename): a crash leaves the old or the new one, whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(to_jsonable(beat), fh)
+        fh.flush()
+        if fsync:
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_heartbeat(path: Path) -> tuple[Optional[Heartbeat], Optional[str]]:
+    """(heartbeat, None), or (None, why it cannot be used)."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, f"{path} is not JSON ({exc})"
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None, f"{path} is not a soak heartbeat"
+    try:
+        return from_jsonable(Heartbeat, data), None
+    except (TypeError, ValueError, KeyError) as exc:
+        return None, f"{path} lacks fields of a soak heartbeat ({exc})"
+
+
+def pid_alive(pid: int, started_epoch: float) -> bool:
+    """The process ``pid`` exists and started no later than the soak did (not a reused pid)."""
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time() <= started_epoch + 5
+    except Exception:  # NoSuchProcess, AccessDenied, psutil missing
+        return False
+
+
+@reader("thermal.reboot")
+def read_reboot(ctx: ReadContext) -> RebootCheck:
+    """The last soak's heartbeat in ``--soak-dir`` and this boot's id and boot time."""
+    path = heartbeat_path(ctx.options.soak_dir)
+    return check_heartbeat(path)
+
+
+def check_heartbeat(path: Path) -> RebootCheck:
+    check = RebootCheck(heartbeat_path=str(path), boot_id=boot_id(), btime_s=boot_time_s(), now_epoch=time.time())
+    if not path.exists():
+        return check
+    check.found = True
+    check.heartbeat, check.error = load_heartbeat(path)
+    beat = check.heartbeat
+    if beat is not None and beat.end_reason is None and beat.boot_id == check.boot_id:
+        check.soak_pid_alive = pid_alive(beat.pid, beat.started_epoch)
+    return check

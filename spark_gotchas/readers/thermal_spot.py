@@ -1,0 +1,110 @@
+"""G4 spot check: under 3 s of BF16 GEMM load, what do the SM clock, power and counters do?
+
+The load runs in the GPU worker; this process samples NVML at 10 Hz in a thread meanwhile and
+reads the cumulative counters (NVML and nvidia-smi) before and after, so their deltas show
+throttling even where the active-reasons mask reads 0 (GB10).
+
+Check by hand: run ``python -m microbench soak_load --seconds 10`` in one shell and
+``nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
+--format=csv -lms 200`` in another.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import nvml
+from ..sampler import Sampler
+from . import ReadContext, reader
+from .thermal import ClockCounters, ThermalSample, cuda0_handle, read_counters, snapshot_of, take_sample
+
+LOAD_TASK = "microbench.soak_load:run"
+LOAD_SECONDS = 2.5  # measured load; with warm-up the GPU is busy about 3 s
+WINDOW_S = 0.5
+SAMPLE_INTERVAL_S = 0.1
+TIMEOUT_S = 120.0
+
+
+@dataclass
+class SpotCheck:
+    """The spot check's reading. Times are seconds since sampling began."""
+
+    attempted: bool
+    reason: str = ""  # why not attempted
+    load_problem: str = ""  # the load crashed, hung or raised
+    device: Optional[str] = None
+    size: Optional[int] = None
+    dtype: str = "bf16"
+    load_start_s: Optional[float] = None  # measured load window (after warm-up)
+    load_end_s: Optional[float] = None
+    tflops: Optional[float] = None
+    busy_fraction: Optional[float] = None
+    samples: list[ThermalSample] = field(default_factory=list)
+    counters_before: ClockCounters = field(default_factory=ClockCounters)
+    counters_after: ClockCounters = field(default_factory=ClockCounters)
+    max_sm_clock_mhz: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    sampler_errors: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def counter_deltas_us(self) -> dict[str, float]:
+        return self.counters_before.delta(self.counters_after)
+
+    def under_load(self, ramp_s: float = 0.3) -> list[ThermalSample]:
+        """Samples inside the measured load window, the first ``ramp_s`` (clock ramp) left out."""
+        if self.load_start_s is None or self.load_end_s is None:
+            return []
+        return [s for s in self.samples if self.load_start_s + ramp_s <= s.t_s <= self.load_end_s]
+
+
+def no_cuda_reason(ctx: ReadContext) -> Optional[str]:
+    """Why no GPU load can run here (None when torch sees a CUDA device)."""
+    build = ctx.provider.try_read("torch.build")
+    if build is None:
+        return "torch could not be read"
+    if not build.installed:
+        return "torch is not installed"
+    if not build.usable:
+        return f"torch is unusable: {build.import_error or build.worker_problem}"
+    if not build.compiled_with_cuda:
+        return f"torch {build.version} is a CPU build"
+    if not build.has_device:
+        return build.cuda_error or "torch sees no CUDA device"
+    return None
+
+
+@reader("thermal.spot_check")
+def read_spot_check(ctx: ReadContext) -> SpotCheck:
+    """≤ 3 s of BF16 GEMM in the worker while this process samples NVML at 10 Hz."""
+    why = no_cuda_reason(ctx)
+    if why:
+        return SpotCheck(attempted=False, reason=why)
+    reason = nvml.init()
+    if reason is not None:
+        return SpotCheck(attempted=False, reason=f"NVML unavailable ({reason.reason}): no clock to read under load")
+    handle, index, how = cuda0_handle()
+    if handle is None:
+        return SpotCheck(attempted=False, reason=f"no NVML device for cuda:0 ({how})")
+    static = snapshot_of(handle, index, how)
+    spot = SpotCheck(attempted=True, max_sm_clock_mhz=static.max_sm_clock_mhz, power_limit_w=static.power_limit_w,
+                     unavailable=dict(static.unavailable))
+    t0 = time.time()
+    spot.counters_before = read_counters(handle, index)
+    sampler = Sampler(lambda: take_sample(handle, t0), spot.samples.append, SAMPLE_INTERVAL_S, "g4-spot-sampler")
+    with sampler:
+        result = ctx.worker.call(LOAD_TASK,
+                                 {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}, timeout=TIMEOUT_S)
+        time.sleep(SAMPLE_INTERVAL_S)  # one sample after the load's end
+    spot.counters_after = read_counters(handle, index)
+    spot.sampler_errors = sampler.errors
+    if not result.ok:
+        spot.load_problem = result.problem
+        return spot
+    v = result.value
+    spot.device, spot.size, spot.dtype = v["device"], v["size"], v["dtype"]
+    spot.load_start_s, spot.load_end_s = v["t_start_epoch"] - t0, v["t_end_epoch"] - t0
+    spot.tflops, spot.busy_fraction = v["tflops"], v["busy_fraction"]
+    return spot

@@ -1,0 +1,193 @@
+"""G4 readers with a fake NVML: units, Not Supported fields, nvidia-smi counters, the sampler, the spot check."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from g04_fakes import FakeGpu, FakeNvml, install, ramp
+
+from spark_gotchas import nvml
+from spark_gotchas.judges import g04_thermal as g04
+from spark_gotchas.options import RunOptions
+from spark_gotchas.profiles import GB10, H200
+from spark_gotchas.readers import ReadContext, thermal, thermal_spot
+from spark_gotchas.readers.torchinfo import TorchBuild
+from spark_gotchas.sampler import Sampler
+from spark_gotchas.worker import Worker
+
+HERE = Path(__file__).parent
+FIXTURES = HERE / "fixtures" / "g04"
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    """Install a fake NVML (restored afterwards); nvidia-smi is absent unless a test says otherwise."""
+    monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
+    monkeypatch.setattr(thermal, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
+
+    def use(*gpus):
+        fake = FakeNvml(*gpus)
+        install(fake)
+        return fake
+
+    return use
+
+
+@pytest.fixture
+def worker():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent), env.get("PYTHONPATH", "")])
+    w = Worker(preload=(), env=env)
+    yield w
+    w.close()
+
+
+class Provider:
+    """Stands in for the provider: torch as the spot check needs it."""
+
+    def __init__(self, build):
+        self.build = build
+
+    def try_read(self, key):
+        return self.build if key == "torch.build" else None
+
+
+CUDA_TORCH = TorchBuild(installed=True, version="2.11.0+cu130", cuda="13.0", compiled_with_cuda=True,
+                        cuda_available=True, device_count=1)
+
+
+def test_a_sample_converts_units_and_reports_what_is_not_supported(fake_nvml):
+    fake = fake_nvml(FakeGpu(power_mw=98_500, power_cap_ns=3_000_000_000, thermal_ns=2_000, mem_clock_mhz=None))
+    missing = {}
+    s = thermal.take_sample(fake.gpus[0], time.time(), missing)
+    assert (s.temperature_c, s.power_w, s.sm_clock_mhz, s.utilization_pct) == (60.0, 98.5, 2450.0, 97.0)
+    assert s.sw_power_cap_us == 3_000_000.0 and s.thermal_us == 2.0  # ns -> µs
+    assert s.mem_clock_mhz is None and missing == {"mem_clock_mhz": "Not Supported"}
+
+
+def test_old_drivers_give_the_reasons_under_the_old_name(fake_nvml):
+    fake = fake_nvml(FakeGpu(reasons=0x20, unsupported=("nvmlDeviceGetCurrentClocksEventReasons",)))
+    assert thermal.take_sample(fake.gpus[0], time.time()).reasons_mask == 0x20
+
+
+def test_without_nvml_a_sample_is_empty_not_an_error(monkeypatch):
+    monkeypatch.setattr(nvml, "_STATE", {"tried": True, "error": nvml.NotAvailable("NVML library not found"), "module": None})
+    s = thermal.take_sample(None, time.time())
+    assert s.temperature_c is None and s.sm_clock_mhz is None
+    snap = thermal.read_snapshot(None)
+    assert g04.judge_snapshot(snap, GB10).line == "G4 SKIP: NVML unavailable: NVML library not found"
+
+
+def test_gb10_snapshot_power_limit_not_supported_is_a_reading_not_a_failure(fake_nvml):
+    fake_nvml(FakeGpu(temperature_c=36, power_mw=3_000, sm_clock_mhz=208, power_limit_mw=None))
+    snap = thermal.read_snapshot(None)
+    assert snap.power_limit_w is None and snap.unavailable["power_limit_w"] == "Not Supported"
+    v = g04.judge_snapshot(snap, GB10)
+    assert v.line == ("G4 INFO: at rest: 36 °C, 3.0 W (no power limit reported), SM 208 MHz of 3003 max; "
+                      "since the driver loaded: SW power cap 0.0 s, thermal (NVML policy) 0.0 s")
+
+
+def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeypatch):
+    fake_nvml(FakeGpu(power_cap_ns=10_800_240_649_000, thermal_ns=None))
+    text = (FIXTURES / "nvidia-smi-q-performance-gb10-ollama13552.txt").read_text()
+    monkeypatch.setattr(thermal, "smi_counters", lambda index: (thermal.parse_smi_counters(text), None))
+    snap = thermal.read_snapshot(None)
+    assert snap.counters.sources == {"sw_power_cap": "nvidia-smi", "sw_thermal": "nvidia-smi",
+                                     "hw_thermal": "nvidia-smi", "hw_power_brake": "nvidia-smi",
+                                     "sync_boost": "nvidia-smi"}
+    assert snap.counters.unavailable == {"nvml.thermal": "Not Supported"}
+    assert g04.judge_snapshot(snap, GB10).line.endswith(
+        "since the driver loaded: SW power cap 0.0 s, SW thermal slowdown 2.9 min, HW thermal slowdown 0.4 s, "
+        "HW power brake 0.0 s")
+
+
+def test_nvidia_smi_counters_parse_from_real_gb10_output():
+    ollama = thermal.parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-ollama13552.txt").read_text())
+    assert ollama == {"sw_power_cap": 0.0, "sync_boost": 0.0, "sw_thermal": 173453251.0, "hw_thermal": 403805.0,
+                      "hw_power_brake": 0.0}
+    lordachoo = thermal.parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-lordachoo.txt").read_text())
+    assert lordachoo["sw_power_cap"] == 50284264713.0 and len(lordachoo) == 5
+    assert thermal.parse_smi_counters("Clocks Throttle Reasons Counters\n    SW Power Capping : N/A\n") == {"sw_power_cap": None}
+    assert thermal.parse_smi_counters("no such section") == {}
+
+
+def test_cuda_visible_devices_picks_the_nvml_device(fake_nvml, monkeypatch):
+    fake_nvml(FakeGpu(name="NVIDIA H200"), FakeGpu(name="NVIDIA H200 #1"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    handle, index, how = thermal.cuda0_handle()
+    assert index == 1 and handle.name == "NVIDIA H200 #1" and how == "CUDA_VISIBLE_DEVICES=1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    handle, index, how = thermal.cuda0_handle()
+    assert handle is None and "CUDA_VISIBLE_DEVICES=7" in how
+
+
+def test_the_sampler_keeps_its_schedule_counts_errors_and_stops():
+    seen = []
+    calls = {"n": 0}
+
+    def take():
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("one bad tick")
+        return calls["n"]
+
+    with Sampler(take, seen.append, interval_s=0.02) as sampler:
+        time.sleep(0.3)
+    assert sampler.errors == 1 and sampler.last_error == "RuntimeError: one bad tick"
+    assert 8 <= sampler.ticks <= 20 and 3 not in seen and len(seen) == sampler.ticks - 1
+    assert not sampler.running and sampler.busy_s < 0.1
+    with pytest.raises(ValueError):
+        Sampler(take, seen.append, interval_s=0)
+
+
+# -- the spot check, end to end: fake GPU in this process, fake load in a real worker ---------------
+def spot(worker, build=CUDA_TORCH):
+    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: worker, provider=Provider(build))
+    return thermal_spot.read_spot_check(ctx)
+
+
+@pytest.fixture
+def fake_load(monkeypatch):
+    monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:fake_load")
+    monkeypatch.setattr(thermal_spot, "LOAD_SECONDS", 1.0)  # the real check loads 2.5 s
+    monkeypatch.setattr(thermal_spot, "WINDOW_S", 0.25)
+
+
+def test_spot_check_healthy_gb10_passes(fake_nvml, fake_load, worker):
+    fake_nvml(FakeGpu(power_cap_ns=ramp(0, 5e7)))
+    reading = spot(worker)
+    assert reading.attempted and not reading.load_problem
+    assert len(reading.under_load()) >= 5  # 10 Hz over 0.7 s of load after the ramp
+    v = g04.judge_spot_check(reading, GB10)
+    assert v.line == ("G4 PASS: 1.0 s of BF16 GEMM (8192^3): SM clock 2450 MHz, 98 W, 60 °C, 95.0 TFLOP/s, "
+                      "floor 1400 MHz; no thermal or power-brake event; SW power cap engaged (at its power limit)")
+
+
+def test_spot_check_stuck_gb10_fails(fake_nvml, fake_load, worker):
+    fake_nvml(FakeGpu(sm_clock_mhz=695, utilization_pct=96))  # hasso5703/dgx-spark-qwen38 #8: "695 MHz, 96 %"
+    v = g04.judge_spot_check(spot(worker), GB10)
+    assert v.line == ("G4 FAIL: SM clock 695 MHz under 1.0 s of BF16 GEMM (8192^3), below the 1400 MHz floor "
+                      "(gb10 profile): the GPU is stuck in its low-power state")
+
+
+def test_spot_check_thermal_counter_growing_while_the_mask_reads_zero_warns(fake_nvml, fake_load, worker):
+    fake_nvml(FakeGpu(reasons=0, thermal_ns=ramp(0, 2e7)))
+    v = g04.judge_spot_check(spot(worker), GB10)
+    assert v.status.value == "WARN"
+    assert v.line.startswith("G4 WARN: throttling under 1.0 s of BF16 GEMM (8192^3): thermal (NVML policy) +")
+    assert v.fix.startswith("improve cooling")
+
+
+def test_spot_check_on_a_cpu_build_is_not_attempted(fake_nvml, worker):
+    fake_nvml(FakeGpu())
+    cpu = TorchBuild(installed=True, version="2.13.0+cpu", compiled_with_cuda=False)
+    assert g04.judge_spot_check(spot(worker, cpu), GB10).line == \
+        "G4 SKIP: no load spot check: torch 2.13.0+cpu is a CPU build"
+
+
+def test_spot_check_load_crash_is_a_fail_line(fake_nvml, monkeypatch, worker):
+    fake_nvml(FakeGpu())
+    monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:crashing_load")
+    v = g04.judge_spot_check(spot(worker), H200)
+    assert v.line == "G4 FAIL: the BF16 GEMM load failed under test: child process killed by SIGSEGV"

@@ -364,7 +364,7 @@ def show_value(name: str, value: Any) -> str:
                 return f"{scaled:,.2f} {unit}" if abs(scaled) < 100 else f"{scaled:,.1f} {unit}"
         return str(value)
     if isinstance(value, list):
-        return "(" + ", ".join(str(v) for v in value) + ")" if leaf == "capability" else json.dumps(value)
+        return "(" + ", ".join(str(v) for v in value) + ")" if leaf.endswith("capability") else json.dumps(value)
     return str(value)
 
 

@@ -1,0 +1,282 @@
+"""G3 — unified-memory OOM below 128 GB.
+
+Figures are in GB (10^9 bytes, as ``--spark-model-gb`` is); ``free -h`` prints GiB.
+
+Rules:
+- Memory kind comes from the profile: unified (GB10; GH200's shared pool) -> one pool, judged
+  from /proc/meminfo, where CUDA's free figure is MemFree (page cache counts as used);
+  discrete (H200, H100, generic) -> device memory from NVML, host memory from meminfo;
+  no GPU -> host memory only.
+- Page cache (Buffers + Cached - Shmem). Unified: 25 % of MemTotal or more -> WARN; a planned
+  load peak that fits MemAvailable but not MemFree, with the page cache the difference -> WARN;
+  otherwise PASS. Discrete: host memory only -> PASS. No GPU -> INFO.
+- Headroom, with ``--spark-model-gb N`` and ``--spark-load-factor F`` (default 2.0, the
+  safetensors load peak: mmap'd page cache and the CUDA copy hold the same bytes twice).
+  Unified and no GPU: MemAvailable below N x F -> FAIL naming the shortfall, else PASS with the
+  headroom. Discrete: the GPU with the most free memory must hold N (CUDA's free, else NVML's)
+  and MemAvailable must hold N x (F - 1), the host side of the load -> FAIL/PASS. Without N
+  -> INFO: the figures and the largest load that fits.
+- GPU memory view. Unified: NVML memory NotSupported is the expected state (nvidia-smi prints
+  "Not Supported" / [N/A]) -> INFO, with CUDA's free beside MemFree and MemAvailable.
+  Discrete: NVML reads device memory -> PASS; it cannot -> WARN. Neither NVML nor a CUDA
+  device -> SKIP.
+- Load probe (soak): the peak extra memory of a real safetensors load, as a multiple of the
+  file, above F -> WARN (raise ``--spark-load-factor``); within F -> PASS; the load failing,
+  crashing or hanging -> FAIL.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..options import RunOptions
+from ..profiles import Profile
+from ..readers.gpu import GpuInventory
+from ..readers.loadprobe import LoadProbe
+from ..readers.memory import CudaMemory, MemInfo
+from ..verdict import Status, Verdict
+
+G = 3
+GB = 1e9
+PAGE_CACHE_WARN_FRACTION = 0.25
+DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
+DROP_CACHES_FIX = (f"as root, between runs: {DROP_CACHES} — never in the middle of training "
+                   "(the suite never does this itself)")
+QLORA_NOTE = "QLoRA peaks earlier than bf16 (dequantization adds transient copies): leave more room than the factor says"
+
+
+def gb(n: Optional[float]) -> str:
+    """Bytes as GB for a line: one decimal, two below 1 GB (an 18 MiB Xorg is 0.02 GB, not 0.0)."""
+    if n is None:
+        return "? GB"
+    return f"{n / GB:.2f} GB" if 0 < abs(n) < GB else f"{n / GB:.1f} GB"
+
+
+def memory_kind(profile: Profile) -> str:
+    """"unified", "discrete" or "none" (no GPU)."""
+    if not profile.has_gpu:
+        return "none"
+    return "unified" if profile.unified_memory else "discrete"
+
+
+def load_factor(options: RunOptions) -> float:
+    return max(float(options.spark_load_factor or 2.0), 1.0)
+
+
+def planned_peak_bytes(options: RunOptions, unified: bool) -> Optional[float]:
+    """The planned load's peak in the memory a GPU process draws from (None without a plan).
+
+    Unified: the whole peak (N x F) lands in the one pool. Discrete: the device holds the
+    weights once (N); the rest of the peak is host memory.
+    """
+    if options.spark_model_gb is None:
+        return None
+    weights = float(options.spark_model_gb) * GB
+    return weights * load_factor(options) if unified else weights
+
+
+def _skip_meminfo(info: MemInfo) -> Verdict:
+    return Verdict(G, Status.SKIP, f"could not read system memory: {info.error or 'no MemTotal'}",
+                   readings={"source": info.source})
+
+
+def _figures(info: MemInfo) -> dict:
+    return {"mem_total_bytes": info.mem_total_bytes, "mem_free_bytes": info.mem_free_bytes,
+            "mem_available_bytes": info.mem_available_bytes, "page_cache_bytes": info.page_cache_bytes,
+            "dirty_bytes": info.dirty_bytes, "available_estimated": info.available_estimated}
+
+
+# -- page cache ---------------------------------------------------------------------------------
+def judge_page_cache(info: MemInfo, profile: Profile, options: RunOptions) -> Verdict:
+    if not info.ok:
+        return _skip_meminfo(info)
+    lacking = [k for k in ("MemFree", "Cached") if k in info.missing]
+    if lacking:
+        return Verdict(G, Status.SKIP, f"{info.source} has no {' or '.join(lacking)} line: page cache unknown",
+                       readings=_figures(info))
+    kind = memory_kind(profile)
+    total, free, avail = info.mem_total_bytes, info.mem_free_bytes or 0, info.mem_available_bytes or 0
+    cache = info.page_cache_bytes
+    share = cache / total if total else 0.0
+    readings = {**_figures(info), "memory": kind, "page_cache_fraction": round(share, 3)}
+    head = f"page cache {gb(cache)} ({share:.0%} of {gb(total)})"
+    if kind == "none":
+        return Verdict(G, Status.INFO, f"{head}, MemFree {gb(free)}, MemAvailable {gb(avail)}; no GPU here — "
+                       "on a Spark CUDA would see only MemFree (--spark-profile gb10 judges it so)", readings=readings)
+    if kind == "discrete":
+        return Verdict(G, Status.PASS, f"{head} is host memory only: the {profile.title}'s own memory is separate "
+                       f"(MemAvailable {gb(avail)})", readings=readings)
+    dirty = f"; {gb(info.dirty_bytes)} of it dirty, so sync first" if (info.dirty_bytes or 0) >= GB else ""
+    peak = planned_peak_bytes(options, unified=True)
+    readings["planned_peak_bytes"] = peak
+    if peak is not None and free < peak <= avail and cache >= peak - free:
+        return Verdict(G, Status.WARN,
+                       f"the planned load peak of {gb(peak)} fits MemAvailable ({gb(avail)}) but not what CUDA sees "
+                       f"free (MemFree {gb(free)}): {head} stands between{dirty}",
+                       fix=DROP_CACHES_FIX, readings=readings)
+    if share >= PAGE_CACHE_WARN_FRACTION:
+        return Verdict(G, Status.WARN,
+                       f"{head}: CUDA sees only {gb(free)} free (MemFree) although MemAvailable is {gb(avail)}{dirty}",
+                       fix=DROP_CACHES_FIX, readings=readings)
+    return Verdict(G, Status.PASS, f"{head}: CUDA sees {gb(free)} free (MemFree), MemAvailable {gb(avail)}",
+                   readings=readings)
+
+
+# -- headroom -------------------------------------------------------------------------------------
+def best_device(cuda: Optional[CudaMemory], inventory: Optional[GpuInventory]) -> tuple[Optional[int], Optional[int], str]:
+    """(free, total, label) of the GPU with the most free memory: CUDA's view first, then NVML's."""
+    if cuda is not None:
+        devs = [d for d in cuda.devices if d.free_bytes is not None]
+        if devs:
+            d = max(devs, key=lambda d: d.free_bytes)
+            return d.free_bytes, d.total_bytes, f"GPU {d.index} (CUDA)"
+    if inventory is not None:
+        devs = [d for d in inventory.devices if d.memory_free_bytes is not None]
+        if devs:
+            d = max(devs, key=lambda d: d.memory_free_bytes)
+            return d.memory_free_bytes, d.memory_total_bytes, f"GPU {d.index} (NVML)"
+    return None, None, ""
+
+
+def judge_headroom(info: MemInfo, profile: Profile, options: RunOptions,
+                   cuda: Optional[CudaMemory] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
+    if not info.ok or info.mem_available_bytes is None:
+        return _skip_meminfo(info if not info.ok else MemInfo(source=info.source, error=f"no MemAvailable or MemFree "
+                                                                                     f"line in {info.source}"))
+    kind = memory_kind(profile)
+    factor = load_factor(options)
+    avail = info.mem_available_bytes or 0
+    readings = {**_figures(info), "memory": kind, "load_factor": factor, "model_gb": options.spark_model_gb}
+    if kind == "discrete":
+        return _headroom_discrete(info, options, factor, readings, *best_device(cuda, inventory))
+    where = "host memory (no GPU)" if kind == "none" else "the unified pool"
+    if options.spark_model_gb is None:
+        fits = avail / factor
+        return Verdict(G, Status.INFO,
+                       f"MemAvailable {gb(avail)} of {gb(info.mem_total_bytes)} (MemFree {gb(info.mem_free_bytes)}, page "
+                       f"cache {gb(info.page_cache_bytes)}): at x{factor:g} a safetensors load of up to {gb(fits)} of "
+                       "weights fits; --spark-model-gb N judges a plan", readings=readings)
+    peak = planned_peak_bytes(options, unified=True)
+    readings["planned_peak_bytes"] = peak
+    plan = f"{options.spark_model_gb:g} GB of weights peak at ~{gb(peak)} while loading (x{factor:g})"
+    if avail < peak:
+        return Verdict(G, Status.FAIL,
+                       f"{plan}, but MemAvailable is {gb(avail)} in {where}: {gb(peak - avail)} short",
+                       fix="free memory before loading: stop other GPU processes (see G6); drop the page cache as "
+                           f"root between runs ({DROP_CACHES}); or plan a smaller or quantized model. {QLORA_NOTE}",
+                       readings=readings)
+    return Verdict(G, Status.PASS, f"{plan}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} of headroom",
+                   readings=readings)
+
+
+def _headroom_discrete(info: MemInfo, options: RunOptions, factor: float, readings: dict,
+                       dev_free: Optional[int], dev_total: Optional[int], label: str) -> Verdict:
+    avail = info.mem_available_bytes or 0
+    readings.update({"device": label, "device_free_bytes": dev_free, "device_total_bytes": dev_total})
+    device = f"{label} has {gb(dev_free)} free of {gb(dev_total)}" if dev_free is not None else \
+        "GPU free memory unreadable (no NVML memory, no CUDA device)"
+    if options.spark_model_gb is None:
+        host_fit = avail / (factor - 1) if factor > 1 else float("inf")
+        fits = min(dev_free, host_fit) if dev_free is not None else host_fit
+        text = f"{device}; host MemAvailable {gb(avail)}"
+        text += f": a safetensors load of up to {gb(fits)} of weights fits" if fits != float("inf") else ""
+        return Verdict(G, Status.INFO, text + "; --spark-model-gb N judges a plan", readings=readings)
+    weights = float(options.spark_model_gb) * GB
+    host_need = weights * (factor - 1)
+    readings.update({"device_need_bytes": weights, "host_need_bytes": host_need})
+    problems = []
+    if dev_free is not None and dev_free < weights:
+        problems.append(f"{options.spark_model_gb:g} GB of weights do not fit: {device} ({gb(weights - dev_free)} short)")
+    if avail < host_need:
+        problems.append(f"the load's host side (~{gb(host_need)} at x{factor:g}) exceeds MemAvailable {gb(avail)} "
+                        f"({gb(host_need - avail)} short)")
+    if problems:
+        return Verdict(G, Status.FAIL, "; ".join(problems),
+                       fix="free the GPU first (see G6), shard or quantize the model, or free host memory. "
+                           + QLORA_NOTE, readings=readings)
+    dev_part = (f"{label} has {gb(dev_free)} free for {options.spark_model_gb:g} GB of weights "
+                f"({gb(dev_free - weights)} to spare)") if dev_free is not None else device
+    return Verdict(G, Status.PASS, f"{dev_part}; host MemAvailable {gb(avail)} covers the load's host side "
+                   f"(~{gb(host_need)})", readings=readings)
+
+
+# -- what NVML and CUDA say ----------------------------------------------------------------------
+def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[GpuInventory],
+                          cuda: Optional[CudaMemory]) -> Verdict:
+    kind = memory_kind(profile)
+    nvml_devs = inventory.devices if inventory is not None else []
+    cuda_dev = cuda.first if cuda is not None else None
+    nvml_why = (inventory.nvml_error if inventory is not None else "not read") or "no GPU listed"
+    cuda_why = (cuda.reason if cuda is not None else "not read") or "no device"
+    readings = {"memory": kind, "nvml_error": inventory.nvml_error if inventory is not None else None,
+                "nvml_memory": [{"index": d.index, "total_bytes": d.memory_total_bytes, "free_bytes": d.memory_free_bytes,
+                                 "unavailable": d.unavailable.get("memory_total_bytes")} for d in nvml_devs],
+                "cuda_free_bytes": cuda_dev.free_bytes if cuda_dev else None,
+                "cuda_total_bytes": cuda_dev.total_bytes if cuda_dev else None,
+                "cuda_reason": cuda.reason if cuda is not None else None,
+                "mem_free_bytes": cuda.mem_free_bytes if cuda_dev else info.mem_free_bytes,
+                "mem_available_bytes": cuda.mem_available_bytes if cuda_dev else info.mem_available_bytes}
+    if not nvml_devs and cuda_dev is None:
+        return Verdict(G, Status.SKIP, f"no GPU memory to read (NVML: {nvml_why}; CUDA: {cuda_why})", readings=readings)
+    first = nvml_devs[0] if nvml_devs else None
+    nvml_na = first is not None and first.memory_total_bytes is None
+    na_reason = first.unavailable.get("memory_total_bytes", "unreadable") if nvml_na else ""
+    if cuda_dev is not None:
+        free_now = cuda.mem_free_bytes
+        cuda_part = (f"CUDA free {gb(cuda_dev.free_bytes)} of {gb(cuda_dev.total_bytes)}"
+                     + (f", MemFree {gb(free_now)}, MemAvailable {gb(cuda.mem_available_bytes)}" if free_now else ""))
+    else:
+        cuda_part = f"CUDA view not read ({cuda_why})"
+    if kind == "unified":
+        if first is None:
+            nvml_part = f"NVML unavailable ({nvml_why})"
+        elif nvml_na:
+            nvml_part = (f"NVML device memory is {na_reason}: nvidia-smi shows 'Not Supported'/[N/A] here because the "
+                         f"GPU has no memory of its own (it shares the {gb(info.mem_total_bytes)} system pool; read "
+                         "/proc/meminfo or free)")
+        else:
+            nvml_part = f"NVML reports {gb(first.memory_free_bytes)} free of {gb(first.memory_total_bytes)} (the shared pool)"
+        gap = ""
+        if cuda_dev is not None and cuda.mem_available_bytes and cuda_dev.free_bytes is not None:
+            missing = cuda.mem_available_bytes - cuda_dev.free_bytes
+            readings["cuda_vs_available_gap_bytes"] = missing
+            if missing > 0:
+                gap = f": CUDA counts {gb(missing)} that the kernel could reclaim as used"
+        return Verdict(G, Status.INFO, f"{nvml_part}; {cuda_part}{gap}", readings=readings)
+    if first is None:
+        return Verdict(G, Status.INFO, f"NVML unavailable ({nvml_why}); {cuda_part}", readings=readings)
+    if nvml_na:
+        return Verdict(G, Status.WARN,
+                       f"NVML cannot read this discrete GPU's memory ({na_reason}): nvidia-smi shows N/A and tools that "
+                       f"size themselves by NVML fail; {cuda_part}",
+                       fix="update the NVIDIA driver (nvidia-smi -q -d MEMORY should show FB Memory Usage), "
+                           "or size with torch.cuda.mem_get_info()", readings=readings)
+    shown = "; ".join(f"GPU {d.index} {gb(d.memory_free_bytes)} free of {gb(d.memory_total_bytes)}"
+                      for d in nvml_devs[:4]) + (f"; +{len(nvml_devs) - 4} more" if len(nvml_devs) > 4 else "")
+    return Verdict(G, Status.PASS, f"NVML reads device memory: {shown}; {cuda_part}", readings=readings)
+
+
+# -- the load probe (soak) --------------------------------------------------------------------------
+def judge_load_probe(probe: LoadProbe, options: RunOptions) -> Verdict:
+    factor = load_factor(options)
+    readings = {"size_bytes": probe.size_bytes, "peak_extra_ratio": probe.peak_extra_ratio,
+                "load_factor": factor, "cold": probe.cold, "integrated": probe.integrated,
+                "load_seconds": probe.load_seconds, "directory": probe.directory}
+    if not probe.attempted:
+        return Verdict(G, Status.SKIP, f"safetensors load probe not run: {probe.reason}", readings=readings)
+    size = gb(probe.size_bytes) if probe.size_bytes else "a"
+    if not probe.ok or probe.peak_extra_ratio is None:
+        return Verdict(G, Status.FAIL, f"{size} safetensors load to the GPU failed: {probe.reason}"[:300],
+                       fix="reproduce it alone with python -m microbench safetensors_load --size-gb N; "
+                           "free memory first (see G6) or drop the page cache between runs",
+                       readings=readings)
+    parts = ", ".join(f"{name} {value:.2f}x" for name, value in (
+        ("page cache", probe.cache_ratio), ("process RSS", probe.rss_ratio), ("CUDA", probe.cuda_ratio))
+        if value is not None)
+    head = (f"a {size} {'cold' if probe.cold else 'warm'} safetensors load peaked at {probe.peak_extra_ratio:.2f}x "
+            f"the file ({parts}; {probe.load_seconds:.1f} s)")
+    if probe.peak_extra_ratio > factor:
+        return Verdict(G, Status.WARN, f"{head}: above the x{factor:g} that G3's headroom assumes",
+                       fix=f"judge plans with --spark-load-factor {probe.peak_extra_ratio:.1f} on this machine; "
+                           f"{DROP_CACHES_FIX}", readings=readings)
+    return Verdict(G, Status.PASS, f"{head}: within the x{factor:g} that G3's headroom assumes", readings=readings)

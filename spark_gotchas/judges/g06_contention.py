@@ -1,0 +1,282 @@
+"""G6 — global unified-memory contention: another GPU workload in the way of this run.
+
+The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU without one
+(GB10), MemTotal. Figures are in GB (10^9 bytes).
+
+Rules:
+- Processes of one program are judged together: a process joins its topmost recorded
+  ancestor that is a recognised workload (an engine child such as ``VLLM::EngineCore`` joins
+  ``vllm serve``, a torchrun worker joins torchrun), adding its GPU memory to the group's.
+- A workload capped above 0.5 of the pool (vLLM's default 0.9 included; an engine child whose
+  parent is not visible is taken at its program's default), or holding more than 0.5 of the
+  pool -> FAIL.
+- A workload without a cap (Ollama, llama.cpp, a trainer, any other process) holding more
+  than 4 GB -> FAIL: nothing stops it growing into this run's memory.
+- All workloads together claiming more than 0.5 of the pool (a cap claims cap x pool, an
+  uncapped process what it holds) -> FAIL; with ``--spark-model-gb N``, claiming more than
+  the pool minus the planned load peak (see G3) -> FAIL naming the shortfall.
+- A server that loads models on request (Ollama, llama-swap) holding 4 GB or less, or an
+  uncapped process whose memory NVML does not report -> WARN.
+- Small (<= 4 GB) or capped (<= 0.5) workloads -> PASS listing them; nothing else -> PASS.
+- On a discrete GPU only the devices in CUDA_VISIBLE_DEVICES (all when unset) are judged;
+  processes on other GPUs are listed, not judged.
+- Neither NVML nor the process table readable -> SKIP.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..options import RunOptions
+from ..profiles import Profile
+from ..readers.gpu import GpuInventory
+from ..readers.memory import MemInfo
+from ..readers.processes import GpuProcess, GpuProcesses
+from ..verdict import Status, Verdict
+from ..workloads import Workload, classify
+from .g03_unified_memory import GB, gb, memory_kind, planned_peak_bytes
+
+G = 6
+NEAR_CAPACITY_FRACTION = 0.5
+SMALL_BYTES = 4 * GB  # the gotcha's own example: a < 4 GB LoRA coexists with a capped server
+DEFAULTS = {"vllm": 0.9, "sglang": 0.85, "tgi": 1.0, "trtllm": 0.9}
+CAP_HOWTO = {
+    "vllm": "restart vLLM with --gpu-memory-utilization 0.5 or lower",
+    "sglang": "restart SGLang with --mem-fraction-static 0.5 or lower",
+    "tgi": "restart TGI with --cuda-memory-fraction 0.5 or lower",
+    "trtllm": "restart trtllm-serve with a lower --kv_cache_free_gpu_memory_fraction",
+    "ollama": "stop Ollama while training (sudo systemctl stop ollama) or unload its models (ollama stop MODEL)",
+    "llama.cpp": "stop the llama.cpp server while training",
+    "trainer": "let the other training job finish first",
+}
+
+
+@dataclass
+class Group:
+    """One workload: a root process, the processes that belong to it, and what it claims."""
+
+    root: GpuProcess
+    workload: Optional[Workload]
+    members: list[GpuProcess] = field(default_factory=list)
+
+    @property
+    def held_bytes(self) -> Optional[int]:
+        values = [m.gpu_memory_bytes for m in self.members if m.gpu_memory_bytes is not None]
+        return sum(values) if values else None
+
+    @property
+    def devices(self) -> list[int]:
+        return sorted({d for m in self.members for d in m.gpu_devices})
+
+    @property
+    def pids(self) -> list[int]:
+        return [m.pid for m in self.members]
+
+    @property
+    def cap_fraction(self) -> Optional[float]:
+        w = self.workload
+        if w is None or w.cap_fraction is None:
+            return None
+        return w.cap_fraction
+
+    @property
+    def graphics_only(self) -> bool:
+        return all(m.nvml_lists == ["graphics"] for m in self.members)
+
+    @property
+    def label(self) -> str:
+        proc = self.root
+        if self.workload is not None:
+            name = self.workload.program
+        elif proc.cmdline:
+            name = os.path.basename(proc.cmdline[0]) or proc.name or "?"
+        else:
+            name = proc.name or "unknown process"
+        extra = f" +{len(self.members) - 1} process(es)" if len(self.members) > 1 else ""
+        return f"pid {proc.pid} {name}{extra}"
+
+
+def group_processes(processes: list[GpuProcess]) -> list[Group]:
+    by_pid = {p.pid: p for p in processes}
+    kinds = {p.pid: classify(p.cmdline, p.name or "") for p in processes}
+    groups: dict[int, Group] = {}
+    for proc in processes:
+        root, seen, cur = proc.pid, {proc.pid}, proc
+        while cur.ppid in by_pid and cur.ppid not in seen:
+            seen.add(cur.ppid)
+            cur = by_pid[cur.ppid]
+            if kinds[cur.pid] is not None:
+                root = cur.pid
+        if root not in groups:
+            groups[root] = Group(by_pid[root], kinds[root])
+        groups[root].members.append(proc)
+    return sorted(groups.values(), key=lambda g: g.root.pid)
+
+
+def visible_devices(reading: GpuProcesses) -> Optional[set[int]]:
+    """NVML indices CUDA_VISIBLE_DEVICES names (indices or UUIDs); None = all (unset or unparseable)."""
+    text = reading.cuda_visible_devices
+    if text is None or not text.strip():
+        return None
+    out: set[int] = set()
+    for item in (t.strip() for t in text.split(",")):
+        if item.isdigit():
+            out.add(int(item))
+            continue
+        match = [d.index for d in reading.devices if d.uuid and item and d.uuid.startswith(item)]
+        if not match:
+            return None
+        out.update(match)
+    return out
+
+
+def pool_bytes(profile: Profile, meminfo: Optional[MemInfo], inventory: Optional[GpuInventory],
+               devices: list[int]) -> Optional[int]:
+    """The memory a cap is a fraction of, for a workload on ``devices`` (the smallest such GPU).
+
+    NVML's device total where it reads one; else, unless the GPU is discrete, MemTotal (GB10's
+    pool, or the host when there is no GPU); else unknown.
+    """
+    totals = {d.index: d.memory_total_bytes for d in (inventory.devices if inventory else []) if d.memory_total_bytes}
+    if totals:
+        return min([totals[i] for i in devices if i in totals] or list(totals.values()))
+    if memory_kind(profile) != "discrete" and meminfo is not None and meminfo.ok:
+        return meminfo.mem_total_bytes
+    return None
+
+
+def _claim(group: Group, pool: Optional[int]) -> Optional[float]:
+    held = group.held_bytes
+    if group.cap_fraction is not None and pool:
+        return max(group.cap_fraction * pool, held or 0)
+    return held
+
+
+def _describe(group: Group, pool: Optional[int]) -> str:
+    bits = []
+    w = group.workload
+    if w is not None and w.capped:
+        cap = w.cap_text
+        if w.cap_source == "child":
+            cap = f"engine process, its launcher not visible: default {w.cap_flag} {w.cap_fraction:g} assumed"
+        if group.cap_fraction is not None and pool:
+            cap += f" = {gb(group.cap_fraction * pool)} of {gb(pool)}"
+            if w.cap_of == "free":
+                cap += " free at its start"
+        bits.append(cap)
+    if group.held_bytes is not None:
+        bits.append(f"holds {gb(group.held_bytes)}")
+    elif group.root.found_by == "scan" and not any(m.gpu_memory_bytes is not None for m in group.members):
+        bits.append("no GPU memory listed by NVML")
+    if group.graphics_only:
+        bits.append("graphics")
+    if group.root.username:
+        bits.append(f"user {group.root.username}")
+    if group.root.problem:
+        bits.append(group.root.problem)
+    return f"{group.label} ({'; '.join(bits)})" if bits else group.label
+
+
+def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOptions,
+                     meminfo: Optional[MemInfo] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
+    if reading.nvml_error and reading.scan_error:
+        return Verdict(G, Status.SKIP, f"no process list: NVML {reading.nvml_error}; {reading.scan_error}")
+    kind = memory_kind(profile)
+    visible = visible_devices(reading) if kind == "discrete" else None
+    judged, elsewhere = [], []
+    for group in group_processes(reading.processes):
+        devs = group.devices
+        (elsewhere if visible is not None and devs and not set(devs) & visible else judged).append(group)
+    fails: list[str] = []
+    warns: list[str] = []
+    listed: list[str] = []
+    failing: list[Group] = []
+    warning: list[Group] = []
+    sizable: list[tuple[float, str, Group]] = []  # what counts towards "together"
+    claims = 0.0
+    pool_all = pool_bytes(profile, meminfo, inventory, sorted(visible) if visible else [])
+    rows = []
+    for group in judged:
+        pool = pool_bytes(profile, meminfo, inventory, [d for d in group.devices if visible is None or d in visible])
+        claim = _claim(group, pool)
+        claims += claim or 0
+        text = _describe(group, pool)
+        held, cap, w = group.held_bytes, group.cap_fraction, group.workload
+        rows.append({"pids": group.pids, "program": w.program if w else None, "kind": w.kind if w else None,
+                     "cap_fraction": cap, "cap": w.cap_text if w else "no memory cap", "held_bytes": held,
+                     "claim_bytes": claim, "pool_bytes": pool, "devices": group.devices,
+                     "cmdline": group.root.cmdline, "user": group.root.username, "problem": group.root.problem})
+        if cap is not None or (held or 0) > SMALL_BYTES:
+            sizable.append((claim or 0, text, group))
+        if cap is not None and cap > NEAR_CAPACITY_FRACTION:
+            fails.append(text)
+            failing.append(group)
+        elif held is not None and pool and held > NEAR_CAPACITY_FRACTION * pool:
+            fails.append(text)
+            failing.append(group)
+        elif cap is None and held is not None and held > SMALL_BYTES:
+            fails.append(f"{text}: no memory cap")
+            failing.append(group)
+        elif cap is None and w is not None and w.loads_on_demand:
+            warns.append(f"{text}: no memory cap, loads models on request")
+            warning.append(group)
+        elif cap is None and held is None:
+            warns.append(f"{text}: no memory cap, GPU memory unknown")
+            warning.append(group)
+        else:
+            listed.append(text)
+    peak = planned_peak_bytes(options, unified=kind != "discrete")
+    readings = {"memory": kind, "pool_bytes": pool_all, "claims_bytes": claims, "planned_peak_bytes": peak,
+                "workloads": rows, "elsewhere": [g.pids for g in elsewhere], "nvml_error": reading.nvml_error,
+                "scanned": reading.scanned, "scan_denied": reading.scan_denied, "own_excluded": reading.own_excluded}
+    together = ""
+    if pool_all and not fails and claims > NEAR_CAPACITY_FRACTION * pool_all:
+        together = f"together they claim {gb(claims)} of {gb(pool_all)}, more than half"
+    elif pool_all and peak is not None and 0 < claims and peak <= pool_all and claims > pool_all - peak:
+        together = (f"they claim {gb(claims)} of {gb(pool_all)}, leaving {gb(max(pool_all - claims, 0))} for the "
+                    f"planned load peak of {gb(peak)} ({gb(claims - (pool_all - peak))} short)")
+    note = _note(reading, elsewhere)
+    if fails or together:
+        if not fails:
+            ranked = sorted(sizable, key=lambda item: -item[0])
+            fails, failing = [text for _, text, _ in ranked], [group for _, _, group in ranked]
+        summary = (f"{len(fails)} workload(s) in the way: " + "; ".join(fails[:3])
+                   + (f"; +{len(fails) - 3} more" if len(fails) > 3 else "") + (f"; {together}" if together else ""))
+        return Verdict(G, Status.FAIL, summary + note, fix=_fix(failing), readings=readings)
+    if warns:
+        return Verdict(G, Status.WARN, "; ".join(warns[:3]) + (f"; also {len(listed)} small or capped" if listed else "")
+                       + note, fix=_fix(warning), readings=readings)
+    if listed:
+        return Verdict(G, Status.PASS, f"{len(listed)} small or capped workload(s) beside this run: "
+                       + "; ".join(listed[:4]) + (f"; +{len(listed) - 4} more" if len(listed) > 4 else "") + note,
+                       readings=readings)
+    source = ("NVML lists no other process" if not reading.nvml_error else f"NVML unavailable ({reading.nvml_error})")
+    return Verdict(G, Status.PASS, f"no other GPU workload: {source}, and none of {reading.scanned} command lines "
+                   "is a known server or trainer" + note, readings=readings)
+
+
+def _note(reading: GpuProcesses, elsewhere: list[Group]) -> str:
+    bits = []
+    if reading.nvml_error and reading.processes:
+        bits.append(f"NVML unavailable ({reading.nvml_error}): judged from command lines")
+    if reading.scan_error:
+        bits.append(reading.scan_error)
+    if reading.scan_denied:
+        bits.append(f"{reading.scan_denied} command line(s) unreadable")
+    if elsewhere:
+        bits.append(f"{len(elsewhere)} on GPUs outside CUDA_VISIBLE_DEVICES not judged")
+    return f" ({'; '.join(bits)})" if bits else ""
+
+
+def _fix(groups: list[Group]) -> str:
+    kinds = []
+    for g in groups:
+        k = g.workload.kind if g.workload is not None else "other"
+        if k not in kinds:
+            kinds.append(k)
+    steps = [CAP_HOWTO[k] for k in kinds if k in CAP_HOWTO]
+    pids = " ".join(str(g.root.pid) for g in groups[:6])
+    steps.append(f"or stop what is not needed (kill {pids})")
+    return "one heavy job at a time: " + "; ".join(steps)

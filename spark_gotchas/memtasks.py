@@ -1,0 +1,32 @@
+"""Worker tasks for the memory readings (G3). torch is imported inside each task, never here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .readers.memory import read_meminfo_file
+
+
+def cuda_memory(max_devices: int = 8) -> dict[str, Any]:
+    """cudaMemGetInfo for each visible device, then /proc/meminfo, back to back."""
+    import torch
+
+    devices = []
+    for index in range(min(torch.cuda.device_count(), max_devices)):
+        entry: dict[str, Any] = {"index": index}
+        try:
+            props = torch.cuda.get_device_properties(index)
+            entry["name"] = props.name
+            entry["integrated"] = bool(getattr(props, "is_integrated", False))
+            free, total = torch.cuda.mem_get_info(index)
+            entry["free_bytes"], entry["total_bytes"] = int(free), int(total)
+        except Exception as exc:  # one bad device must not hide the others
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        devices.append(entry)
+    info = read_meminfo_file()
+    return {
+        "devices": devices,
+        "mem_free_bytes": info.mem_free_bytes,
+        "mem_available_bytes": info.mem_available_bytes,
+        "cached_bytes": info.cached_bytes,
+    }

@@ -1,0 +1,195 @@
+"""Memory as the pool really works: /proc/meminfo, and what CUDA says is free at the same instant.
+
+On a unified-memory GPU (GB10) the GPU has no memory of its own: NVML's memory call raises
+NotSupported, and ``cudaMemGetInfo`` reports ``MemFree`` (page cache counts as used), not
+``MemAvailable``. So the suite reads the kernel's figures and CUDA's side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import ReadContext, reader
+
+MEMINFO_PATH = "/proc/meminfo"
+
+# /proc/meminfo name -> MemInfo field (values there are KiB, written "kB").
+_FIELDS = {
+    "MemTotal": "mem_total_bytes",
+    "MemFree": "mem_free_bytes",
+    "MemAvailable": "mem_available_bytes",
+    "Buffers": "buffers_bytes",
+    "Cached": "cached_bytes",
+    "Dirty": "dirty_bytes",
+    "Writeback": "writeback_bytes",
+    "Shmem": "shmem_bytes",
+    "Mapped": "mapped_bytes",
+    "AnonPages": "anon_bytes",
+    "Mlocked": "mlocked_bytes",
+    "KReclaimable": "kreclaimable_bytes",
+    "SwapTotal": "swap_total_bytes",
+    "SwapFree": "swap_free_bytes",
+}
+
+
+@dataclass
+class MemInfo:
+    """The kernel's view of system memory (bytes; /proc/meminfo's "kB" are KiB).
+
+    Command line equivalent: ``grep -E 'Mem|Cached|Buffers|Dirty|Shmem|Swap' /proc/meminfo``
+    or ``free -b`` (its "buff/cache" is Buffers + Cached + SReclaimable, "available" is
+    MemAvailable).
+    """
+
+    source: str = MEMINFO_PATH
+    error: Optional[str] = None  # the file could not be read or has no MemTotal
+    mem_total_bytes: Optional[int] = None
+    mem_free_bytes: Optional[int] = None
+    mem_available_bytes: Optional[int] = None
+    available_estimated: bool = False  # kernel < 3.14 has no MemAvailable: Free + Buffers + Cached
+    buffers_bytes: Optional[int] = None
+    cached_bytes: Optional[int] = None
+    dirty_bytes: Optional[int] = None
+    writeback_bytes: Optional[int] = None
+    shmem_bytes: Optional[int] = None
+    mapped_bytes: Optional[int] = None
+    anon_bytes: Optional[int] = None
+    mlocked_bytes: Optional[int] = None
+    kreclaimable_bytes: Optional[int] = None
+    swap_total_bytes: Optional[int] = None
+    swap_free_bytes: Optional[int] = None
+    skipped_lines: int = 0  # lines that did not parse (a malformed file still gives what it can)
+    missing: list[str] = field(default_factory=list)  # of MemFree, MemAvailable, Cached, Buffers
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mem_total_bytes is not None
+
+    @property
+    def page_cache_bytes(self) -> int:
+        """File pages the kernel can drop: Buffers + Cached - Shmem (tmpfs pages cannot be dropped)."""
+        cache = (self.buffers_bytes or 0) + (self.cached_bytes or 0) - (self.shmem_bytes or 0)
+        return max(cache, 0)
+
+
+def parse_meminfo(text: str, source: str = MEMINFO_PATH) -> MemInfo:
+    """Parse /proc/meminfo text; bad lines are counted, never raised."""
+    values: dict[str, int] = {}
+    skipped = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, sep, rest = line.partition(":")
+        parts = rest.split()
+        if not sep or not parts:
+            skipped += 1
+            continue
+        try:
+            number = int(parts[0])
+        except ValueError:
+            skipped += 1
+            continue
+        unit = parts[1].lower() if len(parts) > 1 else ""
+        values[name.strip()] = number * 1024 if unit == "kb" else number
+    info = MemInfo(source=source, skipped_lines=skipped,
+                   missing=[k for k in ("MemFree", "MemAvailable", "Cached", "Buffers") if k not in values],
+                   **{attr: values[key] for key, attr in _FIELDS.items() if key in values})
+    if info.mem_total_bytes is None:
+        info.error = f"no MemTotal line in {source}"
+        return info
+    if info.mem_available_bytes is None and info.mem_free_bytes is not None:
+        info.mem_available_bytes = info.mem_free_bytes + (info.buffers_bytes or 0) + (info.cached_bytes or 0)
+        info.available_estimated = True
+    return info
+
+
+def read_meminfo_file(path: str = MEMINFO_PATH) -> MemInfo:
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+    except OSError as exc:
+        return MemInfo(source=path, error=f"cannot read {path}: {exc.strerror or exc}")
+    return parse_meminfo(text, source=path)
+
+
+@reader("mem.meminfo")
+def read_meminfo(ctx: ReadContext) -> MemInfo:
+    """System memory from /proc/meminfo (the only honest free-memory figure on a Spark)."""
+    return read_meminfo_file()
+
+
+@dataclass
+class CudaDeviceMemory:
+    """``torch.cuda.mem_get_info(i)`` (cudaMemGetInfo) for one device, in bytes."""
+
+    index: int
+    name: str = ""
+    free_bytes: Optional[int] = None
+    total_bytes: Optional[int] = None
+    integrated: Optional[bool] = None  # cudaDeviceProp.integrated: the GPU shares host memory
+    error: Optional[str] = None
+
+
+@dataclass
+class CudaMemory:
+    """What CUDA reports free, with MemFree/MemAvailable read in the same instant.
+
+    Command line equivalent: ``python -c 'import torch; print(torch.cuda.mem_get_info())';
+    grep -E 'MemFree|MemAvailable' /proc/meminfo``
+    """
+
+    attempted: bool
+    reason: str = ""  # why not attempted, or what went wrong in the worker
+    devices: list[CudaDeviceMemory] = field(default_factory=list)
+    mem_free_bytes: Optional[int] = None
+    mem_available_bytes: Optional[int] = None
+    cached_bytes: Optional[int] = None
+
+    @property
+    def first(self) -> Optional[CudaDeviceMemory]:
+        ok = [d for d in self.devices if d.free_bytes is not None]
+        return ok[0] if ok else None
+
+
+@reader("mem.cuda")
+def read_cuda_memory(ctx: ReadContext) -> CudaMemory:
+    """cudaMemGetInfo per device in the GPU worker, next to /proc/meminfo read at the same time.
+
+    ``torch.first_launch`` also records mem_get_info, but for device 0 only and without the
+    kernel's figures of that moment; comparing CUDA's free with MemFree needs both at once.
+    """
+    build = ctx.provider.read("torch.build")
+    if not build.installed:
+        return CudaMemory(attempted=False, reason="torch is not installed")
+    if not build.usable:
+        return CudaMemory(attempted=False, reason=build.import_error or build.worker_problem or "torch unusable")
+    if not build.has_device:
+        why = "torch is a CPU build" if not build.compiled_with_cuda else (build.cuda_error or "torch sees no CUDA device")
+        return CudaMemory(attempted=False, reason=why)
+    result = ctx.worker.call("spark_gotchas.memtasks:cuda_memory", timeout=90)
+    if not result.ok:
+        return CudaMemory(attempted=True, reason=result.problem)
+    value = dict(result.value)
+    value["devices"] = [CudaDeviceMemory(**d) for d in value.get("devices", [])]
+    return CudaMemory(attempted=True, **value)
+
+
+def fstype_of(path: str, mounts_path: str = "/proc/mounts") -> Optional[str]:
+    """The filesystem type holding ``path`` (longest matching mount point), None if unknown."""
+    try:
+        real = os.path.realpath(path)
+        with open(mounts_path, encoding="utf-8", errors="replace") as fh:
+            mounts = [line.split() for line in fh]
+    except OSError:
+        return None
+    best, best_type = "", None
+    for parts in mounts:
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, best_type = point, parts[2]
+    return best_type

@@ -1,0 +1,98 @@
+"""G3 and G6 end to end through the plugin: a GB10 snapshot replayed, and this machine live -> snapshot -> replay."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readers.loadprobe import from_result
+from spark_gotchas.readers.memory import CudaDeviceMemory, CudaMemory, parse_meminfo
+from spark_gotchas.readers.processes import GpuProcess, GpuProcesses
+from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.snapshot import Snapshot, save
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+CHECKS = ("test_g03_unified_memory.py", "test_g06_contention.py")
+GLINE = re.compile(r"^(G(3|6) (FAIL|WARN|PASS|INFO|SKIP): |    fix: )")
+
+
+@pytest.fixture(autouse=True)
+def inner_runs(monkeypatch):
+    """In-process runs load only the plugins under test and a worker without torch."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: False)
+
+
+def run(pytester, *args):
+    import pytest_timeout
+
+    import spark_gotchas.plugin
+
+    for name in CHECKS:
+        pytester.makepyfile(**{name[:-3] + "_here": (ROOT / "tests_gotchas" / name).read_text()})  # unique module name
+    return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[spark_gotchas.plugin, pytest_timeout])
+
+
+def glines(result) -> list[str]:
+    lines = result.stdout.lines
+    start = max(i for i, line in enumerate(lines) if re.fullmatch(r"=+ spark-gotchas =+", line))
+    return [line for line in lines[start + 1:] if GLINE.match(line)]
+
+
+def gb10_snapshot(path: Path) -> Path:
+    """Real GB10 readings: meminfo after a 60 GB file write, NVML memory Not Supported, two vLLM engines."""
+    mem = json.loads((FIXTURES / "g03_meminfo.json").read_text())["gb10_after_60g_write"]
+    info = parse_meminfo(mem["text"])
+    tables = json.loads((FIXTURES / "g06_process_tables.json").read_text())
+    procs = GpuProcesses(processes=[from_jsonable(GpuProcess, p) for p in tables["gb10_two_vllm"]["processes"]],
+                         scanned=412)
+    na = {k: "Not Supported" for k in ("memory_total_bytes", "memory_used_bytes", "memory_free_bytes")}
+    inventory = GpuInventory(driver_version="580.173.02", cuda_driver_version=13000,
+                             devices=[GpuDevice(index=0, name="NVIDIA GB10", capability=(12, 1), unavailable=na)])
+    cuda = CudaMemory(attempted=True, devices=[CudaDeviceMemory(0, "NVIDIA GB10", mem["cuda_free_bytes"], 130663821312, True)],
+                      mem_free_bytes=info.mem_free_bytes, mem_available_bytes=info.mem_available_bytes,
+                      cached_bytes=info.cached_bytes)
+    probe = from_result({"attempted": True, "ok": True, "size_bytes": 8_000_000_000, "cold": True, "integrated": True,
+                         "load_seconds": 21.5, "peak_extra_ratio": 2.3, "cache_ratio": 1.0, "rss_ratio": 0.02,
+                         "cuda_ratio": 1.0})
+    readings = {"mem.meminfo": info, "gpu.inventory": inventory, "mem.cuda": cuda, "gpu.processes": procs,
+                "mem.load_probe": probe}
+    snap = Snapshot(readings={k: to_jsonable(v) for k, v in readings.items()},
+                    options={"spark_profile": "auto", "spark_model_gb": 50, "spark_load_factor": 2.0})
+    return save(snap, path)
+
+
+def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
+    snap = gb10_snapshot(pytester.path / "gb10.json")
+    result = run(pytester, "-m", "fast", "--spark-replay", str(snap))
+    result.assert_outcomes(passed=3, failed=1)
+    lines = glines(result)
+    assert lines[0].startswith("G3 WARN: the planned load peak of 100.0 GB fits MemAvailable (124.2 GB) but not what "
+                               "CUDA sees free (MemFree 44.6 GB)")
+    assert lines[1].startswith("    fix: as root, between runs: sync; echo 3 > /proc/sys/vm/drop_caches")
+    assert lines[2].startswith("G6 FAIL: 2 workload(s) in the way: pid 6008 vLLM (engine process, its launcher not "
+                               "visible: default --gpu-memory-utilization 0.9 assumed = 117.6 GB of 130.7 GB; holds 59.2 GB)")
+    assert lines[3] == ("    fix: one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
+                        "or stop what is not needed (kill 6008 44757)")
+    assert "NVIDIA GB10 (cc 12.1), driver 580.173.02 / CUDA 13.0" in result.stdout.str()
+    # the soak check replays too: the probe's ratio against the factor
+    soak = run(pytester, "-m", "soak", "--spark-replay", str(snap))
+    assert glines(soak)[0] == ("G3 WARN: a 8.0 GB cold safetensors load peaked at 2.30x the file (page cache 1.00x, "
+                               "process RSS 0.02x, CUDA 1.00x; 21.5 s): above the x2 that G3's headroom assumes")
+
+
+def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
+    snap = pytester.path / "here.json"
+    live = run(pytester, "-m", "fast", "--spark-snapshot", str(snap))
+    live_lines = glines(live)
+    assert any(line.startswith("G3 ") for line in live_lines) and any(line.startswith("G6 ") for line in live_lines)
+    assert "Traceback" not in live.stdout.str()
+    recorded = json.loads(snap.read_text())["readings"]
+    assert {"mem.meminfo", "gpu.processes"} <= set(recorded)
+    replay = run(pytester, "-m", "fast", "--spark-replay", str(snap))
+    assert glines(replay) == live_lines

@@ -1,0 +1,356 @@
+"""G6 on real GB10/H200 process tables and each server's command lines: the line, the status, the fix."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from spark_gotchas import nvml
+from spark_gotchas.judges import g06_contention as g06
+from spark_gotchas.options import RunOptions
+from spark_gotchas.profiles import GB10, H200, NONE
+from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readers.memory import parse_meminfo
+from spark_gotchas.readers.processes import DeviceProcessLists, GpuProcess, GpuProcesses, collect, mask_cmdline
+from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.verdict import Status
+from spark_gotchas.workloads import classify
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TABLES = json.loads((FIXTURES / "g06_process_tables.json").read_text())
+MEMINFO = json.loads((FIXTURES / "g03_meminfo.json").read_text())
+GB10_MEM = parse_meminfo(MEMINFO["gb10_before_60g_write"]["text"])  # MemTotal 127600524 kB = 130.7 GB
+H200_MEM = parse_meminfo(MEMINFO["h200"]["text"])
+GB = 1e9
+
+
+def table(case: str, **kw) -> GpuProcesses:
+    procs = [from_jsonable(GpuProcess, p) for p in TABLES[case]["processes"]]
+    return GpuProcesses(processes=procs, scanned=412, **kw)
+
+
+def proc(pid, argv, held_gb=None, **kw) -> GpuProcess:
+    held = None if held_gb is None else int(held_gb * GB)
+    found_by = "nvml" if held is not None else "scan"
+    return GpuProcess(pid=pid, name=kw.pop("name", argv[0].rsplit("/", 1)[-1]), cmdline=argv, gpu_memory_bytes=held,
+                      gpu_devices=kw.pop("gpu_devices", [0] if held is not None else []),
+                      nvml_lists=["compute"] if held is not None else [], found_by=found_by, **kw)
+
+
+def judge(reading, profile=GB10, meminfo=GB10_MEM, inventory=None, **options):
+    return g06.judge_contention(reading, profile, RunOptions(**options), meminfo, inventory)
+
+
+# -- the classifier: each server's documented command lines ---------------------------------------
+@pytest.mark.parametrize("argv, kind, cap, source", [
+    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.85"], "vllm", 0.85, "flag"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization=0.5"], "vllm", 0.5, "flag"),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], "vllm", 0.9, "default"),
+    (["python3", "-c", "import torch; ...", "vllm", "serve", "some/model", "--gpu-memory-utilization", "0.9"], "vllm", 0.9, "flag"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization", "lots"], "vllm", 0.9, "invalid"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization", "1.5"], "vllm", 0.9, "invalid"),
+    (["trl", "vllm-serve", "--model", "m", "--gpu_memory_utilization", "0.3"], "vllm", 0.3, "flag"),
+    (["VLLM::EngineCore"], "vllm", 0.9, "child"),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--mem-fraction-static", "0.5"], "sglang", 0.5, "flag"),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m"], "sglang", 0.85, "auto"),
+    (["sglang::scheduler"], "sglang", 0.85, "child"),
+    (["trtllm-serve", "m", "--kv_cache_free_gpu_memory_fraction", "0.7"], "trtllm", 0.7, "flag"),
+    (["trtllm-serve", "m"], "trtllm", 0.9, "default"),
+    (["text-generation-launcher", "--model-id", "m", "--cuda-memory-fraction", "0.4"], "tgi", 0.4, "flag"),
+    (["text-generation-launcher", "--model-id", "m"], "tgi", 1.0, "default"),
+    (["/usr/local/bin/ollama", "serve"], "ollama", None, "none"),
+    (["/usr/local/bin/ollama", "runner", "--ollama-engine", "--port", "40213"], "ollama", None, "none"),
+    (["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"], "llama.cpp", None, "none"),
+    (["python3", "-m", "llama_cpp.server", "--model", "m.gguf"], "llama.cpp", None, "none"),
+    (["torchrun", "--nproc_per_node=1", "train.py"], "trainer", None, "none"),
+    (["python3", "-m", "torch.distributed.run", "train.py"], "trainer", None, "none"),
+    (["/usr/bin/python3", "/usr/local/bin/accelerate", "launch", "train.py"], "trainer", None, "none"),
+    (["deepspeed", "--num_gpus", "1", "train.py"], "trainer", None, "none"),
+])
+def test_classify_reads_the_cap_and_its_default(argv, kind, cap, source):
+    workload = classify(argv)
+    assert workload is not None and (workload.kind, workload.cap_fraction, workload.cap_source) == (kind, cap, source)
+
+
+@pytest.mark.parametrize("argv", [["python3", "train.py"], ["pgrep", "-f", "vllm serve"], ["vim", "vllm_serve.md"],
+                                  ["grep", "ollama"], ["bash"], [], ["tail", "-f", "llama-server.log"]])
+def test_classify_leaves_other_programs_alone(argv):
+    assert classify(argv) is None
+
+
+def test_cap_text_says_where_the_cap_came_from():
+    assert classify(["vllm", "serve", "m"]).cap_text == "default --gpu-memory-utilization 0.9"
+    assert classify(["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"]).cap_text == "--gpu-memory-utilization 0.5"
+    assert classify(["ollama", "serve"]).cap_text == "no memory cap"
+
+
+def test_secret_flags_in_command_lines_are_masked():
+    argv = ["vllm", "serve", "m", "--api-key", "sk-live-123", "--hf-token=hf_abc", "HF_TOKEN=hf_xyz", "--port", "8000"]
+    assert mask_cmdline(argv) == ["vllm", "serve", "m", "--api-key", "***", "--hf-token=***", "HF_TOKEN=***",
+                                  "--port", "8000"]
+
+
+# -- the judgement on real GB10 readings ---------------------------------------------------------
+def test_two_vllm_engines_on_a_gb10_fail_naming_both():
+    verdict = judge(table("gb10_two_vllm"))
+    assert verdict.status is Status.FAIL
+    assert verdict.summary.startswith(
+        "2 workload(s) in the way: pid 6008 vLLM (engine process, its launcher not visible: default "
+        "--gpu-memory-utilization 0.9 assumed = 117.6 GB of 130.7 GB; holds 59.2 GB); pid 44757 vLLM (")
+    assert verdict.fix == ("one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
+                           "or stop what is not needed (kill 6008 44757)")
+    assert [w["pids"] for w in verdict.readings["workloads"]] == [[3154], [3359], [6008], [44757]]
+
+
+def test_engines_join_their_launcher_and_two_capped_servers_together_fail():
+    reading = table("gb10_two_vllm")
+    reading.processes[2].ppid, reading.processes[3].ppid = 6001, 44700
+    reading.processes += [proc(6001, ["vllm", "serve", "Qwen/Qwen3.6-27B", "--gpu-memory-utilization", "0.45"]),
+                          proc(44700, ["vllm", "serve", "Qwen/Qwen3.8-27B", "--gpu-memory-utilization", "0.4"])]
+    verdict = judge(reading)
+    assert verdict.status is Status.FAIL
+    assert verdict.summary == (
+        "2 workload(s) in the way: pid 6001 vLLM +1 process(es) (--gpu-memory-utilization 0.45 = 58.8 GB of 130.7 GB; "
+        "holds 59.2 GB); pid 44700 vLLM +1 process(es) (--gpu-memory-utilization 0.4 = 52.3 GB of 130.7 GB; holds "
+        "51.2 GB); together they claim 111.5 GB of 130.7 GB, more than half")
+    assert verdict.fix.endswith("(kill 6001 44700)")
+
+
+def test_sglang_scheduler_holding_96_gib_fails():
+    verdict = judge(table("gb10_sglang"))
+    assert verdict.line.startswith("G6 FAIL: 1 workload(s) in the way: pid 6330 SGLang (engine process, its launcher not "
+                                   "visible: default --mem-fraction-static 0.85 assumed")
+    assert "holds 100.7 GB" in verdict.summary and "--mem-fraction-static 0.5 or lower" in verdict.fix
+
+
+def test_an_unknown_process_holding_most_of_the_pool_fails():
+    verdict = judge(table("gb10_stress"))
+    assert verdict.line == "G6 FAIL: 1 workload(s) in the way: pid 452072 dgx-spark-stress (holds 91.2 GB)"
+    assert verdict.fix.endswith("or stop what is not needed (kill 452072)")
+
+
+def test_an_ollama_runner_holding_34_gb_fails_as_uncapped():
+    verdict = judge(table("gb10_ollama"))
+    assert verdict.line == ("G6 FAIL: 1 workload(s) in the way: pid 1790 Ollama +1 process(es) (holds 34.5 GB; user "
+                            "ollama): no memory cap")
+    assert verdict.fix.startswith("one heavy job at a time: stop Ollama while training (sudo systemctl stop ollama)")
+
+
+def test_an_idle_ollama_server_warns_it_loads_models_on_request():
+    reading = table("gb10_ollama")
+    reading.processes = reading.processes[:1]
+    verdict = judge(reading)
+    assert verdict.line == ("G6 WARN: pid 1790 Ollama (no GPU memory listed by NVML; user ollama): no memory cap, loads "
+                            "models on request")
+
+
+def test_vllm_capped_at_half_beside_a_small_lora_passes_but_not_beside_a_big_plan():
+    reading = GpuProcesses(processes=[proc(900, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], 64.0)],
+                           scanned=300)
+    small = judge(reading, spark_model_gb=4)  # the gotcha's own example: a < 4 GB LoRA beside vLLM at 0.5
+    assert small.line == ("G6 PASS: 1 small or capped workload(s) beside this run: pid 900 vLLM "
+                          "(--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; holds 64.0 GB)")
+    big = judge(reading, spark_model_gb=40)
+    assert big.status is Status.FAIL
+    assert big.summary.endswith("they claim 65.3 GB of 130.7 GB, leaving 65.3 GB for the planned load peak of 80.0 GB "
+                                "(14.7 GB short)")
+
+
+def test_a_vllm_still_starting_is_caught_from_its_command_line():
+    verdict = judge(GpuProcesses(processes=[proc(77, ["vllm", "serve", "m"])], scanned=200))
+    assert verdict.line == ("G6 FAIL: 1 workload(s) in the way: pid 77 vLLM (default --gpu-memory-utilization 0.9 = "
+                            "117.6 GB of 130.7 GB; no GPU memory listed by NVML)")
+
+
+def test_a_trainer_and_its_worker_are_one_uncapped_workload():
+    reading = GpuProcesses(processes=[proc(100, ["torchrun", "--nproc_per_node=1", "train.py"]),
+                                      proc(101, ["/usr/bin/python3", "-u", "train.py"], 30.0, ppid=100)], scanned=90)
+    assert judge(reading).line == "G6 FAIL: 1 workload(s) in the way: pid 100 torchrun +1 process(es) (holds 30.0 GB): no memory cap"
+
+
+def test_a_process_we_may_not_inspect_is_still_judged_by_its_memory():
+    hidden = GpuProcess(pid=4242, gpu_memory_bytes=int(20 * GB), gpu_devices=[0], nvml_lists=["compute"],
+                        problem="no permission to read its cmdline (another user's process; run as root to see it)")
+    verdict = judge(GpuProcesses(processes=[hidden], scanned=10, scan_denied=3))
+    assert verdict.line == ("G6 FAIL: 1 workload(s) in the way: pid 4242 unknown process (holds 20.0 GB; no permission "
+                            "to read its cmdline (another user's process; run as root to see it)): no memory cap "
+                            "(3 command line(s) unreadable)")
+
+
+def test_without_nvml_a_llama_server_is_found_by_its_command_line_and_warns():
+    reading = GpuProcesses(nvml_error="NVML library not found", scanned=150,
+                           processes=[proc(55, ["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"])])
+    verdict = judge(reading)
+    assert verdict.line == ("G6 WARN: pid 55 llama.cpp server (no GPU memory listed by NVML): no memory cap, GPU memory "
+                            "unknown (NVML unavailable (NVML library not found): judged from command lines)")
+
+
+def test_nothing_else_running_passes_and_says_how_it_looked():
+    assert judge(GpuProcesses(scanned=81), NONE).line == (
+        "G6 PASS: no other GPU workload: NVML lists no other process, and none of 81 command lines is a known server "
+        "or trainer")
+    assert judge(GpuProcesses(nvml_error="NVML library not found", scanned=81), NONE).line == (
+        "G6 PASS: no other GPU workload: NVML unavailable (NVML library not found), and none of 81 command lines is a "
+        "known server or trainer")
+
+
+def test_no_nvml_and_no_process_table_skips():
+    verdict = judge(GpuProcesses(nvml_error="NVML library not found", scan_error="psutil is not installed: no command lines"))
+    assert verdict.line == ("G6 SKIP: no process list: NVML NVML library not found; psutil is not installed: no command "
+                            "lines")
+
+
+def h200_inventory(n=8) -> GpuInventory:
+    return GpuInventory(devices=[GpuDevice(index=i, name="NVIDIA H200", uuid=f"GPU-{i:04d}-aaaa",
+                                           memory_total_bytes=150754820096) for i in range(n)])
+
+
+def test_h200_idle_python_is_small_and_passes():
+    verdict = judge(table("h200_idle"), H200, H200_MEM, h200_inventory(1))
+    assert verdict.line == "G6 PASS: 1 small or capped workload(s) beside this run: pid 419 python3 (holds 0.64 GB)"
+
+
+def test_on_a_discrete_box_only_visible_gpus_are_judged():
+    vllm = proc(3000, ["vllm", "serve", "m"], 130.0, gpu_devices=[3])
+    devices = [DeviceProcessLists(index=i, uuid=f"GPU-{i:04d}-aaaa") for i in range(8)]
+    elsewhere = GpuProcesses(processes=[vllm], devices=devices, cuda_visible_devices="GPU-0000", scanned=40)
+    verdict = judge(elsewhere, H200, H200_MEM, h200_inventory())
+    assert verdict.line == ("G6 PASS: no other GPU workload: NVML lists no other process, and none of 40 command lines "
+                            "is a known server or trainer (1 on GPUs outside CUDA_VISIBLE_DEVICES not judged)")
+    same = GpuProcesses(processes=[vllm], devices=devices, cuda_visible_devices="3", scanned=40)
+    assert judge(same, H200, H200_MEM, h200_inventory()).line.startswith(
+        "G6 FAIL: 1 workload(s) in the way: pid 3000 vLLM (default --gpu-memory-utilization 0.9 = 135.7 GB of 150.8 GB")
+
+
+# -- the reader, with psutil and NVML stood in for ------------------------------------------------
+class FakePsutil:
+    """Just enough of psutil: a process table with a denied command line and a pid from elsewhere."""
+
+    class Error(Exception):
+        pass
+
+    class NoSuchProcess(Error):
+        pass
+
+    class AccessDenied(Error):
+        pass
+
+    class ZombieProcess(NoSuchProcess):
+        pass
+
+    def __init__(self, table):
+        self.table = table  # pid -> dict(name, ppid, username, cmdline, rss, denied=set())
+        psutil = self
+
+        class Process:
+            def __init__(self, pid):
+                if pid not in psutil.table:
+                    raise psutil.NoSuchProcess(pid)
+                self.pid = pid
+                self.row = psutil.table[pid]
+
+            def _get(self, key):
+                if key in self.row.get("denied", ()):
+                    raise psutil.AccessDenied(self.pid)
+                return self.row[key]
+
+            def name(self):
+                return self._get("name")
+
+            def ppid(self):
+                return self._get("ppid")
+
+            def username(self):
+                return self._get("username")
+
+            def cmdline(self):
+                return self._get("cmdline")
+
+            def memory_info(self):
+                return SimpleNamespace(rss=self._get("rss"))
+
+            def children(self, recursive=False):
+                return [Process(p) for p, r in psutil.table.items() if r["ppid"] == self.pid]
+
+            def parents(self):
+                out, cur = [], self.row["ppid"]
+                while cur in psutil.table:
+                    out.append(Process(cur))
+                    cur = psutil.table[cur]["ppid"]
+                return out
+
+            @property
+            def info(self):
+                row = self.row
+                return {"pid": self.pid, "name": row["name"],
+                        "cmdline": None if "cmdline" in row.get("denied", ()) else row["cmdline"]}
+
+        self.Process = Process
+
+    def process_iter(self, attrs):
+        return [self.Process(p) for p in sorted(self.table)]
+
+
+def row(name, ppid, cmdline, user="me", rss=100 * 2**20, denied=()):
+    return {"name": name, "ppid": ppid, "cmdline": cmdline, "username": user, "rss": rss, "denied": set(denied)}
+
+
+PS_TABLE = {
+    1: row("systemd", 0, ["/sbin/init"], "root"),
+    10: row("bash", 1, ["bash"]),
+    20: row("pytest", 10, ["python3", "-m", "pytest", "-m", "fast"]),
+    21: row("python3", 20, ["python3", "-m", "spark_gotchas.worker_main", "torch"]),  # our GPU worker
+    30: row("vllm", 1, ["vllm", "serve", "m", "--api-key", "sk-1", "--gpu-memory-utilization", "0.5"], "svc"),
+    31: row("VLLM::EngineCore", 30, ["VLLM::EngineCore"], "svc"),
+    40: row("python3", 1, ["python3", "train.py"], "alice", denied=("cmdline",)),
+    50: row("llama-server", 1, ["llama-server", "-m", "x.gguf"], "bob"),
+}
+
+
+def fake_nvml(rows, not_supported=()):
+    """query() answering NVML's process lists from ``rows``: {list name: [(pid, bytes)]}."""
+    def query(func, *args):
+        if func == "nvmlDeviceGetUUID":
+            return "GPU-1643007d"
+        for list_name, fname in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
+                                 ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
+            if func == fname:
+                if list_name in not_supported:
+                    return nvml.NotAvailable("Not Supported")
+                return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in rows.get(list_name, [])]
+        raise AssertionError(func)
+    return query
+
+
+def test_the_reader_joins_nvml_and_psutil_and_leaves_out_its_own_tree():
+    query = fake_nvml({"compute": [(21, 500 * 2**20), (31, 60 * 10**9), (40, 3 * 10**9), (999, None)]},
+                      not_supported=("graphics",))
+    reading = collect(FakePsutil(PS_TABLE), query, lambda: ["h0"], init=lambda: None, self_pid=20)
+    assert reading.own_excluded == 1 and reading.devices[0].errors == {"graphics": "Not Supported"}
+    by_pid = {p.pid: p for p in reading.processes}
+    assert sorted(by_pid) == [30, 31, 40, 50, 999]  # worker 21 and our ancestors left out; no unknown scanned program
+    assert by_pid[30].cmdline == ["vllm", "serve", "m", "--api-key", "***", "--gpu-memory-utilization", "0.5"]
+    assert by_pid[30].found_by == "scan" and by_pid[31].found_by == "nvml+scan" and by_pid[31].gpu_memory_bytes == 60 * 10**9
+    assert by_pid[40].cmdline is None and by_pid[40].username == "alice"
+    assert by_pid[40].problem.startswith("no permission to read its cmdline")
+    assert by_pid[999].problem.startswith("pid not visible here") and by_pid[999].gpu_memory_bytes is None
+    assert reading.scan_denied == 1 and reading.scanned == 3  # 30, 31, 50 (our tree 1, 10, 20, 21 is skipped)
+    verdict = judge(reading)  # vLLM capped at 0.5 (65.3 GB) plus alice's 3 GB: more than half the pool together
+    assert verdict.summary == (
+        "1 workload(s) in the way: pid 30 vLLM +1 process(es) (--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; "
+        "holds 60.0 GB; user svc); together they claim 68.3 GB of 130.7 GB, more than half (1 command line(s) unreadable)")
+    assert from_jsonable(GpuProcesses, json.loads(json.dumps(to_jsonable(reading)))) == reading
+
+
+def test_the_reader_without_nvml_still_scans():
+    reading = collect(FakePsutil(PS_TABLE), fake_nvml({}), lambda: [],
+                      init=lambda: nvml.NotAvailable("NVML library not found (no NVIDIA driver on this machine)"),
+                      self_pid=20)
+    assert reading.nvml_error.startswith("NVML library not found") and [p.pid for p in reading.processes] == [30, 31, 50]
+
+
+def test_the_reader_on_this_machine_never_raises():
+    reading = collect()
+    assert reading.scanned > 0 or reading.scan_error
+    assert all(p.pid != __import__("os").getpid() for p in reading.processes)

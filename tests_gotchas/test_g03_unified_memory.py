@@ -1,0 +1,28 @@
+"""G3 — unified-memory OOM below 128 GB: page cache, load headroom, what NVML and CUDA say, the load probe."""
+
+import pytest
+
+from spark_gotchas.judges import g03_unified_memory as g03
+
+
+@pytest.mark.fast
+def test_g3_page_cache(spark):
+    spark.report(g03.judge_page_cache(spark.read("mem.meminfo"), spark.profile, spark.options))
+
+
+@pytest.mark.fast
+def test_g3_load_headroom(spark):
+    cuda = spark.try_read("mem.cuda") if spark.profile.has_gpu and not spark.profile.unified_memory else None
+    spark.report(g03.judge_headroom(spark.read("mem.meminfo"), spark.profile, spark.options,
+                                    cuda, spark.try_read("gpu.inventory")))
+
+
+@pytest.mark.fast
+def test_g3_gpu_memory_view(spark):
+    spark.report(g03.judge_gpu_memory_view(spark.read("mem.meminfo"), spark.profile,
+                                           spark.try_read("gpu.inventory"), spark.try_read("mem.cuda")))
+
+
+@pytest.mark.soak
+def test_g3_load_double_count(spark):
+    spark.report(g03.judge_load_probe(spark.read("mem.load_probe"), spark.options))

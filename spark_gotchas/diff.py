@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from .snapshot import FORMAT as SNAPSHOT_FORMAT, SnapshotError, load as load_snapshot
+from .snapshot import FORMAT as SNAPSHOT_FORMAT
+from .snapshot import SnapshotError
+from .snapshot import load as load_snapshot
 from .titles import title as gotcha_title
 from .verdict import Status
 

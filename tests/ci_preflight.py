@@ -92,7 +92,7 @@ def fresh_dir() -> Path:
     return base
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def preflight() -> CiRun:
     """The workflow's preflight step on this machine (live), once per session."""
     return run_step("Preflight (", fresh_dir())

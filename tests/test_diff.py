@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ci_preflight import ROOT, fresh_dir, preflight
+
 from spark_gotchas import diff as sgdiff
 from spark_gotchas.verdict import Status
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def replayed_as_gb10() -> Path:
     out = fresh_dir() / "gb10.json"
     result = subprocess.run(

@@ -7,8 +7,8 @@ import re
 import textwrap
 
 import pytest
-
 from ci_preflight import preflight
+
 from spark_gotchas.summary_md import counts, inline, render
 from spark_gotchas.verdict import Status, Verdict
 

@@ -13,8 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from ci_preflight import ROOT, WORKFLOW, fresh_dir, job, preflight, run_step, shell_text, step, workflow
+
 from spark_gotchas.options import OPTION_SPECS
 
 DOCS = ROOT / "docs" / "ci.md"
@@ -110,7 +110,7 @@ def test_every_suite_option_exists_and_takes_its_value_with_equals():
         if "python3 -m pytest" not in script:
             continue
         args = _pytest_args(script)
-        for i, arg in enumerate(args):
+        for _i, arg in enumerate(args):
             flag = arg.split("=", 1)[0]
             if flag.startswith(("--spark-", "--soak-")):
                 assert flag in known, f"{name}: {flag} is not an option of the suite"

@@ -182,8 +182,8 @@ def test_without_nvml_a_llama_server_is_found_by_its_command_line_and_warns():
     reading = GpuProcesses(nvml_error="NVML library not found", scanned=150,
                            processes=[proc(55, ["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"])])
     verdict = judge(reading)
-    assert verdict.line == ("G6 WARN: pid 55 llama.cpp server (no GPU memory listed by NVML): no memory cap, GPU memory "
-                            "unknown (NVML unavailable (NVML library not found): judged from command lines)")
+    assert verdict.line == ("G6 WARN: pid 55 llama.cpp server: no memory cap, GPU memory unknown (NVML unavailable: "
+                            "NVML library not found; judged from command lines)")
 
 
 def test_nothing_else_running_passes_and_says_how_it_looked():

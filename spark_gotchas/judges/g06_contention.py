@@ -154,7 +154,7 @@ def _claim(group: Group, pool: Optional[int]) -> Optional[float]:
     return held
 
 
-def _describe(group: Group, pool: Optional[int]) -> str:
+def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     bits = []
     w = group.workload
     if w is not None and w.capped:
@@ -168,7 +168,7 @@ def _describe(group: Group, pool: Optional[int]) -> str:
         bits.append(cap)
     if group.held_bytes is not None:
         bits.append(f"holds {gb(group.held_bytes)}")
-    elif group.root.found_by == "scan" and not any(m.gpu_memory_bytes is not None for m in group.members):
+    elif nvml_ok and group.root.found_by == "scan":
         bits.append("no GPU memory listed by NVML")
     if group.graphics_only:
         bits.append("graphics")
@@ -202,7 +202,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOption
         pool = pool_bytes(profile, meminfo, inventory, [d for d in group.devices if visible is None or d in visible])
         claim = _claim(group, pool)
         claims += claim or 0
-        text = _describe(group, pool)
+        text = _describe(group, pool, nvml_ok=not reading.nvml_error)
         held, cap, w = group.held_bytes, group.cap_fraction, group.workload
         rows.append({"pids": group.pids, "program": w.program if w else None, "kind": w.kind if w else None,
                      "cap_fraction": cap, "cap": w.cap_text if w else "no memory cap", "held_bytes": held,
@@ -260,7 +260,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOption
 def _note(reading: GpuProcesses, elsewhere: list[Group]) -> str:
     bits = []
     if reading.nvml_error and reading.processes:
-        bits.append(f"NVML unavailable ({reading.nvml_error}): judged from command lines")
+        bits.append(f"NVML unavailable: {reading.nvml_error}; judged from command lines")
     if reading.scan_error:
         bits.append(reading.scan_error)
     if reading.scan_denied:

@@ -101,6 +101,8 @@ def _walk(reader: "_Reader", start: int, size: int, where: str) -> Iterator[Fatb
             entry_pos += entry_header + payload
         pos = body_end
         pos += (-(pos - start)) % 8  # containers are 8-byte aligned within the section
+    if pos < end and any(reader.read(pos, end - pos)):
+        raise FatbinError(f"{where}: {end - pos} stray bytes at offset {pos - start}, too few for a container")
 
 
 class _Reader:

@@ -100,7 +100,10 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)
         _, ceiling = _ceiling_word(profile, theoretical)
         against = f" - not {ceiling}" if ceiling else ""
-        return Verdict(G, Status.PASS, f"{_figures_text(figures)} ({what}), within {name}'s measured range; "
+        under = [m for m in ORDER if m in ranges and figures[m] < ranges[m].lo]
+        where = (f"within {1 - WARN_FRACTION:.0%} of {name}'s measured range ({', '.join(under)} under it)" if under
+                 else f"within {name}'s measured range")
+        return Verdict(G, Status.PASS, f"{_figures_text(figures)} ({what}), {where}; "
                                        f"budget {budget}{against}{peak_note}", readings=readings)
     if theoretical:
         best_method = max(figures, key=figures.get)

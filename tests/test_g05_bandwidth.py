@@ -1,0 +1,198 @@
+"""G5 as a user meets it: the G-line, status and fix for recorded H200 and public GB10
+bandwidth readings, the decode ceiling, the sweep, bad input, and a snapshot -> replay run."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import bench_fakes as fk
+from microbench.bandwidth import BandwidthSweep
+from spark_gotchas import profiles
+from spark_gotchas.judges import g05_bandwidth as g05
+from spark_gotchas.readers.bench import BandwidthReading, BandwidthSweepReading
+from spark_gotchas.verdict import Status
+from spark_gotchas.worker import TaskResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reading(result):
+    return BandwidthReading(attempted=True, result=result)
+
+
+def test_gb10_inside_its_range_passes_with_the_budget_line():
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth()), fk.gb10_inventory(), profiles.GB10)
+    assert v.line == ("G5 PASS: copy 200, read 232, write 210, triad 200 GB/s (1 GiB arrays), within GB10's measured "
+                      "range; budget 200 GB/s copy and 232 GB/s read - not the datasheet's 273")
+    assert v.readings["ranges_gbps"]["read"] == [231.0, 253.0] and v.readings["theoretical_gbps"] is None
+
+
+def test_gb10_in_a_stuck_low_power_state_fails_pointing_at_g6_and_g4():
+    slow = fk.GB10["stuck_low_power"]["slowdown"]  # the public fast/slow decode ratio
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10)
+    assert v.status is Status.FAIL
+    assert v.summary == ("copy 134, read 156, write 141, triad 134 GB/s (1 GiB arrays): copy, read, triad far below "
+                         "GB10's measured range (copy 180-210, read 231-253, write 180-253, triad 180-210 GB/s)")
+    assert "G6" in v.fix and "G4" in v.fix and "AC power" in v.fix
+
+
+def test_somewhat_below_the_range_warns():
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=0.85)), fk.gb10_inventory(), profiles.GB10)
+    assert v.status is Status.WARN and "below GB10's measured range" in v.summary and v.fix
+
+
+def test_h200_recorded_run_passes_against_its_profile_and_names_nvml_theoretical():
+    v = g05.judge_bandwidth(reading(fk.h200_bandwidth("4GiB")), fk.h200_inventory(), profiles.H200)
+    assert v.line == ("G5 PASS: copy 4275, read 4337, write 4642, triad 4357 GB/s (4 GiB arrays), within H200's "
+                      "measured range; budget 4275 GB/s copy and 4337 GB/s read - not the datasheet's 4800; best 96% "
+                      "of NVML's theoretical 4814 GB/s")
+    v = g05.judge_bandwidth(reading(fk.h200_bandwidth("1GiB")), fk.h200_inventory(), profiles.H200)
+    assert v.status is Status.PASS and "within 10% of H200's measured range (read, write, triad under it)" in v.summary
+
+
+def test_a_gpu_without_ranges_is_judged_against_nvml_theoretical():
+    generic = profiles.GENERIC
+    v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), generic)
+    assert v.status is Status.PASS and "best (write) is 91% of NVML's theoretical 4814 GB/s" in v.summary
+    half = replace(fk.h200_bandwidth(), methods=fk.method_results({m: (a * 0.65, b) for m, (a, b) in
+                                                                    fk.h200_figures().items()}))
+    assert g05.judge_bandwidth(reading(half), fk.h200_inventory(), generic).status is Status.WARN
+    quarter = replace(fk.h200_bandwidth(), methods=fk.method_results({"copy": (1000.0, 1100.0)}))
+    v = g05.judge_bandwidth(reading(quarter), fk.h200_inventory(), generic)
+    assert v.status is Status.FAIL and "under 50%" in v.summary
+
+
+def test_no_range_and_no_theoretical_is_info_with_the_figures():
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth()), fk.gb10_inventory(), profiles.GENERIC)
+    assert v.status is Status.INFO and v.summary.startswith("copy 200, read 232, write 210, triad 200 GB/s")
+
+
+@pytest.mark.parametrize("bad,status,start", [
+    (BandwidthReading(attempted=False, reason="torch 2.13.0+cpu is a CPU build"), Status.SKIP,
+     "bandwidth not measured: torch 2.13.0+cpu is a CPU build"),
+    (BandwidthReading(attempted=True, problem="ValueError: not enough free memory for a bandwidth probe: 1.2 GiB free"),
+     Status.SKIP, "bandwidth could not run: ValueError: not enough free memory"),
+    (BandwidthReading(attempted=True, problem="child process killed by SIGSEGV", crashed=True), Status.FAIL,
+     "bandwidth crashed or hung: child process killed by SIGSEGV"),
+    (BandwidthReading(attempted=True), Status.SKIP, "bandwidth: no result recorded"),
+])
+def test_bad_input_gives_one_clear_line(bad, status, start):
+    v = g05.judge_bandwidth(bad, None, profiles.GB10)
+    assert v.status is status and v.summary.startswith(start)
+
+
+def test_a_kernel_with_wrong_output_fails():
+    res = fk.gb10_bandwidth()
+    res.methods[0] = replace(res.methods[0], gbps=None, gbps_best=None, check="element 7 is -1.0, expected 3.0")
+    v = g05.judge_bandwidth(reading(res), fk.gb10_inventory(), profiles.GB10)
+    assert v.status is Status.FAIL and "copy (torch): element 7 is -1.0, expected 3.0" in v.summary
+    assert "ECC" in v.fix
+
+
+def test_methods_that_could_not_run_are_left_out_or_skip():
+    res = fk.gb10_bandwidth()
+    res.methods = [replace(m, gbps=None, gbps_best=None, check="", error="OutOfResources: shared memory")
+                   for m in res.methods]
+    v = g05.judge_bandwidth(reading(res), fk.gb10_inventory(), profiles.GB10)
+    assert v.status is Status.SKIP and v.summary.startswith("no bandwidth method could run: copy: OutOfResources")
+
+
+def test_decode_ceiling_from_the_measured_read():
+    v = g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, 70.0)
+    assert v.line == ("G5 INFO: decode ceiling for 70 GB of weights: at most 3.3 tokens/s per batch-1 sequence at the "
+                      "measured read 232 GB/s (a plan from the datasheet's 273 GB/s would expect 3.9); KV-cache reads "
+                      "lower it further")
+    assert v.readings["tokens_per_s"] == pytest.approx(232.5 / 70, abs=0.01)
+
+
+def test_decode_ceiling_needs_a_model_size():
+    assert g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, None).line == \
+        "G5 SKIP: no planned model size (--spark-model-gb GB): no decode ceiling to state"
+    assert g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, 0).status is Status.SKIP
+
+
+def sweep_reading(scale_at_largest: float = 1.0) -> BandwidthSweepReading:
+    sizes = [12 << 20, 96 << 20, 768 << 20, 3 << 30]
+    points = []
+    for size in sizes:
+        factor = 4.0 if size < (24 << 20) else (scale_at_largest if size == sizes[-1] else 1.0)  # L2-resident
+        points += fk.method_results({m: (a * factor, b * factor) for m, (a, b) in fk.gb10_figures().items()}, size)
+    return BandwidthSweepReading(attempted=True, csv_path="reports/g5_bandwidth_sweep.csv",
+                                 result=BandwidthSweep(device="NVIDIA GB10", l2_bytes=24 << 20, unified_memory=True,
+                                                       points=points, sizes_bytes=sizes, backend="triton 3.6.0"))
+
+
+def test_sweep_judges_the_dram_plateau_not_the_cache():
+    v = g05.judge_sweep(sweep_reading(), fk.gb10_inventory(), profiles.GB10)
+    assert v.status is Status.PASS
+    assert v.summary.startswith("copy 200, read 232, write 210, triad 200 GB/s (median over 3 sizes, 96 MiB-3 GiB "
+                                "arrays), within GB10's measured range")
+
+
+def test_sweep_warns_when_the_largest_size_drops():
+    v = g05.judge_sweep(sweep_reading(scale_at_largest=0.6), fk.gb10_inventory(), profiles.GB10)
+    assert v.status is Status.WARN and v.summary.startswith("bandwidth drops at the largest size: copy 120 GB/s at 3 GiB")
+
+
+# -- live (fake worker) -> snapshot -> replay -----------------------------------------------------------
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A live run whose worker answers with recorded H200 readings (no GPU, no torch import)."""
+    import spark_gotchas.plugin as plugin
+
+    worker = fk.FakeWorker({
+        "spark_gotchas.tasks:torch_build": fk.torch_build_value(),
+        "microbench.bandwidth:probe": fk.h200_bandwidth(),
+        "microbench.gemm:probe": fk.h200_gemm(),
+    })
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    monkeypatch.setattr(plugin.SessionState, "worker", lambda self: worker)
+    return worker
+
+
+def run(pytester, *args):
+    import pytest_timeout
+
+    import spark_gotchas.plugin
+
+    return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[spark_gotchas.plugin, pytest_timeout])
+
+
+def glines(result) -> list[str]:
+    return [line for line in result.stdout.lines if line[:3] in ("G5 ", "G7 ") or line.startswith("G5 ")]
+
+
+def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkeypatch):
+    pytester.makepyfile(test_g05_check=(ROOT / "tests_gotchas" / "test_g05_bandwidth.py").read_text())
+    live = run(pytester, "-m", "fast", "--spark-profile", "h200", "--spark-model-gb", "70",
+               "--spark-snapshot", "snap.json", "-rA")
+    live.assert_outcomes(passed=2)
+    lines = glines(live)
+    assert any(line.startswith("G5 PASS: copy 4090, read 3907, write 4401, triad 4199 GB/s (1 GiB arrays)")
+               for line in lines)
+    assert "microbench.bandwidth:probe" in fake_gpu.calls
+    snap = json.loads((pytester.path / "snap.json").read_text())
+    assert snap["readings"]["bench.bandwidth"]["result"]["methods"][0]["accounting"] == "1 array read + 1 written"
+
+    def no_worker(self):
+        raise AssertionError("a replay must not touch the GPU worker")
+
+    import spark_gotchas.plugin as plugin
+
+    monkeypatch.setattr(plugin.SessionState, "worker", no_worker)
+    replay = run(pytester, "-m", "fast", "--spark-replay", "snap.json", "-rA")
+    replay.assert_outcomes(passed=2)
+    assert glines(replay) == lines
+
+
+def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu):
+    fake_gpu.answers["microbench.bandwidth:probe"] = TaskResult(ok=False, crashed=True, signal="SIGSEGV",
+                                                                 stderr_tail="Segmentation fault")
+    pytester.makepyfile(test_g05_check=(ROOT / "tests_gotchas" / "test_g05_bandwidth.py").read_text())
+    result = run(pytester, "-m", "fast", "--spark-profile", "gb10", "-k", "budget")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["G5 FAIL: bandwidth crashed or hung: child process killed by SIGSEGV*"])
+    assert "Traceback" not in result.stdout.str()

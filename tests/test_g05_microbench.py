@@ -1,0 +1,225 @@
+"""The bandwidth probe's parts without a GPU: do_bench-style timing on a fake clock, sizing,
+byte accounting, output checks and the torch path on CPU tensors, the table and its JSON."""
+
+import importlib.util
+import json
+import time
+
+import pytest
+
+from microbench import _timing, bandwidth
+from microbench._timing import Timing, bench, quantile, summarize
+from microbench.bandwidth import GIB, MIB, BandwidthResult, MethodResult
+from spark_gotchas.serial import from_jsonable, to_jsonable
+
+
+# -- timing --------------------------------------------------------------------------------------
+class FakeClock:
+    """A GPU stream in miniature: events take the stream's time when recorded."""
+
+    def __init__(self):
+        self.now_ms = 0.0
+        self.syncs: list[float] = []
+        self.events = 0
+
+    def event(self):
+        clock = self
+
+        class Event:
+            def record(self):
+                self.t = clock.now_ms
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        self.events += 1
+        return Event()
+
+    def synchronize(self):
+        self.syncs.append(self.now_ms)
+
+
+def test_bench_excludes_the_first_call_and_turns_budgets_into_counts():
+    clock = FakeClock()
+    calls = []
+
+    def fn():
+        clock.now_ms += 500.0 if not calls else 1.0  # compilation, then 1 ms a call
+        calls.append(clock.now_ms)
+
+    t = bench(fn, warmup_ms=10, rep_ms=50, clock=clock)
+    assert t.max_ms == pytest.approx(1.0)  # the 500 ms first call is not a repetition
+    assert t.estimate_ms == pytest.approx(1.0) and t.warmup_reps == 10 and t.reps == 50
+    assert len(calls) == 1 + 5 + 10 + 50
+    assert len(clock.syncs) == 3  # after the first call, after the estimate, once at the very end
+    assert clock.syncs[-1] == clock.now_ms
+
+
+def test_bench_flushes_outside_the_event_pairs_and_keeps_min_reps():
+    clock = FakeClock()
+    flushes = []
+
+    def flush():
+        clock.now_ms += 7.0
+        flushes.append(1)
+
+    def fn():
+        clock.now_ms += 40.0
+
+    t = bench(fn, warmup_ms=1, rep_ms=10, min_reps=5, flush=flush, clock=clock)
+    assert t.reps == 5 and t.median_ms == pytest.approx(40.0)  # the flush's 7 ms are not timed
+    assert len(flushes) == 5 + 5  # estimate and repetitions; none during warm-up
+
+
+def test_quantiles_match_torch():
+    torch = pytest.importorskip("torch")
+    values = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.3]
+    t = summarize(values)
+    want = torch.quantile(torch.tensor(values, dtype=torch.float64), torch.tensor([0.1, 0.2, 0.5, 0.8, 0.9],
+                                                                                    dtype=torch.float64))
+    assert [t.quantiles_ms[k] for k in ("0.1", "0.2", "0.5", "0.8", "0.9")] == pytest.approx(want.tolist())
+    assert t.median_ms == pytest.approx(3.0) and t.min_ms == 1.0 and t.max_ms == 9.0
+    with pytest.raises(ValueError):
+        quantile([], 0.5)
+
+
+def test_rates_use_the_median_or_the_best_repetition():
+    t = Timing(median_ms=2.0, min_ms=1.0, max_ms=3.0)
+    assert t.rate(4e9) == pytest.approx(2e12) and t.rate(4e9, at="min") == pytest.approx(4e12)
+
+
+# -- sizing -------------------------------------------------------------------------------------
+def test_fast_arrays_are_1_gib_or_16x_l2_within_a_quarter_of_free_memory():
+    assert bandwidth.choose_array_bytes(60 * MIB, 140 * GIB) == (GIB, "1.00 GiB per array (17x the 60 MiB L2)")
+    size, why = bandwidth.choose_array_bytes(128 * MIB, 140 * GIB)
+    assert size == 2 * GIB and "16x" in why
+    size, why = bandwidth.choose_array_bytes(24 * MIB, 2 * GIB)  # a Spark with little left
+    assert size == 170 * MIB and why == "170 MiB per array (capped at 25% of 2.00 GiB free; 7x L2)"
+
+
+def test_too_little_memory_is_an_error_naming_the_figures():
+    with pytest.raises(ValueError, match=r"not enough free memory for a bandwidth probe: 512 MiB free"):
+        bandwidth.choose_array_bytes(60 * MIB, 512 * MIB)
+
+
+def test_unified_memory_takes_the_smaller_of_cuda_free_and_memavailable():
+    # GB10: cudaMemGetInfo tracks MemFree; the kernel's MemAvailable can be lower under pressure
+    assert bandwidth.available_bytes(101 * GIB, 60 * GIB, unified=True) == 60 * GIB
+    assert bandwidth.available_bytes(40 * GIB, 115 * GIB, unified=True) == 40 * GIB
+    assert bandwidth.available_bytes(140 * GIB, 10 * GIB, unified=False) == 140 * GIB
+
+
+def test_sweep_sizes_span_the_cache_to_the_budget():
+    sizes = bandwidth.sweep_sizes(24 * MIB, 100 * GIB)
+    assert sizes[0] == 12 * MIB and sizes[-1] <= 100 * GIB * 0.25 / 3
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+
+
+def test_byte_accounting_is_named():
+    assert bandwidth.ARRAYS_COUNTED == {"read": 1, "write": 1, "copy": 2, "triad": 3}
+    assert bandwidth.ACCOUNTING["copy"] == "1 array read + 1 written"
+    assert "a = b + s*c" in bandwidth.ACCOUNTING["triad"]
+
+
+# -- the torch path and the checks, on CPU tensors ------------------------------------------------
+class WallClock:
+    def event(self):
+        class Event:
+            def record(self):
+                self.t = time.perf_counter()
+
+            def elapsed_time(self, other):
+                return (other.t - self.t) * 1e3
+
+        return Event()
+
+    def synchronize(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture
+def bufs(torch):
+    return bandwidth._Buffers(torch, 1 << 16, device="cpu")
+
+
+@pytest.mark.parametrize("op", [op for ops in bandwidth.TORCH_OPS.values() for op in ops])
+def test_each_torch_op_passes_its_check_and_gets_a_figure(torch, bufs, op):
+    r = bandwidth._torch_result(torch, op, bufs, warmup_ms=1, rep_ms=3, clock=WallClock())
+    assert r.check == "ok" and r.error == ""
+    assert r.gbps > 0 and r.gbps_best >= r.gbps
+    assert r.bytes_per_call == bandwidth.ARRAYS_COUNTED[r.method] * (1 << 16) * 4
+
+
+def test_a_wrong_output_is_named_and_gets_no_figure(torch, bufs):
+    def broken_copy():
+        bufs.a.copy_(bufs.b)
+        bufs.a[12345] += 1
+
+    r = bandwidth._measure(torch, "copy", "broken", broken_copy, bufs, None, 1, 3, clock=WallClock())
+    assert r.gbps is None and not r.ok
+    assert r.check.startswith("element 12345 is ")
+
+
+def test_a_reduction_that_skips_a_tile_is_caught(torch, bufs):
+    r = bandwidth._measure(torch, "read", "short", lambda: torch.sum(bufs.b[: bufs.n - 4096]), bufs,
+                           bufs.b_sum, 1, 3, clock=WallClock())
+    assert r.check.startswith("reduction gave") and r.gbps is None
+
+
+def test_a_failing_kernel_is_an_error_not_a_crash(torch, bufs):
+    def boom():
+        raise RuntimeError("CUDA error: out of memory\nmore text")
+
+    r = bandwidth._measure(torch, "write", "boom", boom, bufs, bandwidth.FILL_VALUE, 1, 3, clock=WallClock())
+    assert r.error == "RuntimeError: CUDA error: out of memory" and r.gbps is None
+
+
+def test_triad_check_is_exact(torch, bufs):
+    torch.add(bufs.b, bufs.c, alpha=bandwidth.SCALAR, out=bufs.a)
+    assert bandwidth.check(torch, "triad", bufs, None, None) == "ok"
+    bufs.a[-1] = 0.5
+    assert bandwidth.check(torch, "triad", bufs, None, None).startswith(f"element {bufs.n - 1} is 0.5")
+
+
+def test_the_table_and_the_json_round_trip(torch, bufs):
+    rows = [bandwidth._torch_result(torch, bandwidth.TORCH_OPS[m][0], bufs, 1, 3, clock=WallClock())
+            for m in bandwidth.METHODS]
+    res = BandwidthResult(device="cpu test", capability=(0, 0), sms=2, l2_bytes=8 * MIB, unified_memory=False,
+                          array_bytes=bufs.n * 4, sizing="256 KiB as asked", mode="sized", methods=rows,
+                          backend="torch (asked for)", seconds=0.1)
+    back = from_jsonable(BandwidthResult, json.loads(json.dumps(to_jsonable(res))))
+    assert back == res and isinstance(back.methods[0].timing, Timing)
+    table = bandwidth.format_result(back)
+    assert table.splitlines()[1].split()[:3] == ["method", "GB/s", "best"]
+    assert [line.split()[0] for line in table.splitlines()[2:6]] == list(bandwidth.METHODS)
+    assert "1 array read + 1 written" in table and "GB = 1e9 bytes" in table
+
+
+def test_the_command_line_says_why_without_a_gpu(torch, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert bandwidth.main([]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_kernel_configs_are_labelled_for_tuning():
+    assert bandwidth.DEFAULT_CONFIGS["read"].label == "triton BLOCK=4096 warps=8 persistent 4/SM"
+    assert bandwidth.KernelConfig(block=1024, streaming=True).label == "triton BLOCK=1024 warps=4 1 tile/program streaming"
+    assert len({c.label for c in bandwidth.TUNE_GRID}) == len(bandwidth.TUNE_GRID)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton not installed here")
+@pytest.mark.parametrize("config", [bandwidth.KernelConfig(block=1024, warps=4),
+                                    bandwidth.KernelConfig(block=1024, warps=4, programs_per_sm=2, streaming=True)])
+def test_triton_kernels_in_the_interpreter(torch, monkeypatch, config):
+    """TRITON_INTERPRET=1 runs the kernels on CPU tensors: every method passes its exact check."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    bufs = bandwidth._Buffers(torch, 10 * 1024 + 16, device="cpu")  # a partial last tile
+    for method in bandwidth.METHODS:
+        r = bandwidth._triton_result(torch, method, config, bufs, sms=3, warmup_ms=0.1, rep_ms=0.1, clock=WallClock())
+        assert r.check == "ok", (method, r.error or r.check)

@@ -1,0 +1,282 @@
+"""G7 as a user meets it: kernel targets of installed FP4 libraries (real nvcc 13.0 fatbins
+installed as fake distributions), measured NVFP4/FP8 rates (recorded H200, public GB10), the
+GEMM probe's layouts on CPU, and a snapshot -> replay run."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import bench_fakes as fk
+from microbench import gemm
+from spark_gotchas import profiles
+from spark_gotchas.judges import g07_nvfp4 as g07
+from spark_gotchas.readers.bench import GemmReading
+from spark_gotchas.readers.kernels import read_fp4_kernels
+from spark_gotchas.readers.torchinfo import TorchBuild, TorchDevice
+from spark_gotchas.verdict import Status
+
+ROOT = Path(__file__).resolve().parents[1]
+FATBIN = Path(__file__).parent / "fixtures" / "fatbin"
+NGC_ARCH_LIST = fk.GB10["ngc_torch_cuda_arch_list"]["value"]
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A site-packages folder on sys.path where tests install fake distributions."""
+    import importlib
+
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    importlib.invalidate_caches()
+
+    def install(name: str, version: str, files: dict[str, str]) -> None:
+        """files: installed path -> fixture file copied there (None: an empty Python file)."""
+        info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        record = []
+        for rel, fixture in files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if fixture:
+                shutil.copy(FATBIN / fixture, target)
+            else:
+                target.write_text("")
+            record.append(f"{rel},,")
+        (info / "RECORD").write_text("\n".join(record) + "\n")
+        importlib.invalidate_caches()
+
+    install.root = root
+    return install
+
+
+def scan_of(site_install, **libs):
+    for name, (version, files) in libs.items():
+        site_install(name.replace("_", "-"), version, files)
+    return read_fp4_kernels(None)
+
+
+def test_vllm_without_sm121a_warns_stay_on_fp8(site):
+    scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so", "vllm/__init__.py": None}))
+    lib = scan.library("vllm")
+    assert lib.targets == {"sm_120": 1, "sm_121": 1, "compute_121": 1} and lib.files_scanned == 1
+    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, None)
+    assert v.line == ("G7 WARN: vLLM 0.11.0 ships sm_120, sm_121, compute_121, none sm_121a/sm_12Xf; NVFP4 would run "
+                      "without cvt.e2m1x2: stay on FP8")
+    assert 'TORCH_CUDA_ARCH_LIST="12.1a"' in v.fix
+
+
+def test_planned_nvfp4_with_such_kernels_fails(site):
+    scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so"}))
+    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, "nvfp4")
+    assert v.status is Status.FAIL and v.summary.endswith("and this run plans NVFP4")
+
+
+def test_sm121a_or_family_kernels_pass(site):
+    scan = scan_of(site,
+                   vllm=("0.11.1", {"vllm/_C.abi3.so": "sm121a_ptx121a.so", "vllm/_moe_C.abi3.so": "sm120a_sm90.so"}),
+                   flashinfer_cubin=("0.5.0", {"flashinfer_cubin/cubins/gemm.cubin": "standalone_sm121a.cubin"}),
+                   sgl_kernel=("0.3.0", {"sgl_kernel/common_ops.abi3.so": "sm120f.so"}),
+                   flashinfer_python=("0.5.0", {"flashinfer/__init__.py": None}))
+    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, "nvfp4")
+    assert v.status is Status.PASS
+    assert v.summary == ("FP4 kernels target SM121's arch-specific code: vLLM 0.11.1 (sm_121a, compute_121a); "
+                         "FlashInfer cubins 0.5.0 (sm_121a); SGLang kernels 0.3.0 (sm_120f); "
+                         "JIT-built at run time: FlashInfer")
+
+
+def test_an_arch_list_without_121a_warns_even_with_good_wheels(site, monkeypatch):
+    scan_of(site, vllm=("0.11.1", {"vllm/_C.abi3.so": "sm121a_ptx121a.so"}))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", NGC_ARCH_LIST)
+    v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, None)
+    assert v.status is Status.WARN
+    assert v.summary.startswith(f'TORCH_CUDA_ARCH_LIST="{NGC_ARCH_LIST}" builds without sm_121a')
+
+
+@pytest.mark.parametrize("text,ready", [
+    (NGC_ARCH_LIST, False), ("12.1", False), ("12.1+PTX", False), ("12.0a", False), ("12.1a", True),
+    ("8.0;9.0;12.0f", True), ("12.1f+PTX", True), ("9.0a 10.0a 12.1a", True), ("12.2f", False),
+])
+def test_torch_cuda_arch_list_forms(text, ready):
+    assert g07.arch_list_ready(text, (12, 1)) is ready
+
+
+@pytest.mark.parametrize("target,ready", [
+    ("sm_121a", True), ("compute_121a", True), ("sm_120f", True), ("sm_121f", True), ("compute_120f", True),
+    ("sm_121", False), ("sm_120", False), ("sm_120a", False), ("compute_121", False), ("sm_100a", False),
+])
+def test_which_targets_run_fp4_natively_on_sm121(target, ready):
+    assert g07.ready_target(target, (12, 1)) is ready
+
+
+def test_no_fp4_library_is_info_naming_torch(site):
+    site("torch", "2.10.0+cu130", {"torch/lib/libtorch_cuda.so": "compressed_sm121a_sm120.so"})
+    v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, None)
+    assert v.status is Status.INFO
+    assert v.summary.endswith("TORCH_CUDA_ARCH_LIST unset; PyTorch 2.10.0+cu130: sm_120, sm_121a")
+
+
+def test_elsewhere_the_targets_are_listed_as_info(site):
+    scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "sm120a_sm90.so"}))
+    v = g07.judge_kernel_targets(scan, fk.h200_inventory(), None, profiles.H200, None)
+    assert v.line.startswith("G7 INFO: capability 9.0 (NVIDIA H200), not SM121: vLLM 0.11.0: no sm_90a")
+
+
+def test_capability_comes_from_nvml_then_torch_then_the_profile():
+    build = TorchBuild(installed=True, devices=[TorchDevice(0, "NVIDIA GB10", (12, 1), 1)])
+    assert g07.device_capability(None, build, profiles.H200) == ((12, 1), "NVIDIA GB10")
+    assert g07.device_capability(None, None, profiles.GB10) == ((12, 1), "the gb10 profile")
+    assert g07.device_capability(None, None, profiles.GENERIC) == (None, "")
+
+
+# -- measured rates -------------------------------------------------------------------------------------
+def rates(result):
+    return GemmReading(attempted=True, result=result)
+
+
+def test_h200_states_what_runs_and_why_nvfp4_does_not():
+    v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, None)
+    assert v.status is Status.INFO
+    assert v.summary.startswith("NVIDIA H200 (cc 9.0) runs BF16 763, FP8 1290 TFLOP/s at 8192^3; NVFP4 not supported "
+                                "here: RuntimeError('CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling")
+    assert len(v.summary) < 400 and "CUBLAS_STATUS_NOT_SUPPORTED" in v.readings["unsupported"]["nvfp4"]
+
+
+def test_planning_a_precision_the_gpu_cannot_run_fails():
+    v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, "nvfp4")
+    assert v.status is Status.FAIL and v.summary.startswith("the planned precision NVFP4 does not run here (cc 9.0")
+    assert g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, "fp8").status is Status.INFO
+
+
+def test_gb10_nvfp4_slower_than_fp8_fails_with_the_ratio():
+    fp8 = fk.GB10["gemm_tflops_8192"]["fp8_cublas"]
+    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=fp8 * 0.68)), profiles.GB10, None)
+    assert v.line == ("G7 FAIL: NVFP4 127 TFLOP/s is 0.68x FP8's 187 at 8192^3: NVFP4 is slower here "
+                      "(BF16 94, FP8 187, NVFP4 127)")
+    assert v.readings["nvfp4_over_fp8"] == pytest.approx(0.68)
+
+
+def test_gb10_nvfp4_faster_than_fp8_passes():
+    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=350.0)), profiles.GB10, "nvfp4")
+    assert v.line == "G7 PASS: NVFP4 350 TFLOP/s = 1.87x FP8's 187 at 8192^3 (BF16 94, FP8 187, NVFP4 350)"
+
+
+def test_gb10_without_a_working_nvfp4_gemm_warns_stay_on_fp8():
+    error = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmulAlgoGetHeuristic"
+    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, None)
+    assert v.status is Status.WARN and v.summary.endswith("BF16 94, FP8 187 TFLOP/s at 8192^3: stay on FP8")
+    assert g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, "nvfp4").status is Status.FAIL
+
+
+def test_a_gemm_outside_its_tolerance_fails():
+    res = fk.gb10_gemm(nvfp4_tflops=300.0)
+    res.results[1].check, res.results[1].tflops = "relative error 0.31 over the 0.01 tolerance", None
+    v = g07.judge_gemm_rates(rates(res), profiles.GB10, None)
+    assert v.status is Status.FAIL and "FP8: relative error 0.31 over the 0.01 tolerance" in v.summary
+
+
+@pytest.mark.parametrize("bad,status,start", [
+    (GemmReading(attempted=False, reason="torch is not installed"), Status.SKIP, "GEMM rates not measured: torch"),
+    (GemmReading(attempted=True, problem="timed out after 180 s (killed)", crashed=True), Status.FAIL,
+     "GEMM probe crashed or hung: timed out"),
+    (GemmReading(attempted=True, problem="RuntimeError: CUDA error: out of memory"), Status.SKIP,
+     "GEMM probe could not run: RuntimeError: CUDA error: out of memory"),
+])
+def test_bad_gemm_input_gives_one_clear_line(bad, status, start):
+    v = g07.judge_gemm_rates(bad, profiles.GB10, None)
+    assert v.status is status and v.summary.startswith(start)
+
+
+# -- the probe's layouts, on CPU ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def test_scale_swizzle_matches_cublas_documented_offsets(torch):
+    rows, cols = 256, 8  # two 128-row tiles, two 4-column tiles
+    scales = torch.arange(rows * cols, dtype=torch.int32).reshape(rows, cols)
+    flat = gemm.to_blocked(scales)
+    tiles_per_row = gemm.ceil_div(cols, 4)
+    for i in range(rows):
+        for j in range(cols):
+            tile = 512 * ((i // 128) * tiles_per_row + j // 4)
+            offset = tile + (i % 128 % 32) * 16 + (i % 128 // 32) * 4 + j % 4  # cuBLAS 1D block scaling layout
+            assert flat[offset] == scales[i, j]
+
+
+def test_scale_swizzle_pads_partial_tiles(torch):
+    flat = gemm.to_blocked(torch.ones(130, 5))
+    assert flat.numel() == 2 * 128 * 8 and float(flat.sum()) == 130 * 5
+
+
+def test_e2m1_codes_decode_by_the_format_definition(torch):
+    """e2m1: sign bit 3, exponent bits 2-1 (bias 1), mantissa bit 0; exponent 0 is subnormal (m x 0.5)."""
+    codes = torch.arange(16, dtype=torch.uint8)
+    for code, value in zip(range(16), gemm.decode_e2m1(codes).tolist()):
+        sign, exp, man = code >> 3, (code >> 1) & 3, code & 1
+        want = (man * 0.5) if exp == 0 else 2.0 ** (exp - 1) * (1 + man / 2)
+        assert value == (-want if sign else want)
+
+
+def test_e2m1_packing_puts_the_first_value_in_the_low_nibble(torch):
+    codes = torch.tensor([[0x1, 0x7, 0xF, 0x2]], dtype=torch.uint8)
+    assert gemm.pack_e2m1(codes).tolist() == [[0x71, 0x2F]]  # torch's pack_uint4 order
+
+
+def test_relative_error_is_frobenius(torch):
+    want = torch.ones(4, 4)
+    assert gemm.rel_error(want * 1.01, want) == pytest.approx(0.01)
+    assert gemm.rel_error(torch.zeros(2, 2), torch.zeros(2, 2)) == 0.0
+
+
+def test_the_gemm_command_line_says_why_without_a_gpu(torch, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert gemm.main(["--size", "256"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_the_table_lists_unsupported_formats_in_torch_words():
+    from spark_gotchas.serial import from_jsonable, to_jsonable
+
+    res = from_jsonable(gemm.GemmResult, json.loads(json.dumps(to_jsonable(fk.h200_gemm()))))
+    assert res == fk.h200_gemm()
+    table = gemm.format_result(res)
+    assert "bf16          763.4" in table and "nvfp4" in table and "not supported here: RuntimeError(" in table
+
+
+# -- live (fake worker) -> snapshot -> replay -----------------------------------------------------------
+def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatch):
+    import pytest_timeout
+
+    import spark_gotchas.plugin as plugin
+
+    site("vllm", "0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so"})
+    worker = fk.FakeWorker({"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
+                            "microbench.gemm:probe": fk.gb10_gemm(nvfp4_tflops=127.0)})
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    monkeypatch.setattr(plugin.SessionState, "worker", lambda self: worker)
+    pytester.makepyfile(test_g07_check=(ROOT / "tests_gotchas" / "test_g07_nvfp4.py").read_text())
+
+    def run(*args):
+        return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[plugin, pytest_timeout])
+
+    live = run("-m", "fast", "--spark-snapshot", "snap.json", "--spark-precision", "nvfp4")
+    live.assert_outcomes(failed=2)
+    lines = [line for line in live.stdout.lines if line.startswith(("G7 ", "    fix: "))]
+    assert any(line.startswith("G7 FAIL: vLLM 0.11.0 ships sm_120") and line.endswith("(+1 more FAIL)")
+               for line in lines)
+    assert sys.modules.get("vllm") is None  # read from its files, never imported
+
+    monkeypatch.setattr(plugin.SessionState, "worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
+    shutil.rmtree(site.root)  # the machine is gone: the snapshot must suffice
+    replay = run("-m", "fast", "--spark-replay", "snap.json")
+    replay.assert_outcomes(failed=2)
+    assert [line for line in replay.stdout.lines if line.startswith(("G7 ", "    fix: "))] == lines

@@ -262,3 +262,13 @@ def test_the_soak_step_accepts_its_options_and_writes_its_reports():
     assert run.returncode == 0, run.output[-3000:]
     assert {"junit.xml", "report.json", "snapshot.json"} <= {p.name for p in run.reports.iterdir()}
     assert json.loads(run.report.read_text())["spark_gotchas"]["options"]["soak_duration"] == "20s"
+
+
+@pytest.mark.parametrize("name", ["Preflight (", "Preflight and soak"])
+def test_the_gpu_devscript_runs_the_workflows_steps_verbatim(name):
+    """devscripts/ci.sh shows on the GPU machine what the workflow runs; it must not drift."""
+    script = (ROOT / "devscripts" / "ci.sh").read_text(encoding="utf-8")
+    wanted = [line.strip() for line in step(name)["run"].strip().splitlines()]
+    got = [line.strip() for line in script.splitlines()]
+    starts = [i for i, line in enumerate(got) if line == wanted[0]]
+    assert any(got[i:i + len(wanted)] == wanted for i in starts), f"devscripts/ci.sh lacks the step {name!r}"

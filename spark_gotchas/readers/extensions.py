@@ -16,7 +16,8 @@ from . import ReadContext, reader
 
 # Libraries whose soname major is the CUDA major (libcudart.so.12 is CUDA 12). cuFFT, cuRAND,
 # cuSPARSE, cuSOLVER, cuDNN and NCCL number their sonames on their own and are left out.
-CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp[a-z]*)\.so\.(\d+)")
+# Wheels that vendor the runtime rename it with a hash (auditwheel: libcudart-9335f6a2.so.12).
+CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp[a-z]*)(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
 
 
 @dataclass

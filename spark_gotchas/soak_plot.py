@@ -122,7 +122,7 @@ def _draw(Figure, reading: SoakReading, verdict_line: str, path: Path, floor_mhz
     status = verdict_line.split(":", 1)[0].split()[-1] if ":" in verdict_line else ""
     fig.suptitle("\n".join(textwrap.wrap(verdict_line, 110)), fontsize=10.5, color=STATUS_COLOURS.get(status, "black"),
                  horizontalalignment="left", x=0.01)
-    detail = [reading.device or "GPU", f"{reading.dtype.upper()} GEMM {reading.size or '?'}^3",
+    detail = [reading.device or "GPU", f"{reading.dtype.upper()} GEMM" + (f" {reading.size}^3" if reading.size else ""),
               f"planned {hms(reading.planned_s)}", reading.end_reason or "", Path(reading.csv_path).name]
     axes[0].set_title(" · ".join(d for d in detail if d), fontsize=8.5, color="dimgray", loc="left")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,7 @@ def test_gb10_snapshot_power_limit_not_supported_is_a_reading_not_a_failure(fake
     assert snap.power_limit_w is None and snap.unavailable["power_limit_w"] == "Not Supported"
     v = g04.judge_snapshot(snap, GB10)
     assert v.line == ("G4 INFO: at rest: 36 °C, 3.0 W (no power limit reported), SM 208 MHz of 3003 max; "
-                      "since the driver loaded: SW power cap 0.0 s, thermal (NVML policy) 0.0 s")
+                      "since the driver loaded: SW power cap 0 s, thermal (NVML policy) 0 s")
 
 
 def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeypatch):
@@ -98,8 +98,8 @@ def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeyp
                                      "sync_boost": "nvidia-smi"}
     assert snap.counters.unavailable == {"nvml.thermal": "Not Supported"}
     assert g04.judge_snapshot(snap, GB10).line.endswith(
-        "since the driver loaded: SW power cap 0.0 s, SW thermal slowdown 2.9 min, HW thermal slowdown 0.4 s, "
-        "HW power brake 0.0 s")
+        "since the driver loaded: SW power cap 0 s, SW thermal slowdown 2.9 min, HW thermal slowdown 404 ms, "
+        "HW power brake 0 s")
 
 
 def test_nvidia_smi_counters_parse_from_real_gb10_output():

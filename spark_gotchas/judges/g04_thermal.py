@@ -102,6 +102,13 @@ def utc(epoch: Optional[float]) -> str:
 
 
 def human_us(us: float) -> str:
+    """Microseconds as a person reads them: 0 s, 450 µs, 12 ms, 0.4 s, 2.9 min, 3.0 h."""
+    if us <= 0:
+        return "0 s"
+    if us < 1e3:
+        return f"{us:.0f} µs"
+    if us < 1e6:
+        return f"{us / 1e3:.0f} ms"
     if us < 60e6:
         return f"{us / 1e6:.1f} s"
     if us < 3600e6:

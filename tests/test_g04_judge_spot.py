@@ -1,0 +1,88 @@
+"""G4 at rest and under the 3 s load: verdicts on recorded GB10/H200 figures and their edge cases."""
+
+import json
+from pathlib import Path
+
+from spark_gotchas.judges import g04_thermal as g04
+from spark_gotchas.profiles import GB10, GENERIC, H200
+from spark_gotchas.readers.thermal import ClockCounters, ThermalSample, ThermalSnapshot
+from spark_gotchas.readers.thermal_spot import SpotCheck
+from spark_gotchas.verdict import Status
+
+FIXTURES = Path(__file__).parent / "fixtures" / "g04"
+H200_FACTS = json.loads((FIXTURES / "h200-nvml.json").read_text())
+
+
+def spot(clock=1980.0, power=690.0, temp=62.0, util=100.0, mask=0, busy=0.99, before=None, after=None, **kw):
+    samples = [ThermalSample(t_s=0.1 * i, temperature_c=temp, power_w=power, sm_clock_mhz=clock, utilization_pct=util,
+                             reasons_mask=mask) for i in range(35)]
+    base = dict(attempted=True, device="NVIDIA H200", size=8192, load_start_s=0.5, load_end_s=3.0, tflops=720.0,
+                busy_fraction=busy, samples=samples, max_sm_clock_mhz=1980.0, power_limit_w=700.0,
+                counters_before=ClockCounters(values_us=before or {}), counters_after=ClockCounters(values_us=after or {}))
+    base.update(kw)
+    return SpotCheck(**base)
+
+
+def test_h200_at_rest_from_its_recorded_nvml_values_is_information():
+    f = H200_FACTS
+    snap = ThermalSnapshot(index=0, name=f["nvmlDeviceGetName"], power_limit_w=f["nvmlDeviceGetEnforcedPowerLimit_mw"] / 1000,
+                           max_sm_clock_mhz=1980.0, slowdown_temp_c=f["nvmlDeviceGetTemperatureThreshold_c"],
+                           sample=ThermalSample(t_s=0.0, temperature_c=f["nvmlDeviceGetTemperature_c"],
+                                                power_w=f["nvmlDeviceGetPowerUsage_mw"] / 1000, sm_clock_mhz=1980.0,
+                                                reasons_mask=f["nvmlDeviceGetCurrentClocksEventReasons"]),
+                           counters=ClockCounters(values_us={"sw_power_cap": 0.0, "thermal": 0.0}))
+    v = g04.judge_snapshot(snap, H200)
+    assert v.line == ("G4 INFO: at rest: 39 °C, 87.3 W of 700 W limit, SM 1980 MHz of 1980 max; since the driver "
+                      "loaded: SW power cap 0 s, thermal (NVML policy) 0 s")
+
+
+def test_a_thermal_reason_active_at_rest_warns():
+    snap = ThermalSnapshot(index=0, name="NVIDIA GB10", max_sm_clock_mhz=3003.0,
+                           sample=ThermalSample(t_s=0.0, temperature_c=88.0, power_w=20.0, sm_clock_mhz=900.0,
+                                                reasons_mask=0x1 | 0x40))
+    v = g04.judge_snapshot(snap, GB10)
+    assert v.status is Status.WARN
+    assert v.line == ("G4 WARN: throttling at rest: HW thermal slowdown active (88 °C, 20.0 W (no power limit "
+                      "reported), SM 900 MHz of 3003 max)")
+    assert v.fix.startswith("improve cooling")
+
+
+def test_at_or_above_a_real_slowdown_threshold_warns_but_gb10s_negative_one_is_ignored():
+    hot = ThermalSnapshot(index=0, slowdown_temp_c=89.0, sample=ThermalSample(t_s=0.0, temperature_c=90.0))
+    assert g04.judge_snapshot(hot, H200).line.startswith("G4 WARN: throttling at rest: at or above the 89 °C slowdown")
+    gb10 = ThermalSnapshot(index=0, slowdown_temp_c=-2.0, sample=ThermalSample(t_s=0.0, temperature_c=38.0))
+    assert g04.judge_snapshot(gb10, GB10).status is Status.INFO
+
+
+def test_healthy_h200_under_load_passes_against_half_its_max_clock():
+    v = g04.judge_spot_check(spot(mask=0x4, before={"sw_power_cap": 0.0}, after={"sw_power_cap": 2e6}), H200)
+    assert v.line == ("G4 PASS: 2.5 s of BF16 GEMM (8192^3): SM clock 1980 MHz, 690 W, 62 °C, 720.0 TFLOP/s, "
+                      "floor 990 MHz; no thermal or power-brake event; SW power cap engaged (at its power limit)")
+
+
+def test_gb10_power_brake_counter_growing_under_load_warns_even_with_a_zero_mask():
+    v = g04.judge_spot_check(spot(clock=2450.0, power=98.0, before={"hw_power_brake": 0.0, "sw_power_cap": 1e6},
+                                  after={"hw_power_brake": 12000.0, "sw_power_cap": 3e6}), GB10)
+    assert v.status is Status.WARN
+    assert v.line.startswith("G4 WARN: throttling under 2.5 s of BF16 GEMM (8192^3): HW power brake +12 ms; SM clock 2450 MHz")
+
+
+def test_an_active_thermal_reason_under_load_warns():
+    v = g04.judge_spot_check(spot(clock=2300.0, power=98.0, mask=0x20), GB10)
+    assert v.line.startswith("G4 WARN: throttling under 2.5 s of BF16 GEMM (8192^3): SW thermal slowdown active;")
+
+
+def test_a_load_too_light_is_inconclusive():
+    v = g04.judge_spot_check(spot(clock=700.0, busy=0.35), GB10)
+    assert v.status is Status.INFO
+    assert v.line.startswith("G4 INFO: inconclusive: 2.5 s of BF16 GEMM (8192^3) kept the GPU busy only 35% (needs 80%)")
+
+
+def test_without_clock_readings_the_spot_check_skips_with_the_reason():
+    reading = spot(samples=[ThermalSample(t_s=1.0)], unavailable={"sm_clock_mhz": "Not Supported"})
+    assert g04.judge_spot_check(reading, GB10).line == \
+        "G4 SKIP: no SM clock read under load (Not Supported); 2.5 s of BF16 GEMM (8192^3) ran at 720.0 TFLOP/s"
+
+
+def test_a_gpu_without_profile_or_max_clock_is_not_held_to_a_floor():
+    assert g04.judge_spot_check(spot(clock=300.0, max_sm_clock_mhz=None), GENERIC).status is Status.PASS

@@ -1,0 +1,129 @@
+"""G4 through the plugin: readings survive JSON, a GB10 snapshot replays, and this machine live -> replay."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from g04_fakes import series, soak_reading
+
+from spark_gotchas.judges import g04_thermal as g04
+from spark_gotchas.profiles import GB10
+from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readers.reboot import HEARTBEAT_NAME, Heartbeat, RebootCheck, write_heartbeat
+from spark_gotchas.readers.soak import SoakReading
+from spark_gotchas.readers.thermal import ClockCounters, ThermalSample, ThermalSnapshot, parse_smi_counters
+from spark_gotchas.readers.thermal_spot import SpotCheck
+from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.snapshot import Snapshot, save
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "g04"
+GLINE = re.compile(r"^(G4 (FAIL|WARN|PASS|INFO|SKIP): |    fix: )")
+
+
+@pytest.fixture(autouse=True)
+def inner_runs(monkeypatch):
+    """In-process runs load only the plugins under test and a worker without torch."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: False)
+
+
+def run(pytester, *args):
+    import pytest_timeout
+
+    import spark_gotchas.plugin
+
+    pytester.makepyfile(test_g04_thermal_here=(ROOT / "tests_gotchas" / "test_g04_thermal.py").read_text())
+    return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[spark_gotchas.plugin, pytest_timeout])
+
+
+def glines(result) -> list[str]:
+    lines = result.stdout.lines
+    start = max(i for i, line in enumerate(lines) if re.fullmatch(r"=+ spark-gotchas =+", line))
+    return [line for line in lines[start + 1:] if GLINE.match(line)]
+
+
+def gb10_readings() -> dict:
+    """A Spark at rest with real counters, stuck at 695 MHz under load, after a completed soak."""
+    counters = parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-ollama13552.txt").read_text())
+    facts = json.loads((FIXTURES / "gb10-readings.json").read_text())
+    idle = facts["idle"]
+    snapshot = ThermalSnapshot(index=0, selected_by="index 0", name="NVIDIA GB10",
+                               sample=ThermalSample(t_s=0.0, temperature_c=idle["temperature_c"], power_w=idle["power_w"],
+                                                    sm_clock_mhz=idle["sm_clock_mhz"], reasons_mask=0),
+                               max_sm_clock_mhz=facts["max_sm_clock_mhz"],
+                               counters=ClockCounters(values_us=counters, sources={k: "nvidia-smi" for k in counters}),
+                               unavailable={"power_limit_w": "Not Supported"})
+    stuck = facts["stuck_under_load"][1]
+    samples = [ThermalSample(t_s=0.1 * i, temperature_c=61.0, power_w=13.0, sm_clock_mhz=stuck["sm_clock_mhz"],
+                             utilization_pct=stuck["utilization_pct"], reasons_mask=0) for i in range(35)]
+    spot = SpotCheck(attempted=True, device="NVIDIA GB10", size=8192, load_start_s=0.5, load_end_s=3.0, tflops=26.1,
+                     busy_fraction=0.99, samples=samples, max_sm_clock_mhz=3003.0)
+    beat = Heartbeat(boot_id="a", btime_s=1, pid=4242, host="spark", started_epoch=1_780_000_000.0, planned_s=28800.0,
+                     last_sample_epoch=1_780_028_800.0, ended_epoch=1_780_028_801.0, end_reason="completed")
+    reboot = RebootCheck(heartbeat_path="/home/me/reports/g4-soak.heartbeat.json", found=True, heartbeat=beat,
+                         boot_id="a", btime_s=1, now_epoch=1_780_100_000.0)
+    soak = soak_reading(series(n=480, window_s=60.0, temp=lambda i: min(72.0, 50.0 + i)), window_s=60.0)
+    inventory = GpuInventory(driver_version="580.95.05", cuda_driver_version=13000,
+                             devices=[GpuDevice(index=0, name="NVIDIA GB10", capability=(12, 1))])
+    return {"thermal.snapshot": snapshot, "thermal.spot_check": spot, "thermal.reboot": reboot, "thermal.soak": soak,
+            "gpu.inventory": inventory}
+
+
+@pytest.mark.parametrize("key, judge", [
+    ("thermal.snapshot", g04.judge_snapshot),
+    ("thermal.spot_check", g04.judge_spot_check),
+    ("thermal.reboot", lambda r, p: g04.judge_reboot(r)),
+    ("thermal.soak", g04.judge_soak),
+])
+def test_every_g4_reading_round_trips_through_json_to_the_same_line(key, judge):
+    reading = gb10_readings()[key]
+    again = from_jsonable(type(reading), json.loads(json.dumps(to_jsonable(reading))))
+    assert again == reading
+    assert judge(again, GB10).line == judge(reading, GB10).line
+
+
+def test_a_soak_reading_with_nothing_measured_round_trips():
+    empty = SoakReading(attempted=False, reason="torch is not installed")
+    assert from_jsonable(SoakReading, json.loads(json.dumps(to_jsonable(empty)))) == empty
+
+
+def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
+    snap = save(Snapshot(readings={k: to_jsonable(v) for k, v in gb10_readings().items()},
+                         options={"spark_profile": "auto", "soak_duration": "8h"}), pytester.path / "gb10.json")
+    fast = run(pytester, "-m", "fast", "--spark-replay", str(snap))
+    fast.assert_outcomes(passed=2, failed=1)
+    assert glines(fast) == [
+        "G4 FAIL: SM clock 695 MHz under 2.5 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile): "
+        "the GPU is stuck in its low-power state",
+        "    fix: " + g04.FIX_STUCK_GB10,
+    ]
+    out = fast.stdout.str()
+    assert "Traceback" not in out and "NVIDIA GB10 (cc 12.1), driver 580.95.05 / CUDA 13.0" in out
+    soak = run(pytester, "-m", "soak", "--spark-replay", str(snap))
+    soak.assert_outcomes(passed=1)
+    assert glines(soak) == ["G4 PASS: 8:00:00 of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%); "
+                            "sustained 98 W vs the 240 W brick (a Spark's GPU rail settles near 100 W); max 72 °C; "
+                            "SM clock 2435-2465 MHz"]
+
+
+def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
+    reports = pytester.path / "reports"
+    reports.mkdir()
+    write_heartbeat(reports / HEARTBEAT_NAME, Heartbeat(
+        boot_id="an-earlier-boot", btime_s=1, pid=1, host="here", started_epoch=1_700_000_000.0, planned_s=3600.0,
+        last_sample_epoch=1_700_001_234.0))
+    snap = pytester.path / "here.json"
+    live = run(pytester, "-m", "fast", "--spark-snapshot", str(snap))
+    live_lines = glines(live)
+    assert live_lines[0].startswith("G4 FAIL: the soak started 2023-11-14 22:13:20 UTC ended in a reboot/power loss "
+                                    "at about 2023-11-14 22:33:54 UTC (boot id changed; this boot began ")
+    assert "Traceback" not in live.stdout.str()
+    recorded = json.loads(snap.read_text())["readings"]
+    assert {"thermal.snapshot", "thermal.spot_check", "thermal.reboot"} <= set(recorded)
+    (reports / HEARTBEAT_NAME).unlink()  # the replay must not need the machine
+    replay = run(pytester, "-m", "fast", "--spark-replay", str(snap))
+    assert glines(replay) == live_lines

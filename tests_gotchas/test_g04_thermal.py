@@ -1,0 +1,25 @@
+"""G4 — thermal throttling: clocks at rest, under 3 s of load, after a reboot; and the soak (-m soak)."""
+
+import pytest
+
+from spark_gotchas.judges import g04_thermal as g04
+
+
+@pytest.mark.fast
+def test_g4_clocks_at_rest(spark):
+    spark.report(g04.judge_snapshot(spark.read("thermal.snapshot"), spark.profile))
+
+
+@pytest.mark.fast
+def test_g4_clocks_under_load(spark):
+    spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile))
+
+
+@pytest.mark.fast
+def test_g4_last_soak_ended(spark):
+    spark.report(g04.judge_reboot(spark.read("thermal.reboot")))
+
+
+@pytest.mark.soak
+def test_g4_soak(spark):
+    spark.report(g04.judge_soak(spark.read("thermal.soak"), spark.profile))

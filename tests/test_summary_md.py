@@ -131,7 +131,7 @@ CHECK = textwrap.dedent("""
 
 
 def test_the_option_appends_one_block_per_run(pytester):
-    pytester.makepyfile(test_g04_soak=CHECK)
+    pytester.makepyfile(test_g04_md_summary_case=CHECK)
     snap = pytester.path / "empty.json"
     snap.write_text(json.dumps({"format": "spark-gotchas-snapshot", "version": 1, "readings": {}}))
     for _ in range(2):

@@ -88,7 +88,7 @@ class RunOptions:
         """The options that change a judgement, JSON-ready (for the snapshot)."""
         return {name: _jsonable(getattr(self, name)) for name in JUDGED}
 
-    def with_recorded(self, recorded: dict[str, Any]) -> "RunOptions":
+    def with_recorded(self, recorded: dict[str, Any]) -> RunOptions:
         """Fill options the command line did not set from a snapshot's recorded ones."""
         changes = {}
         known = {f.name: f for f in fields(self)}

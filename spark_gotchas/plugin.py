@@ -10,7 +10,6 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import traceback
@@ -24,7 +23,9 @@ import pytest
 from . import __version__, platform, scrub
 from .options import OPTION_SPECS, RunOptions, from_config, parse_duration
 from .provider import Provider, ReadingUnavailable
-from .snapshot import Snapshot, SnapshotError, load as load_snapshot, now_iso, save as save_snapshot
+from .snapshot import Snapshot, SnapshotError, now_iso
+from .snapshot import load as load_snapshot
+from .snapshot import save as save_snapshot
 from .verdict import GotchaWarning, Status, Verdict, summarize, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
@@ -383,7 +384,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.write_sep("=", "spark-gotchas")
     desc = platform.describe(state.provider, state.options.spark_profile)
     tr.write_line(platform.one_line(desc, state.replay.path if state.replay is not None else None))
-    for top, group in summarize(state.verdicts):
+    for top, _group in summarize(state.verdicts):
         for line in summary_lines(v for v in state.verdicts if v.gotcha == top.gotcha):
             markup = _COLOR[top.status] if not line.startswith("    ") else {}
             tr.write_line(line, **markup)

@@ -62,7 +62,7 @@ def from_jsonable(tp: Any, data: Any) -> Any:
         args = get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(from_jsonable(args[0], v) for v in data)
-        return tuple(from_jsonable(a, v) for a, v in zip(args, data)) if args else tuple(data)
+        return tuple(from_jsonable(a, v) for a, v in zip(args, data, strict=False)) if args else tuple(data)
     if origin in (dict, typing.Dict):
         kt, vt = get_args(tp) or (Any, Any)
         return {k: from_jsonable(vt, v) for k, v in data.items()}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
+import elf_build as eb
 import pytest
 from elftools.elf.elffile import ELFFile
 
-import elf_build as eb
 from spark_gotchas import elf
 from spark_gotchas.readers import extensions as ex
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import elf_build as eb
 import pytest
 
-import elf_build as eb
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
 from spark_gotchas.readers import extensions as ex

@@ -62,7 +62,7 @@ def test_nested_dataclasses_round_trip():
 
 def test_json_shape_is_plain():
     assert to_jsonable(Inner("GB10", (12, 1))) == {"name": "GB10", "capability": [12, 1]}
-    assert to_jsonable({1: {2, 2}}) == {"1": [2]}
+    assert to_jsonable({1: {2}}) == {"1": [2]}
     assert to_jsonable(float("nan")) is None  # NaN is not JSON
     assert to_jsonable(Mode.COPY) == "copy"
     assert to_jsonable(object.__new__(type("Odd", (), {"__str__": lambda self: "odd"}))) == "odd"

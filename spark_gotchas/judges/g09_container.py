@@ -13,8 +13,6 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..readers.environment import Baseline, ContainerEvidence, Distributions
 from ..verdict import Status, Verdict
 

@@ -37,7 +37,7 @@ class ContainerEvidence:
 def _read_lines(path: str, limit: int = 20) -> tuple[list[str], Optional[str]]:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return [line.rstrip("\n") for _, line in zip(range(limit), fh)], None
+            return [line.rstrip("\n") for _, line in zip(range(limit), fh, strict=False)], None
     except OSError as exc:
         return [], f"{type(exc).__name__}: {exc.strerror or exc}"
 

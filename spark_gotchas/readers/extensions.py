@@ -114,7 +114,7 @@ def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
         results = list(pool.map(elf.needed, files))
     linked_paths: dict[str, dict[str, int]] = {}
     unreadable = 0
-    for path, sonames in zip(files, results):
+    for path, sonames in zip(files, results, strict=True):
         if sonames is None:
             unreadable += 1
             continue

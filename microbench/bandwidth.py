@@ -371,16 +371,17 @@ def probe(
 
 
 def _probe(mode, size_mb, backend, references, methods, warmup_ms, rep_ms, unified_memory, fraction,
-           configs) -> BandwidthResult:
+           configs, device: str = "cuda", clock: Any = None) -> BandwidthResult:
     import torch
 
     t0 = time.perf_counter()
+    clock = clock or TorchClock()
     facts = _device_facts(torch, unified_memory)
     requested = int(size_mb * MIB) if size_mb else None
     array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"], requested, fraction)
     use_triton, backend_text = _pick_backend(backend)
-    bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES)
-    torch.cuda.synchronize()
+    bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES, device)
+    clock.synchronize()
     setup = time.perf_counter() - t0
     result = BandwidthResult(
         device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
@@ -390,20 +391,21 @@ def _probe(mode, size_mb, backend, references, methods, warmup_ms, rep_ms, unifi
     try:
         for method in methods:
             result.methods.append(_preferred(torch, method, use_triton, bufs, facts["sms"], warmup_ms, rep_ms,
-                                             _config(method, configs)))
+                                             _config(method, configs), clock))
         if references:
             for method in methods:
                 for op in TORCH_OPS[method]:
-                    result.references.append(_reference(torch, op, bufs, warmup_ms, rep_ms))
+                    result.references.append(_reference(torch, op, bufs, warmup_ms, rep_ms, clock))
     finally:
         del bufs
-        torch.cuda.empty_cache()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _reference(torch: Any, op: str, bufs: _Buffers, warmup_ms: float, rep_ms: float) -> MethodResult:
-    result = _torch_result(torch, op, bufs, warmup_ms, rep_ms)
+def _reference(torch: Any, op: str, bufs: _Buffers, warmup_ms: float, rep_ms: float, clock: Any = None) -> MethodResult:
+    result = _torch_result(torch, op, bufs, warmup_ms, rep_ms, clock)
     result.role = "reference"
     return result
 

@@ -124,8 +124,8 @@ def rel_error(got: Any, want: Any) -> float:
 
 # -- operands per precision -------------------------------------------------------------------------
 def _bf16_case(torch: Any, m: int, n: int, k: int, gen: Any) -> tuple:
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=gen)
+    a = torch.randn(m, k, device=gen.device, dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(k, n, device=gen.device, dtype=torch.bfloat16, generator=gen)
     c = CHECK_CORNER
 
     def run():
@@ -138,8 +138,8 @@ def _bf16_case(torch: Any, m: int, n: int, k: int, gen: Any) -> tuple:
 
 
 def _fp8_case(torch: Any, m: int, n: int, k: int, gen: Any, fast_accum: bool) -> tuple:
-    a_hp = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
-    b_hp = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen)  # B^T, row-major
+    a_hp = torch.randn(m, k, device=gen.device, dtype=torch.bfloat16, generator=gen)
+    b_hp = torch.randn(n, k, device=gen.device, dtype=torch.bfloat16, generator=gen)  # B^T, row-major
     scale_a = (a_hp.abs().amax().float() / E4M3_MAX).reshape(())
     scale_b = (b_hp.abs().amax().float() / E4M3_MAX).reshape(())
     a = (a_hp.float() / scale_a).to(torch.float8_e4m3fn)
@@ -166,11 +166,11 @@ def _nvfp4_case(torch: Any, m: int, n: int, k: int, gen: Any) -> tuple:
         raise NotImplementedError(f"torch {torch.__version__} has no float4_e2m1fn_x2 dtype")
     if k % (2 * NVFP4_BLOCK):
         raise ValueError(f"NVFP4 needs K divisible by {2 * NVFP4_BLOCK}, got {k}")
-    codes_a = torch.randint(0, 16, (m, k), device="cuda", dtype=torch.uint8, generator=gen)
-    codes_b = torch.randint(0, 16, (n, k), device="cuda", dtype=torch.uint8, generator=gen)
+    codes_a = torch.randint(0, 16, (m, k), device=gen.device, dtype=torch.uint8, generator=gen)
+    codes_b = torch.randint(0, 16, (n, k), device=gen.device, dtype=torch.uint8, generator=gen)
     # scales are powers of two in e4m3 (exact), one per 16 values along K
-    exp_a = torch.randint(-2, 3, (m, k // NVFP4_BLOCK), device="cuda", generator=gen)
-    exp_b = torch.randint(-2, 3, (n, k // NVFP4_BLOCK), device="cuda", generator=gen)
+    exp_a = torch.randint(-2, 3, (m, k // NVFP4_BLOCK), device=gen.device, generator=gen)
+    exp_b = torch.randint(-2, 3, (n, k // NVFP4_BLOCK), device=gen.device, generator=gen)
     sa = torch.pow(2.0, exp_a.float()).to(torch.float8_e4m3fn)
     sb = torch.pow(2.0, exp_b.float()).to(torch.float8_e4m3fn)
     a = pack_e2m1(codes_a).view(torch.float4_e2m1fn_x2)  # (M, K/2)
@@ -193,9 +193,11 @@ def _nvfp4_case(torch: Any, m: int, n: int, k: int, gen: Any) -> tuple:
 
 # -- the probe ------------------------------------------------------------------------------------
 def _one(torch: Any, precision: str, size: int, warmup_ms: float, rep_ms: float, fast_accum: bool,
-         l2_bytes: int, clock: Any) -> PrecisionResult:
+         l2_bytes: int, clock: Any, device: str = "cuda") -> PrecisionResult:
+    """One precision: build its operands, run once (unsupported formats raise there), check the
+    corner against float64, then time it; every failure becomes a field, never an exception."""
     result = PrecisionResult(precision=precision, supported=False, tolerance=TOLERANCE[precision])
-    gen = torch.Generator(device="cuda")
+    gen = torch.Generator(device=device)
     gen.manual_seed(0)
     m = n = k = size
     try:
@@ -221,7 +223,7 @@ def _one(torch: Any, precision: str, size: int, warmup_ms: float, rep_ms: float,
             return result
         result.check = "ok"
         del out
-        flush = l2_flusher(l2_bytes) if operand_bytes < 4 * l2_bytes else None
+        flush = l2_flusher(l2_bytes, device) if operand_bytes < 4 * l2_bytes else None
         result.timing = bench(run, warmup_ms=warmup_ms, rep_ms=rep_ms, flush=flush, clock=clock)
     except Exception as exc:
         result.error = _one_line(exc)

@@ -218,8 +218,51 @@ def test_kernel_configs_are_labelled_for_tuning():
                                     bandwidth.KernelConfig(block=1024, warps=4, programs_per_sm=2, streaming=True)])
 def test_triton_kernels_in_the_interpreter(torch, monkeypatch, config):
     """TRITON_INTERPRET=1 runs the kernels on CPU tensors: every method passes its exact check."""
+    import importlib
+
+    from microbench import _stream_triton
+
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    bufs = bandwidth._Buffers(torch, 10 * 1024 + 16, device="cpu")  # a partial last tile
-    for method in bandwidth.METHODS:
-        r = bandwidth._triton_result(torch, method, config, bufs, sms=3, warmup_ms=0.1, rep_ms=0.1, clock=WallClock())
-        assert r.check == "ok", (method, r.error or r.check)
+    importlib.reload(_stream_triton)  # @triton.jit picks the interpreter when the module loads
+    try:
+        bufs = bandwidth._Buffers(torch, 10 * 1024 + 16, device="cpu")  # a partial last tile
+        for method in bandwidth.METHODS:
+            r = bandwidth._triton_result(torch, method, config, bufs, sms=3, warmup_ms=0.1, rep_ms=0.1,
+                                         clock=WallClock())
+            assert r.check == "ok", (method, r.error or r.check)
+    finally:
+        monkeypatch.delenv("TRITON_INTERPRET")
+        importlib.reload(_stream_triton)
+
+
+def test_the_whole_probe_on_cpu_tensors(torch, monkeypatch):
+    """The probe end to end (sizing, backend choice, checks, references) with CPU tensors."""
+    monkeypatch.setattr(bandwidth, "_device_facts", lambda torch, unified: {
+        "device": "cpu stand-in", "capability": (0, 0), "sms": 2, "l2_bytes": 1 * MIB, "unified_memory": True,
+        "available": 64 * MIB})
+    res = bandwidth._probe("fast", None, "torch", True, bandwidth.METHODS, 1, 3, None, 0.25, None,
+                           device="cpu", clock=WallClock())
+    assert res.array_bytes == 5 * MIB and res.sizing == "5 MiB per array (capped at 25% of 64 MiB free; 5x L2)"
+    assert [m.method for m in res.methods] == list(bandwidth.METHODS) and all(m.ok for m in res.methods)
+    assert res.backend == "torch (asked for)" and all(m.role == "probe" for m in res.methods)
+    assert {r.implementation for r in res.references} == {op for ops in bandwidth.TORCH_OPS.values() for op in ops}
+    assert all(r.role == "reference" and r.ok for r in res.references)
+    assert res.best_method() is not None and res.seconds >= res.setup_seconds > 0
+
+
+def test_without_triton_auto_says_why_and_uses_torch(monkeypatch):
+    monkeypatch.setattr(bandwidth, "_triton_version", lambda: (None, "ModuleNotFoundError: No module named 'triton'"))
+    assert bandwidth._pick_backend("auto") == (False, "torch (Triton not usable: ModuleNotFoundError: No module "
+                                                      "named 'triton')")
+    with pytest.raises(RuntimeError, match="Triton asked for but not usable"):
+        bandwidth._pick_backend("triton")
+
+
+def test_a_failing_triton_kernel_falls_back_to_torch_and_says_so(torch, bufs, monkeypatch):
+    def broken(torch, method, config, bufs, sms, warmup_ms, rep_ms, clock=None):
+        return MethodResult(method, config.label, "", 0, 0, error="CompilationError: at 12:4")
+
+    monkeypatch.setattr(bandwidth, "_triton_result", broken)
+    r = bandwidth._preferred(torch, "copy", True, bufs, 2, 1, 3, bandwidth.DEFAULT_CONFIGS["copy"], WallClock())
+    assert r.ok and r.implementation == "Tensor.copy_"
+    assert r.fallback == "triton BLOCK=4096 warps=4 1 tile/program failed: CompilationError: at 12:4"

@@ -280,3 +280,42 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     replay = run("-m", "fast", "--spark-replay", "snap.json")
     replay.assert_outcomes(failed=2)
     assert [line for line in replay.stdout.lines if line.startswith(("G7 ", "    fix: "))] == lines
+
+
+class WallClock:
+    def event(self):
+        import time
+
+        class Event:
+            def record(self):
+                self.t = time.perf_counter()
+
+            def elapsed_time(self, other):
+                return (other.t - self.t) * 1e3
+
+        return Event()
+
+    def synchronize(self):
+        pass
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_the_gemm_probe_runs_and_checks_on_cpu(torch, precision):
+    """The real operand layouts and float64 check, on CPU tensors (torch's CPU _scaled_mm)."""
+    r = gemm._one(torch, precision, 128, 1, 3, False, 1 << 20, WallClock(), device="cpu")
+    if not r.supported:
+        pytest.skip(f"this torch build's CPU path lacks {precision}: {r.error}")
+    assert r.check == "ok" and r.rel_error < r.tolerance and r.tflops > 0
+
+
+def test_nvfp4_unsupported_is_a_reading_in_torchs_words(torch):
+    r = gemm._one(torch, "nvfp4", 128, 1, 3, False, 1 << 20, WallClock(), device="cpu")
+    assert not r.supported and r.tflops is None
+    assert r.error.split(":")[0] in ("RuntimeError", "ValueError", "NotImplementedError", "TypeError")
+    assert r.api.startswith("torch._scaled_mm (float4_e2m1fn_x2")
+
+
+def test_a_result_outside_its_tolerance_gets_no_rate(torch, monkeypatch):
+    monkeypatch.setitem(gemm.TOLERANCE, "bf16", 0.0)
+    r = gemm._one(torch, "bf16", 128, 1, 3, False, 1 << 20, WallClock(), device="cpu")
+    assert r.supported and r.tflops is None and r.check.startswith("relative error ") and "over the 0 tolerance" in r.check

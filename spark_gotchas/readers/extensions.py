@@ -53,6 +53,8 @@ def site_dirs() -> list[str]:
 
 
 def find_shared_objects(root: str) -> list[str]:
+    """Every ``*.so``/``*.so.N`` file under ``root``. ``__pycache__`` folders are not entered: Python
+    never loads an extension from there, and they are a third of site-packages' folders."""
     found: list[str] = []
     stack = [root]
     while stack:
@@ -62,7 +64,8 @@ def find_shared_objects(root: str) -> list[str]:
                 for entry in entries:
                     name = entry.name
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                        if name != "__pycache__":
+                            stack.append(entry.path)
                     elif (name.endswith(".so") or ".so." in name) and entry.is_file(follow_symlinks=False):
                         found.append(entry.path)
         except OSError:

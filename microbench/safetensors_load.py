@@ -191,7 +191,9 @@ def probe(size_bytes: Optional[int] = None, directory: str = "reports", device: 
         write_safetensors(path, size, worker_main.should_stop,
                           lambda done: worker_main.progress({"phase": "write", "done_bytes": done}))
         out["write_seconds"] = round(time.perf_counter() - t0, 3)
+        cached_before = read_meminfo_file().cached_bytes or 0
         out["cold"] = drop_file_cache(path) if cold else False
+        out["cache_dropped_bytes"] = cached_before - (read_meminfo_file().cached_bytes or 0)
         reserved = (lambda: int(torch.cuda.memory_reserved(index))) if on_cuda else (lambda: None)
         memory = MemorySamples(reserved)
         time.sleep(0.2)
@@ -249,7 +251,8 @@ def report_lines(result: dict) -> list[str]:
         f"{result['directory']} ({result.get('fstype')}), {'cold' if result.get('cold') else 'warm'}, "
         f"to {target}",
         f"  write {result['write_seconds']:.1f} s, load {result['load_seconds']:.1f} s ({result['load_gbps']:.2f} GB/s), "
-        f"{result['sample_count']} samples",
+        f"{result['sample_count']} samples; dropping the file from the page cache freed "
+        f"{result.get('cache_dropped_bytes', 0) / GB:.2f} GB",
         f"  peak extra memory {result['peak_extra_bytes'] / GB:.2f} GB = {result['peak_extra_ratio']:.2f}x the file "
         f"({comps}); after the load {result['after_load_ratio']:.2f}x; MemAvailable fell by at most "
         f"{result['available_drop_ratio']:.2f}x",

@@ -242,6 +242,7 @@ def test_choose_size_never_exceeds_a_quarter_of_memavailable():
 
 
 def test_probe_file_is_valid_safetensors(tmp_path):
+    pytest.importorskip("numpy")
     from safetensors.numpy import load_file
 
     from microbench.safetensors_load import write_safetensors

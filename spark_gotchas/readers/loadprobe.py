@@ -45,6 +45,7 @@ class LoadProbe:
     device_name: Optional[str] = None
     integrated: Optional[bool] = None  # the GPU shares host memory (GB10)
     cold: bool = False  # the file was dropped from the page cache before the load
+    cache_dropped_bytes: Optional[int] = None  # how much Cached fell when it was (0: the drop did nothing)
     write_seconds: Optional[float] = None
     load_seconds: Optional[float] = None
     load_gbps: Optional[float] = None

@@ -63,7 +63,7 @@ def _base(token: str) -> str:
 
 def _follows(argv: Sequence[str], first: set[str], second: set[str]) -> bool:
     """True when a token whose basename is in ``first`` is followed by one in ``second``."""
-    return any(_base(a) in first and b in second for a, b in zip(argv, argv[1:]))
+    return any(_base(a) in first and b in second for a, b in zip(argv, argv[1:], strict=False))
 
 
 def _module(argv: Sequence[str], prefixes: tuple[str, ...]) -> bool:

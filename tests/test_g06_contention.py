@@ -354,3 +354,13 @@ def test_the_reader_on_this_machine_never_raises():
     reading = collect()
     assert reading.scanned > 0 or reading.scan_error
     assert all(p.pid != __import__("os").getpid() for p in reading.processes)
+
+
+def test_small_processes_that_together_leave_too_little_for_the_plan_fail():
+    reading = GpuProcesses(processes=[proc(p, ["python3", f"job{p}.py"], 3.9) for p in (11, 12, 13)], scanned=30)
+    assert judge(reading, spark_model_gb=20).status is Status.PASS  # 40 GB peak: plenty left
+    verdict = judge(reading, spark_model_gb=60)  # 120 GB peak in a 130.7 GB pool
+    assert verdict.line == ("G6 FAIL: 3 workload(s) in the way: pid 11 python3 (holds 3.9 GB); pid 12 python3 (holds "
+                            "3.9 GB); pid 13 python3 (holds 3.9 GB); they claim 11.7 GB of 130.7 GB, leaving 119.0 GB "
+                            "for the planned load peak of 120.0 GB (1.0 GB short)")
+    assert verdict.fix.endswith("(kill 11 12 13)")

@@ -179,6 +179,22 @@ def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     return f"{group.label} ({'; '.join(bits)})" if bits else group.label
 
 
+def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
+    """One workload on its own: FAIL/WARN with the reason appended to its description, or PASS."""
+    held, cap, w = group.held_bytes, group.cap_fraction, group.workload
+    if cap is not None and cap > NEAR_CAPACITY_FRACTION:
+        return Status.FAIL, ""
+    if held is not None and pool and held > NEAR_CAPACITY_FRACTION * pool:
+        return Status.FAIL, ""
+    if cap is None and held is not None and held > SMALL_BYTES:
+        return Status.FAIL, ": no memory cap"
+    if cap is None and w is not None and w.loads_on_demand:
+        return Status.WARN, ": no memory cap, loads models on request"
+    if cap is None and held is None:
+        return Status.WARN, ": no memory cap, GPU memory unknown"
+    return Status.PASS, ""
+
+
 def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOptions,
                      meminfo: Optional[MemInfo] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
     if reading.nvml_error and reading.scan_error:
@@ -187,74 +203,62 @@ def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOption
     visible = visible_devices(reading) if kind == "discrete" else None
     judged, elsewhere = [], []
     for group in group_processes(reading.processes):
-        devs = group.devices
-        (elsewhere if visible is not None and devs and not set(devs) & visible else judged).append(group)
-    fails: list[str] = []
-    warns: list[str] = []
-    listed: list[str] = []
-    failing: list[Group] = []
-    warning: list[Group] = []
-    sizable: list[tuple[float, str, Group]] = []  # what counts towards "together"
-    claims = 0.0
+        outside = visible is not None and group.devices and not set(group.devices) & visible
+        (elsewhere if outside else judged).append(group)
     pool_all = pool_bytes(profile, meminfo, inventory, sorted(visible) if visible else [])
+    found: dict[Status, list[tuple[str, Group]]] = {Status.FAIL: [], Status.WARN: [], Status.PASS: []}
+    by_claim: list[tuple[float, bool, str, Group]] = []  # (claim, sizable, text, group), for "together"
     rows = []
     for group in judged:
         pool = pool_bytes(profile, meminfo, inventory, [d for d in group.devices if visible is None or d in visible])
         claim = _claim(group, pool)
-        claims += claim or 0
         text = _describe(group, pool, nvml_ok=not reading.nvml_error)
-        held, cap, w = group.held_bytes, group.cap_fraction, group.workload
+        status, why = _rule(group, pool)
+        found[status].append((text + why, group))
+        sizable = group.cap_fraction is not None or (group.held_bytes or 0) > SMALL_BYTES
+        by_claim.append((claim or 0, sizable, text, group))
+        w = group.workload
         rows.append({"pids": group.pids, "program": w.program if w else None, "kind": w.kind if w else None,
-                     "cap_fraction": cap, "cap": w.cap_text if w else "no memory cap", "held_bytes": held,
-                     "claim_bytes": claim, "pool_bytes": pool, "devices": group.devices,
-                     "cmdline": group.root.cmdline, "user": group.root.username, "problem": group.root.problem})
-        if cap is not None or (held or 0) > SMALL_BYTES:
-            sizable.append((claim or 0, text, group))
-        if cap is not None and cap > NEAR_CAPACITY_FRACTION:
-            fails.append(text)
-            failing.append(group)
-        elif held is not None and pool and held > NEAR_CAPACITY_FRACTION * pool:
-            fails.append(text)
-            failing.append(group)
-        elif cap is None and held is not None and held > SMALL_BYTES:
-            fails.append(f"{text}: no memory cap")
-            failing.append(group)
-        elif cap is None and w is not None and w.loads_on_demand:
-            warns.append(f"{text}: no memory cap, loads models on request")
-            warning.append(group)
-        elif cap is None and held is None:
-            warns.append(f"{text}: no memory cap, GPU memory unknown")
-            warning.append(group)
-        else:
-            listed.append(text)
+                     "cap_fraction": group.cap_fraction, "cap": w.cap_text if w else "no memory cap",
+                     "held_bytes": group.held_bytes, "claim_bytes": claim, "pool_bytes": pool, "devices": group.devices,
+                     "cmdline": group.root.cmdline, "user": group.root.username, "problem": group.root.problem,
+                     "status": status.value})
+    claims = sum(item[0] for item in by_claim)
     peak = planned_peak_bytes(options, unified=kind != "discrete")
     readings = {"memory": kind, "pool_bytes": pool_all, "claims_bytes": claims, "planned_peak_bytes": peak,
                 "workloads": rows, "elsewhere": [g.pids for g in elsewhere], "nvml_error": reading.nvml_error,
                 "scanned": reading.scanned, "scan_denied": reading.scan_denied, "own_excluded": reading.own_excluded}
     together = ""
-    if pool_all and not fails and claims > NEAR_CAPACITY_FRACTION * pool_all:
+    if pool_all and not found[Status.FAIL] and claims > NEAR_CAPACITY_FRACTION * pool_all:
         together = f"together they claim {gb(claims)} of {gb(pool_all)}, more than half"
     elif pool_all and peak is not None and 0 < claims and peak <= pool_all and claims > pool_all - peak:
         together = (f"they claim {gb(claims)} of {gb(pool_all)}, leaving {gb(max(pool_all - claims, 0))} for the "
                     f"planned load peak of {gb(peak)} ({gb(claims - (pool_all - peak))} short)")
     note = _note(reading, elsewhere)
+    fails = found[Status.FAIL]
     if fails or together:
-        if not fails:
-            ranked = sorted(sizable, key=lambda item: -item[0])
-            fails, failing = [text for _, text, _ in ranked], [group for _, _, group in ranked]
-        summary = (f"{len(fails)} workload(s) in the way: " + "; ".join(fails[:3])
-                   + (f"; +{len(fails) - 3} more" if len(fails) > 3 else "") + (f"; {together}" if together else ""))
-        return Verdict(G, Status.FAIL, summary + note, fix=_fix(failing), readings=readings)
+        if not fails:  # no single culprit: name the biggest claimants, the sizable ones first
+            ranked = sorted(by_claim, key=lambda item: (not item[1], -item[0]))
+            fails = [(text, group) for _, sizable, text, group in ranked if sizable] or \
+                [(text, group) for _, _, text, group in ranked]
+        return Verdict(G, Status.FAIL, f"{len(fails)} workload(s) in the way: " + _join(fails, 3)
+                       + (f"; {together}" if together else "") + note,
+                       fix=_fix([group for _, group in fails]), readings=readings)
+    warns, listed = found[Status.WARN], found[Status.PASS]
     if warns:
-        return Verdict(G, Status.WARN, "; ".join(warns[:3]) + (f"; also {len(listed)} small or capped" if listed else "")
-                       + note, fix=_fix(warning), readings=readings)
+        return Verdict(G, Status.WARN, _join(warns, 3) + (f"; also {len(listed)} small or capped" if listed else "")
+                       + note, fix=_fix([group for _, group in warns]), readings=readings)
     if listed:
         return Verdict(G, Status.PASS, f"{len(listed)} small or capped workload(s) beside this run: "
-                       + "; ".join(listed[:4]) + (f"; +{len(listed) - 4} more" if len(listed) > 4 else "") + note,
-                       readings=readings)
-    source = ("NVML lists no other process" if not reading.nvml_error else f"NVML unavailable ({reading.nvml_error})")
+                       + _join(listed, 4) + note, readings=readings)
+    source = "NVML lists no other process" if not reading.nvml_error else f"NVML unavailable ({reading.nvml_error})"
     return Verdict(G, Status.PASS, f"no other GPU workload: {source}, and none of {reading.scanned} command lines "
                    "is a known server or trainer" + note, readings=readings)
+
+
+def _join(items: list[tuple[str, Group]], limit: int) -> str:
+    texts = [text for text, _ in items]
+    return "; ".join(texts[:limit]) + (f"; +{len(texts) - limit} more" if len(texts) > limit else "")
 
 
 def _note(reading: GpuProcesses, elsewhere: list[Group]) -> str:

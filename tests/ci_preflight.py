@@ -1,7 +1,7 @@
 """Run the workflow's own preflight step here, once per test session, and keep what it wrote.
 
 The step's shell text is taken from .github/workflows/spark-preflight.yml and run as the
-runner would run it (bash -e, the job's variables set, ``$GITHUB_STEP_SUMMARY`` a file), so
+runner would run it (GitHub's bash options, the job's variables set, ``$GITHUB_STEP_SUMMARY`` a file), so
 the tests check the commands the workflow really runs. Its report and snapshot are real
 documents of this machine, which the diff and summary tests reuse.
 """
@@ -65,8 +65,11 @@ class CiRun:
         return self.reports / "snapshot.json"
 
 
-def run_step(name_prefix: str, base: Path, **env_overrides: str) -> CiRun:
-    """Run one step of the job as the runner would: bash -e, the job's variables, a summary file."""
+BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]  # GitHub's default shell on Linux
+
+
+def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, **env_overrides: str) -> CiRun:
+    """Run one step of the job as the runner would: its shell, the job's variables, a summary file."""
     bindir = base / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     if not (bindir / "python3").exists():
@@ -81,7 +84,7 @@ def run_step(name_prefix: str, base: Path, **env_overrides: str) -> CiRun:
         "EXTRA_ARGS": "-p no:hypothesis -p no:benchmark", "SOAK_DURATION": "20s", "PYTHONUNBUFFERED": "1",
     })
     env.update(env_overrides)
-    proc = subprocess.run(["bash", "-e", "-c", shell_text(step(name_prefix)["run"])], cwd=ROOT, env=env,
+    proc = subprocess.run([*BASH, shell_text(step(name_prefix)["run"])], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
     return CiRun(proc.returncode, proc.stdout + proc.stderr, reports, summary)
 
@@ -96,3 +99,15 @@ def fresh_dir() -> Path:
 def preflight() -> CiRun:
     """The workflow's preflight step on this machine (live), once per session."""
     return run_step("Preflight (", fresh_dir())
+
+
+@functools.cache
+def replayed_as_gb10() -> Path:
+    """That snapshot replayed as if on a Spark (--spark-profile=gb10): a second real run that judges differently."""
+    out = fresh_dir() / "gb10.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "fast", "-q", "-p", "no:hypothesis", "-p", "no:benchmark",
+         f"--spark-replay={preflight().snapshot}", "--spark-profile=gb10", f"--spark-snapshot={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    return out

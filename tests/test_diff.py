@@ -8,28 +8,16 @@ readings a GPU run has (figures from the one H200 measured for the project, spar
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from ci_preflight import ROOT, fresh_dir, preflight
+from ci_preflight import ROOT, preflight, replayed_as_gb10
 
 from spark_gotchas import diff as sgdiff
 from spark_gotchas.verdict import Status
-
-
-@functools.cache
-def replayed_as_gb10() -> Path:
-    out = fresh_dir() / "gb10.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "fast", "-q", "-p", "no:hypothesis", "-p", "no:benchmark",
-         f"--spark-replay={preflight().snapshot}", "--spark-profile=gb10", f"--spark-snapshot={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
-    return out
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

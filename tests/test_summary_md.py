@@ -20,7 +20,8 @@ def verdicts() -> list[Verdict]:
     return [
         Verdict(1, Status.PASS, "torch 2.11.0+cu130 matches the driver's CUDA 13.0"),
         Verdict(9, Status.WARN, "bare host (no container marker)", fix="use an NGC container"),
-        Verdict(3, Status.WARN, "page cache 61.2 GB; MemAvailable 58.3 GB < 2 x 40 GB", fix="sync; echo 3 > drop_caches"),
+        Verdict(3, Status.WARN, "page cache 61.2 GB; MemAvailable 58.3 GB < 2 x 40 GB",
+                fix="sync; echo 3 > drop_caches"),
         Verdict(4, Status.FAIL, "SM clock 702 MHz under load (floor 1400 MHz)", fix="remove AC power for 60 s"),
         Verdict(4, Status.PASS, "no reboot since the last soak"),
         Verdict(7, Status.SKIP, "capability (9, 0) has no FP4 path"),

@@ -13,7 +13,19 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ci_preflight import ROOT, WORKFLOW, fresh_dir, job, preflight, run_step, shell_text, step, workflow
+from ci_preflight import (
+    BASH,
+    ROOT,
+    WORKFLOW,
+    fresh_dir,
+    job,
+    preflight,
+    replayed_as_gb10,
+    run_step,
+    shell_text,
+    step,
+    workflow,
+)
 
 from spark_gotchas.options import OPTION_SPECS
 
@@ -272,3 +284,65 @@ def test_the_gpu_devscript_runs_the_workflows_steps_verbatim(name):
     got = [line.strip() for line in script.splitlines()]
     starts = [i for i, line in enumerate(got) if line == wanted[0]]
     assert any(got[i:i + len(wanted)] == wanted for i in starts), f"devscripts/ci.sh lacks the step {name!r}"
+
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+# python3 as the install step meets it: pip calls are logged, torch's version comes from a file
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then printf '%s\\n' "$@" >> "$STATE/pip.log"; echo "pip $*"; exit 0; fi
+if [ "$1" = "-" ]; then cat > /dev/null; printf '%s' "$MISSING"; exit 0; fi
+if [ "$1" = "-c" ]; then v=$(head -n 1 "$STATE/torch"); sed -i 1d "$STATE/torch"; echo "$v"; exit 0; fi
+echo "Python 3.12.3"
+"""
+
+
+def _install_step(tmp_path: Path, missing: str, torch_versions: list[str]) -> tuple[subprocess.CompletedProcess, Path]:
+    state = tmp_path / "state"
+    (state / "bin").mkdir(parents=True)
+    fake = state / "bin" / "python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    (state / "torch").write_text("\n".join(torch_versions) + "\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PATH": f"{state / 'bin'}:/usr/bin:/bin", "STATE": str(state), "MISSING": missing}
+    result = subprocess.run([*BASH, shell_text(step("Install spark-gotchas")["run"])], cwd=work,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert not [p.name for p in work.iterdir()], "the step wrote files where it ran (a shell redirect?)"
+    return result, state / "pip.log"
+
+
+def test_install_step_installs_the_suite_without_deps_then_only_what_is_missing(tmp_path):
+    result, log = _install_step(tmp_path, "pytest-json-report>=1.5\nnvidia-ml-py>=12\n", ["2.11.0", "2.11.0"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = log.read_text().split("-m\npip\ninstall\n")[1:]
+    assert calls[0].split() == ["--no-deps", "-e", "."]
+    assert calls[1].split("\n")[:-1] == ["pytest-json-report>=1.5", "nvidia-ml-py>=12"]  # one argument each
+
+
+def test_install_step_stops_the_job_when_torch_changed(tmp_path):
+    result, _ = _install_step(tmp_path, "", ["2.11.0", "2.9.1"])
+    assert result.returncode == 1
+    assert "::error::torch changed from 2.11.0 to 2.9.1" in result.stdout
+
+
+def test_the_nightly_diff_step_adds_the_comparison_to_the_summary(tmp_path):
+    night = tmp_path / "night"
+    (night / "previous" / "spark-gotchas-soak-7-1").mkdir(parents=True)
+    (night / "reports").mkdir()
+    (night / "previous" / "spark-gotchas-soak-7-1" / "snapshot.json").write_bytes(preflight().snapshot.read_bytes())
+    (night / "reports" / "snapshot.json").write_bytes(replayed_as_gb10().read_bytes())
+    run = run_step("Diff with the previous night", tmp_path, cwd=night, REPORTS="reports", PREVIOUS_RUN="7")
+    assert run.returncode == 0, run.output  # a worse status warns; the G-lines already decide the job
+    assert "::warning::a gotcha's status got worse since the previous night" in run.output
+    summary = run.summary.read_text()
+    assert summary.startswith("### Since the previous night (run 7)\n```text\nspark-gotchas diff\n")
+    assert "WORSE" in summary and summary.rstrip().endswith("```")
+    assert (night / "reports" / "diff-previous-night.txt").exists()
+
+
+def test_the_nightly_diff_step_without_a_previous_snapshot(tmp_path):
+    night = tmp_path / "night"
+    night.mkdir()
+    run = run_step("Diff with the previous night", tmp_path, cwd=night, REPORTS="reports", PREVIOUS_RUN="7")
+    assert run.returncode == 0, run.output
+    assert "previous night's run 7 left no snapshot to compare with" in run.output

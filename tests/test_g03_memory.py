@@ -304,3 +304,8 @@ def test_fstype_of_names_the_root_filesystem():
     from spark_gotchas.readers.memory import fstype_of
 
     assert fstype_of("/") is not None
+
+
+def test_headroom_without_any_free_figure_skips():
+    verdict = g03.judge_headroom(parse_meminfo("MemTotal: 1000 kB\n", source="/proc/meminfo"), GB10, opts(spark_model_gb=1))
+    assert verdict.line == "G3 SKIP: /proc/meminfo has no MemAvailable or MemFree line: headroom unknown"

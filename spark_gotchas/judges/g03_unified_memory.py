@@ -140,9 +140,11 @@ def best_device(cuda: Optional[CudaMemory], inventory: Optional[GpuInventory]) -
 
 def judge_headroom(info: MemInfo, profile: Profile, options: RunOptions,
                    cuda: Optional[CudaMemory] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
-    if not info.ok or info.mem_available_bytes is None:
-        return _skip_meminfo(info if not info.ok else MemInfo(source=info.source, error=f"no MemAvailable or MemFree "
-                                                                                     f"line in {info.source}"))
+    if not info.ok:
+        return _skip_meminfo(info)
+    if info.mem_available_bytes is None:
+        return Verdict(G, Status.SKIP, f"{info.source} has no MemAvailable or MemFree line: headroom unknown",
+                       readings=_figures(info))
     kind = memory_kind(profile)
     factor = load_factor(options)
     avail = info.mem_available_bytes or 0

@@ -1,0 +1,298 @@
+"""G10 — dual Spark is DDP/FSDP only.
+
+Config review (fast), per ``--spark-launch-config`` file and for the launch environment:
+- A file that cannot be read or parsed -> FAIL naming the file and the parse error.
+- Tensor parallel size > 1 that spans nodes -> FAIL naming the file, key and line, with the fix
+  (DDP or FSDP). GPUs per node: under the GB10 profile always 1 (a Spark has one GPU, so any
+  TP > 1 spans nodes even where the file does not say how many nodes there are); elsewhere the
+  file's own per-node process count, else this machine's GPU count (NVML), else the profile's.
+  TP <= GPUs per node stays inside one node -> PASS. GPUs per node unknown -> INFO.
+- No TP > 1: DDP, FSDP, DeepSpeed ZeRO or plain data parallel -> PASS.
+- A file with no launch command and no parallelism setting -> INFO; nothing given -> INFO.
+The worst file decides the status; the line names each file's finding, worst first.
+
+Collective probe (multinode), from the ranks' results on this node:
+- Not run (no torch) -> SKIP.
+- A rank that wrote no result, reported an error (a dead or hung peer, reported within the
+  probe's timeout), or a torchrun that had to be killed -> FAIL.
+- The loopback rehearsal, or gloo between nodes -> INFO with the figures (neither measures the
+  NCCL link).
+- NCCL between nodes, largest-message bus bandwidth B against the profile's link range (GB10:
+  20-24 GB/s with both RoCE devices in NCCL_IB_HCA and MTU 9000): B >= 0.9 x low -> PASS;
+  B <= 5 GB/s (the ~3 GB/s of a link set up wrong) -> FAIL; between -> WARN. No figure in the
+  profile -> INFO. Findings of the NCCL setup review (NCCL_IB_HCA naming every active RoCE
+  device, MTU 9000 on their interfaces, NCCL_SOCKET_IFNAME matching an interface) go into the
+  fix, and into the line when they are all there is to say.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..netsetup import NetSetup
+from ..profiles import Profile
+from ..readers.collective import CollectiveRun, RankResult
+from ..readers.gpu import GpuInventory
+from ..readers.launch import LaunchFile, LaunchReview, to_int
+from ..verdict import Status, Verdict
+
+G = 10
+SLOW_BUSBW_GBPS = 5.0
+PASS_FRACTION = 0.9
+FIX_TP = ("on two Sparks use DDP or FSDP, never tensor parallelism across nodes: set the tensor parallel size to 1 "
+          "(--tensor-parallel-size 1, tensor_model_parallel_size: 1, megatron_lm_tp_degree: 1) and shard with FSDP "
+          "(accelerate distributed_type: FSDP) or DeepSpeed ZeRO; to serve a model that fits one Spark, run one "
+          "replica per Spark")
+FIX_PARSE = "fix the file (the error names the line) or pass the config the launch really uses"
+FIX_PROBE = ("run the same command on every node with its own node rank; check that MASTER_ADDR is reachable on the "
+             "link (ping it), that NCCL_SOCKET_IFNAME names the link's interface, and rerun with NCCL_DEBUG=INFO")
+
+
+# -- config review -------------------------------------------------------------------------------------
+def gpus_per_node(f: Optional[LaunchFile], profile: Profile, inventory: Optional[GpuInventory]) -> tuple[Optional[int], str]:
+    """GPUs one node has for this launch, and where that figure came from."""
+    if profile.key == "gb10":
+        return 1, "a Spark has one GPU"
+    if f is not None and f.procs_per_node:
+        n = f.procs_per_node
+        return n, f"{n} process{'es' if n != 1 else ''} per node in the file"
+    if inventory is not None and inventory.devices:
+        return len(inventory.devices), f"this node has {len(inventory.devices)} GPU(s)"
+    if profile.gpus_per_node:
+        return profile.gpus_per_node, f"the {profile.key} profile has {profile.gpus_per_node} GPUs per node"
+    return None, ""
+
+
+STRATEGY_LABELS = {"MULTI_GPU": "DDP (distributed_type MULTI_GPU)", "FSDP": "FSDP", "DEEPSPEED": "DeepSpeed",
+                   "MEGATRON_LM": "Megatron-LM", "NO": "a single process", "ddp": "DDP", "fsdp": "FSDP"}
+
+
+def _strategy(f: LaunchFile) -> str:
+    strategy = f.strategy
+    nodes = f" across {f.nodes} nodes" if f.nodes and f.nodes > 1 else ""
+    tp = " (tensor parallel 1)" if f.tp is not None else ""
+    if strategy:
+        return f"{STRATEGY_LABELS.get(strategy, strategy)}{nodes}{tp}"
+    return f"data parallel{nodes}{tp or ' (no tensor parallelism set)'}"
+
+
+def judge_file(f: LaunchFile, profile: Profile, inventory: Optional[GpuInventory]) -> tuple[Status, str]:
+    name = f.path + (f" (named by {f.referenced_by})" if f.referenced_by else "")
+    if f.error:
+        return Status.FAIL, f"{name}: {f.error}"
+    if not f.settings and not f.launchers:
+        return Status.INFO, f"{name}: no launch command or parallelism setting recognised ({f.format})"
+    tp = f.tp
+    if tp is not None and tp.value is None:
+        return Status.INFO, f"{name}: tensor parallel size {tp.raw!r} ({tp.where}) is not a number here"
+    if tp is not None and tp.value > 1:
+        per_node, why = gpus_per_node(f, profile, inventory)
+        if per_node is None:
+            return Status.INFO, (f"{name}: tensor parallel {tp.value} ({tp.where}); GPUs per node unknown "
+                                 "(--spark-profile gb10 judges for Sparks)")
+        if tp.value > per_node:
+            return Status.FAIL, f"{name}: tensor parallel {tp.value} ({tp.where}) spans nodes ({why})"
+        return Status.PASS, f"{name}: tensor parallel {tp.value} ({tp.where}) stays inside one node ({why})"
+    return Status.PASS, f"{name}: {_strategy(f)}"
+
+
+def judge_environment(env: dict[str, str], profile: Profile) -> Optional[tuple[Status, str]]:
+    if not env:
+        return None
+    tp = to_int(env.get("PARALLELISM_CONFIG_TP_SIZE", ""))
+    world, local = to_int(env.get("WORLD_SIZE", "")), to_int(env.get("LOCAL_WORLD_SIZE", ""))
+    nodes = to_int(env.get("NNODES") or env.get("PET_NNODES") or env.get("SLURM_NNODES") or "")
+    if nodes is None and world and local:
+        nodes = max(1, world // local)
+    shape = ", ".join(f"{k}={env[k]}" for k in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "NNODES", "PET_NNODES") if k in env)
+    if tp and tp > 1:
+        per_node = 1 if profile.key == "gb10" else local
+        if per_node is not None and tp > per_node:
+            return Status.FAIL, f"environment: PARALLELISM_CONFIG_TP_SIZE={tp} spans nodes ({shape or 'launch variables'})"
+    if shape:
+        return Status.INFO, f"environment: launched as {nodes or '?'} node(s) ({shape})"
+    return None
+
+
+def judge_launch(review: LaunchReview, profile: Profile, inventory: Optional[GpuInventory] = None) -> Verdict:
+    findings = [judge_file(f, profile, inventory) for f in review.files]
+    env = judge_environment(review.environment, profile)
+    if env is not None:
+        findings.append(env)
+    readings = {
+        "files": [{"path": f.path, "format": f.format, "error": f.error,
+                   "tp": f.tp.value if f.tp is not None else None, "nodes": f.nodes, "strategy": f.strategy}
+                  for f in review.files],
+        "environment": review.environment,
+        "profile": profile.key,
+    }
+    if not findings:
+        return Verdict(G, Status.INFO, "no launch config to review: pass --spark-launch-config PATH (accelerate or "
+                                       "Megatron/NeMo YAML, DeepSpeed JSON, a vLLM/SGLang command or args file, a "
+                                       "torchrun script)", readings=readings)
+    findings.sort(key=lambda item: -item[0].rank)
+    status = findings[0][0]
+    summary = "; ".join(text for _, text in findings)
+    if len(summary) > 400:
+        summary = summary[:399] + "…"
+    fix = ""
+    if status is Status.FAIL:
+        fixes = []
+        if any(s is Status.FAIL and "spans nodes" in t for s, t in findings):
+            fixes.append(FIX_TP)
+        if any(f.error for f in review.files):
+            fixes.append(FIX_PARSE)
+        fix = "; ".join(fixes)
+    if status is Status.WARN and not fix:
+        fix = FIX_TP
+    return Verdict(G, status, summary, fix=fix, readings=readings)
+
+
+# -- NCCL setup review -------------------------------------------------------------------------------
+def _names(value: str) -> tuple[list[str], bool, bool]:
+    """NCCL's device/interface list syntax: '^' excludes, '=' matches exactly, ':port' suffixes."""
+    exclude = value.startswith("^")
+    value = value.lstrip("^")
+    exact = value.startswith("=")
+    value = value.lstrip("=")
+    return [part.split(":")[0].strip() for part in value.split(",") if part.strip()], exclude, exact
+
+
+def _matches(name: str, patterns: list[str], exact: bool) -> bool:
+    return any(name == p if exact else name.startswith(p) for p in patterns)
+
+
+def nccl_findings(net: Optional[NetSetup], profile: Profile) -> list[str]:
+    """What stands between this node's NCCL setup and the link's full bandwidth."""
+    if net is None:
+        return []
+    if net.error:
+        return [f"network setup unreadable: {net.error}"]
+    env, out = net.env, []
+    active = [d for d in net.rdma if d.active]
+    if env.get("NCCL_IB_DISABLE") == "1":
+        out.append("NCCL_IB_DISABLE=1: NCCL uses TCP sockets, not RoCE")
+    hca = env.get("NCCL_IB_HCA")
+    names = [d.name for d in active]
+    if hca:
+        patterns, exclude, exact = _names(hca)
+        if not exclude:
+            unknown = [p for p in patterns if not any(_matches(d.name, [p], exact) for d in net.rdma)]
+            if unknown:
+                out.append(f"NCCL_IB_HCA names {', '.join(unknown)}, which this node does not have "
+                           f"(RDMA devices: {', '.join(d.name for d in net.rdma) or 'none'})")
+            used = [n for n in names if _matches(n, patterns, exact)]
+            if len(active) >= 2 and len(used) < len(active):
+                out.append(f"NCCL_IB_HCA={hca} uses {len(used)} of {len(active)} active RoCE devices: "
+                           f"export NCCL_IB_HCA={','.join(names)}")
+    elif len(active) >= 2:
+        out.append(f"NCCL_IB_HCA is not set: name every active RoCE device: export NCCL_IB_HCA={','.join(names)}")
+    for dev in active:
+        if (dev.link_layer or "Ethernet") != "Ethernet":
+            continue
+        for netdev in dev.netdevs:
+            iface = net.interface(netdev)
+            if iface is not None and iface.mtu is not None and iface.mtu != 9000:
+                out.append(f"MTU {iface.mtu} on {netdev} ({dev.name}): sudo ip link set {netdev} mtu 9000 on both nodes")
+    if not active and profile.key == "gb10":
+        out.append("no active RDMA device: NCCL falls back to TCP sockets")
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    if not ifname:
+        out.append("NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself")
+    else:
+        patterns, exclude, exact = _names(ifname)
+        if not exclude and not any(_matches(i.name, patterns, exact) for i in net.interfaces):
+            out.append(f"NCCL_SOCKET_IFNAME={ifname} matches no interface on this node")
+    return out
+
+
+def describe_link(net: Optional[NetSetup]) -> str:
+    """The link as found: interface, driver, speed, MTU, and the RDMA devices (never a guessed NIC model)."""
+    if net is None or net.error:
+        return "link unknown"
+    parts = []
+    iface = net.interface(net.link) if net.link else None
+    if iface is not None:
+        details = [d for d in (iface.driver, f"{iface.speed_mbps} Mb/s" if iface.speed_mbps else None,
+                               f"MTU {iface.mtu}" if iface.mtu else None) if d]
+        parts.append(f"link {iface.name}" + (f" ({', '.join(details)})" if details else ""))
+    else:
+        parts.append(f"link not identified ({net.link_reason})")
+    active = [d.name for d in net.rdma if d.active]
+    parts.append(f"RDMA {', '.join(active)} active" if active else "no active RDMA device")
+    return ", ".join(parts)
+
+
+# -- the collective probe ---------------------------------------------------------------------------
+def _problems(run: CollectiveRun) -> list[str]:
+    root, followers = [], []
+    for rank in run.missing_ranks:
+        root.append(f"rank {rank} wrote no result (torchrun exit code {run.returncode})")
+    for r in run.ranks:
+        if r.error:
+            (followers if "SIGTERM" in r.error else root).append(f"rank {r.rank}: {r.error}")
+    if run.timed_out:
+        root.append(f"torchrun did not finish in time and was killed after {run.seconds:.0f} s")
+    elif not root and not followers and run.returncode not in (0, None):
+        last = [line for line in run.log_tail.splitlines() if line.strip()][-1:]
+        root.append(f"torchrun exited with code {run.returncode}" + (f": {last[0][:200]}" if last else ""))
+    return root + followers
+
+
+def _figures(rank: RankResult) -> tuple[Optional[float], str]:
+    large = max(rank.large, key=lambda row: row.size_bytes) if rank.large else None
+    small = min(rank.small, key=lambda row: row.size_bytes) if rank.small else None
+    parts = []
+    if large is not None:
+        parts.append(f"all-reduce bus bandwidth {large.busbw_gbps:.2f} GB/s at {large.size_bytes / 2**20:g} MiB")
+    if small is not None:
+        parts.append(f"{small.size_bytes} B latency {small.latency_us_median:.0f} µs")
+    return (large.busbw_gbps if large is not None else None), ", ".join(parts)
+
+
+def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
+    readings = {
+        "mode": run.mode, "nnodes": run.nnodes, "node_rank": run.node_rank, "returncode": run.returncode,
+        "timed_out": run.timed_out, "seconds": round(run.seconds, 2), "missing_ranks": run.missing_ranks,
+        "ranks": [{"rank": r.rank, "backend": r.backend, "device": r.device, "error": r.error,
+                   "busbw_gbps": [round(row.busbw_gbps, 3) for row in r.large],
+                   "latency_us": [round(row.latency_us_median, 1) for row in r.small]} for r in run.ranks],
+    }
+    if not run.attempted:
+        return Verdict(G, Status.SKIP, f"collective probe not run: {run.reason}", readings=readings)
+    problems = _problems(run)
+    first = run.ranks[0] if run.ranks else None
+    net = first.net if first is not None else None
+    findings = nccl_findings(net, profile) if run.mode == "multinode" and first and first.backend == "nccl" else []
+    if problems:
+        where = f"node {run.node_rank} of {run.nnodes}" if run.mode == "multinode" else "loopback rehearsal"
+        fix = FIX_PROBE + ("; " + "; ".join(findings) if findings else "")
+        return Verdict(G, Status.FAIL, f"collective probe failed ({where}): {'; '.join(problems)}"[:500], fix=fix,
+                       readings=readings)
+    assert first is not None
+    busbw, figures = _figures(first)
+    how = f"{first.backend} on {first.device}"
+    link = describe_link(net)
+    if run.mode == "rehearsal":
+        return Verdict(G, Status.INFO,
+                       f"loopback rehearsal ({run.nproc_per_node} processes on this node, {how}): {figures}; {link}; "
+                       "this tests the probe, not the link between nodes: run it on every node with "
+                       "SPARK_GOTCHAS_NNODES=2 SPARK_GOTCHAS_NODE_RANK=<n> MASTER_ADDR=<node 0>", readings=readings)
+    head = f"{run.nnodes} nodes, {how}: {figures}; {link}"
+    if first.backend != "nccl":
+        return Verdict(G, Status.INFO, f"{head} ({first.backend} runs over TCP sockets: not NCCL's figure)",
+                       readings=readings)
+    expected = profile.link_busbw_gbps
+    extra = f"; {'; '.join(findings)}" if findings else ""
+    if expected is None or busbw is None:
+        return Verdict(G, Status.INFO, f"{head}; no expected link figure for the {profile.key} profile{extra}"[:500],
+                       readings=readings)
+    rng = f"{expected.lo:g}-{expected.hi:g} GB/s expected for the {profile.key} profile's link set up right"
+    fix = "; ".join(findings) or ("export NCCL_IB_HCA with every active RoCE device, set MTU 9000 on the link's "
+                                  "interfaces on both nodes, and use a release NCCL (2.28.9 or later)")
+    if busbw >= PASS_FRACTION * expected.lo:
+        return Verdict(G, Status.PASS, f"{head}; {rng}{extra}"[:500], readings=readings)
+    if busbw <= SLOW_BUSBW_GBPS:
+        return Verdict(G, Status.FAIL, f"{head}: far below {rng}, the figure of a link set up wrong"[:500], fix=fix,
+                       readings=readings)
+    return Verdict(G, Status.WARN, f"{head}: below {rng}"[:500], fix=fix, readings=readings)

@@ -1,0 +1,218 @@
+"""The all-reduce probe between nodes (G10, ``multinode``), launched under torchrun by the check itself.
+
+The check starts ``torchrun`` as a child process, one process per node, and reads the JSON each
+local rank writes (:mod:`microbench.collective`), so it stays a single pytest process per node
+and a dead or hung rank is a reading. To measure the link between two Sparks, run on each node
+(node rank 0 and 1)::
+
+    SPARK_GOTCHAS_NNODES=2 SPARK_GOTCHAS_NODE_RANK=R MASTER_ADDR=<node 0's address on the link> \\
+        pytest -m multinode -k g10
+
+Without ``SPARK_GOTCHAS_NNODES`` (or ``PET_NNODES``/``NNODES``) >= 2 it runs a loopback rehearsal:
+two processes on this node, which tests the probe and the launch, not the link. Environment:
+``SPARK_GOTCHAS_NODE_RANK`` (or ``PET_NODE_RANK``/``NODE_RANK``), ``MASTER_ADDR``, ``MASTER_PORT``
+(default 29531), ``SPARK_GOTCHAS_COLLECTIVE_BACKEND`` (auto|nccl|gloo),
+``SPARK_GOTCHAS_COLLECTIVE_SIZES`` (e.g. ``64M,256M,1G``; at most 1G),
+``SPARK_GOTCHAS_COLLECTIVE_TIMEOUT`` (seconds without progress, default 60; 20 in a rehearsal),
+``SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS`` (seconds to wait for the other nodes, default 300).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..netsetup import NetSetup
+from ..serial import from_jsonable
+from . import ReadContext, reader
+from .torchinfo import torch_installed
+
+DEFAULT_PORT = 29531
+MULTINODE_SIZES = "64M,256M,1G"
+REHEARSAL_SIZES = "1M,16M"
+
+
+@dataclass
+class BandwidthRow:
+    size_bytes: int
+    seconds_median: float
+    algbw_gbps: float
+    busbw_gbps: float  # nccl-tests' bus bandwidth: algbw x 2(n-1)/n
+    iters: int = 0
+
+
+@dataclass
+class LatencyRow:
+    size_bytes: int
+    latency_us_median: float
+    iters: int = 0
+
+
+@dataclass
+class RankResult:
+    """One rank's ``rank<N>.json`` from ``python -m microbench collective``."""
+
+    rank: int
+    world_size: int = 0
+    local_world_size: int = 0
+    node_rank: int = 0
+    hostname: str = ""
+    backend: Optional[str] = None
+    device: Optional[str] = None
+    large: list[BandwidthRow] = field(default_factory=list)
+    small: list[LatencyRow] = field(default_factory=list)
+    error: Optional[str] = None
+    stage: Optional[str] = None
+    seconds: Optional[float] = None
+    net: Optional[NetSetup] = None
+
+
+@dataclass
+class CollectiveConfig:
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = DEFAULT_PORT
+    backend: str = "auto"
+    sizes: str = REHEARSAL_SIZES
+    small: str = "8,1K,64K"
+    timeout_s: float = 20.0  # without progress, per rank
+    rendezvous_s: float = 300.0
+    fault: Optional[str] = None  # "RANK:exit|hang", to test the reporting
+
+    @property
+    def multinode(self) -> bool:
+        return self.nnodes >= 2
+
+    @property
+    def nproc_per_node(self) -> int:
+        return 1 if self.multinode else 2
+
+
+@dataclass
+class CollectiveRun:
+    """``torchrun … -m microbench collective``: what ran, how it ended, what each local rank wrote."""
+
+    attempted: bool
+    reason: str = ""  # why not attempted
+    mode: str = "rehearsal"  # rehearsal (two processes on this node) | multinode
+    nnodes: int = 1
+    node_rank: int = 0
+    nproc_per_node: int = 2
+    master_addr: str = ""
+    backend_requested: str = "auto"
+    timeout_s: float = 0.0
+    command: list[str] = field(default_factory=list)
+    returncode: Optional[int] = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    ranks: list[RankResult] = field(default_factory=list)
+    missing_ranks: list[int] = field(default_factory=list)  # local ranks that wrote no result
+    log_tail: str = ""
+
+
+def _env_first(*names: str) -> Optional[str]:
+    for name in names:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def config_from_env() -> CollectiveConfig:
+    nnodes = int(_env_first("SPARK_GOTCHAS_NNODES", "PET_NNODES", "NNODES") or "1")
+    multinode = nnodes >= 2
+    return CollectiveConfig(
+        nnodes=nnodes,
+        node_rank=int(_env_first("SPARK_GOTCHAS_NODE_RANK", "PET_NODE_RANK", "NODE_RANK") or "0"),
+        master_addr=os.environ.get("MASTER_ADDR") or "127.0.0.1",
+        master_port=int(os.environ.get("MASTER_PORT") or DEFAULT_PORT),
+        backend=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_BACKEND") or "auto",
+        sizes=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_SIZES") or (MULTINODE_SIZES if multinode else REHEARSAL_SIZES),
+        timeout_s=float(os.environ.get("SPARK_GOTCHAS_COLLECTIVE_TIMEOUT") or (60 if multinode else 20)),
+        rendezvous_s=float(os.environ.get("SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS") or 300),
+        fault=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_FAULT") or None,
+    )
+
+
+def command(cfg: CollectiveConfig, out_dir: str) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(cfg.nnodes),
+           "--nproc-per-node", str(cfg.nproc_per_node), "--max-restarts", "0", "--monitor-interval", "0.1"]
+    if cfg.multinode:
+        cmd += ["--node-rank", str(cfg.node_rank), "--master-addr", cfg.master_addr,
+                "--master-port", str(cfg.master_port), "--rdzv-conf", f"timeout={int(cfg.rendezvous_s)}"]
+    else:
+        cmd += ["--standalone"]
+    cmd += ["-m", "microbench", "collective", "--out", out_dir, "--backend", cfg.backend, "--large", cfg.sizes,
+            "--small", cfg.small, "--timeout", f"{cfg.timeout_s:g}"]
+    if not cfg.multinode:
+        cmd += ["--iters", "3", "--small-iters", "5"]
+    if cfg.fault:
+        cmd += ["--fault", cfg.fault]
+    return cmd
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode(errors="replace")
+
+
+def run_collective(cfg: CollectiveConfig, work_dir: Optional[str] = None) -> CollectiveRun:
+    """Launch torchrun for this node and collect its ranks' results; bounded by the timeouts."""
+    out = CollectiveRun(attempted=True, mode="multinode" if cfg.multinode else "rehearsal", nnodes=cfg.nnodes,
+                        node_rank=cfg.node_rank, nproc_per_node=cfg.nproc_per_node, master_addr=cfg.master_addr,
+                        backend_requested=cfg.backend, timeout_s=cfg.timeout_s)
+    with tempfile.TemporaryDirectory(prefix="spark-collective-", dir=work_dir) as tmp:
+        results = Path(tmp) / "ranks"
+        log = Path(tmp) / "torchrun.log"
+        out.command = command(cfg, str(results))
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])  # where microbench lives in a checkout
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        overall = (cfg.rendezvous_s if cfg.multinode else 60) + 3 * cfg.timeout_s + 60
+        t0 = time.monotonic()
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(out.command, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
+            try:
+                out.returncode = proc.wait(timeout=overall)
+            except subprocess.TimeoutExpired:
+                out.timed_out = True
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                out.returncode = proc.wait()
+        out.seconds = time.monotonic() - t0
+        out.log_tail = _tail(log)
+        first = cfg.node_rank * cfg.nproc_per_node
+        for rank in range(first, first + cfg.nproc_per_node):
+            path = results / f"rank{rank}.json"
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                out.ranks.append(from_jsonable(RankResult, data))
+            except (OSError, ValueError, TypeError) as exc:
+                if not isinstance(exc, FileNotFoundError):
+                    out.log_tail += f"\n{path.name}: unreadable ({exc})"
+                out.missing_ranks.append(rank)
+    return out
+
+
+@reader("dist.collective")
+def read_collective(ctx: ReadContext) -> CollectiveRun:
+    """All-reduce bus bandwidth and latency under torchrun (see the module docstring for the setup)."""
+    if not torch_installed():
+        return CollectiveRun(attempted=False, reason="torch is not installed")
+    cfg = config_from_env()
+    ctx.say(f"G10: launching torchrun ({'node ' + str(cfg.node_rank) + ' of ' + str(cfg.nnodes) if cfg.multinode else 'loopback rehearsal, 2 processes'})")
+    return run_collective(cfg)

@@ -1,0 +1,413 @@
+"""Launch configs (``--spark-launch-config``) and the launch environment, read for parallelism (G10).
+
+Formats: accelerate config YAML, DeepSpeed JSON, Megatron/NeMo YAML, vLLM/SGLang YAML configs,
+and text: shell scripts or argument files with torchrun / ``python -m torch.distributed.run``,
+``accelerate launch``, ``deepspeed``, ``vllm serve``, ``python -m sglang.launch_server`` lines.
+Config files a command names (``--config_file``, ``--deepspeed``, ``--config``) are read too.
+A file that cannot be read or parsed is a reading with the error, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import yaml
+
+from . import ReadContext, reader
+
+MAX_FILE_BYTES = 2 << 20
+ENV_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "RANK", "LOCAL_RANK", "NNODES", "PET_NNODES",
+            "NODE_RANK", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "MASTER_ADDR", "MASTER_PORT", "SLURM_NNODES",
+            "SLURM_JOB_NUM_NODES", "PARALLELISM_CONFIG_TP_SIZE", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
+            "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA")
+
+# Keys (YAML/JSON, at any depth) and command-line flags, by what they set.
+TP_KEYS = {"tensor_model_parallel_size", "tensor_parallel_size", "tensor-parallel-size", "megatron_lm_tp_degree",
+           "parallelism_config_tp_size", "autotp_size", "tp_size", "tp-size"}
+TOP_TP_KEYS = {"tp", "mp_size"}  # only at the top level (vLLM/SGLang configs, old DeepSpeed inference)
+PP_KEYS = {"pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline-parallel-size", "megatron_lm_pp_degree",
+           "pp_size", "pp-size"}
+NODE_KEYS = {"num_machines", "num_nodes", "nnodes", "num-nodes"}
+TP_FLAGS = {"--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--tp", "--tp-size", "--tp_size",
+            "--tensor-model-parallel-size", "--tensor_model_parallel_size", "--parallelism_config_tp_size",
+            "--parallelism-config-tp-size"}
+PP_FLAGS = {"--pipeline-parallel-size", "--pipeline_parallel_size", "-pp", "--pp", "--pp-size", "--pp_size",
+            "--pipeline-model-parallel-size", "--pipeline_model_parallel_size"}
+NODE_FLAGS = {"--nnodes", "--num_nodes", "--num-nodes", "--num_machines", "--num-machines"}
+PER_NODE_FLAGS = {"--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus", "--gpus-per-node",
+                  "--gpus_per_node"}
+TOTAL_FLAGS = {"--num_processes", "--num-processes"}
+STRATEGY_FLAGS = {"--use_fsdp": "FSDP", "--use-fsdp": "FSDP", "--use_deepspeed": "DEEPSPEED",
+                  "--use-deepspeed": "DEEPSPEED", "--multi_gpu": "MULTI_GPU", "--multi-gpu": "MULTI_GPU",
+                  "--use_megatron_lm": "MEGATRON_LM", "--use-megatron-lm": "MEGATRON_LM"}
+CONFIG_FLAGS = {"--config_file", "--config-file", "--deepspeed", "--deepspeed_config", "--deepspeed-config", "--config"}
+FLAG_ROLES = ({f: "tp" for f in TP_FLAGS} | {f: "pp" for f in PP_FLAGS} | {f: "nodes" for f in NODE_FLAGS}
+              | {f: "procs_per_node" for f in PER_NODE_FLAGS} | {f: "processes" for f in TOTAL_FLAGS})
+LAUNCHER_WORDS = re.compile(r"torchrun|torch\.distributed\.(run|launch)|accelerate|deepspeed|vllm|sglang|trtllm")
+ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass
+class Setting:
+    """One parallelism setting as written: ``role`` is tp, pp, nodes, procs_per_node, processes or strategy."""
+
+    role: str
+    key: str  # "--tensor-parallel-size", "megatron_lm_config.megatron_lm_tp_degree", "trainer.num_nodes"
+    raw: str  # the value as written
+    value: Optional[int] = None  # None: not a number here (e.g. "$TP" left unresolved)
+    line: Optional[int] = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.key}" + (f", line {self.line}" if self.line else "")
+
+
+@dataclass
+class LaunchFile:
+    path: str
+    format: str = "unknown"  # accelerate | deepspeed | megatron | vllm | yaml | json | script | arguments | text
+    error: Optional[str] = None  # unreadable or malformed: the parse error
+    settings: list[Setting] = field(default_factory=list)
+    launchers: list[str] = field(default_factory=list)  # "torchrun", "vllm serve" … found in a script
+    referenced_by: Optional[str] = None  # the script whose command named this config
+
+    def _all(self, role: str) -> list[Setting]:
+        return [s for s in self.settings if s.role == role]
+
+    def largest(self, role: str) -> Optional[Setting]:
+        """The setting of a role with the largest known value (the first one when none is known)."""
+        found = self._all(role)
+        known = [s for s in found if s.value is not None]
+        return max(known, key=lambda s: s.value) if known else (found[0] if found else None)
+
+    @property
+    def tp(self) -> Optional[Setting]:
+        return self.largest("tp")
+
+    @property
+    def nodes(self) -> Optional[int]:
+        s = self.largest("nodes")
+        return s.value if s is not None else None
+
+    @property
+    def procs_per_node(self) -> Optional[int]:
+        s = self.largest("procs_per_node")
+        if s is not None and s.value:
+            return s.value
+        total = self.largest("processes")
+        if total is not None and total.value and self.nodes:
+            return max(1, total.value // self.nodes)
+        return None
+
+    @property
+    def strategy(self) -> Optional[str]:
+        found = self._all("strategy")
+        return found[0].raw if found else None
+
+
+@dataclass
+class LaunchReview:
+    """``cat`` each ``--spark-launch-config`` file; ``env | grep -E 'WORLD_SIZE|NNODES|MASTER_ADDR|…'``"""
+
+    files: list[LaunchFile] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def to_int(raw: Any) -> Optional[int]:
+    """``2`` -> 2, ``"2"`` -> 2, torchrun's elastic ``"1:2"`` -> 2; anything else -> None."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip()
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    if re.fullmatch(r"\d+:\d+", text):
+        return max(int(x) for x in text.split(":"))
+    return None
+
+
+# -- YAML / JSON -------------------------------------------------------------------------------
+def _walk_yaml(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any, int]]:
+    """(key path, scalar value, 1-based line) for every scalar under a composed YAML node."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if isinstance(value_node, yaml.ScalarNode):
+                yield path + (key,), value_node.value, value_node.start_mark.line + 1
+            else:
+                yield path + (key,), None, value_node.start_mark.line + 1
+                yield from _walk_yaml(value_node, path + (key,))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _walk_yaml(item, path + (str(i),))
+
+
+def _walk_json(obj: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any, Optional[int]]]:
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, (dict, list)):
+                yield path + (str(key),), None, None
+                yield from _walk_json(value, path + (str(key),))
+            else:
+                yield path + (str(key),), value, None
+    elif isinstance(obj, list):
+        for i, item in enumerate(obj):
+            yield from _walk_json(item, path + (str(i),))
+
+
+def _json_line(text: str, key: str) -> Optional[int]:
+    match = re.search(r'"' + re.escape(key) + r'"\s*:', text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def settings_from_tree(items: list[tuple[tuple[str, ...], Any, Optional[int]]]) -> list[Setting]:
+    """Parallelism settings among (key path, value, line) items of a YAML/JSON document."""
+    out: list[Setting] = []
+    values = {".".join(p): v for p, v, _ in items}
+    for path, value, line in items:
+        key, dotted = path[-1], ".".join(path)
+        if value is None:
+            if key == "zero_optimization":
+                stage = values.get(dotted + ".stage")
+                out.append(Setting("strategy", dotted + ".stage", f"DeepSpeed ZeRO-{stage}" if stage is not None
+                                   else "DeepSpeed ZeRO", None, line))
+            continue
+        raw = str(value)
+        if key in TP_KEYS or (len(path) == 1 and key in TOP_TP_KEYS):
+            out.append(Setting("tp", dotted, raw, to_int(value), line))
+        elif key in PP_KEYS:
+            out.append(Setting("pp", dotted, raw, to_int(value), line))
+        elif key in NODE_KEYS:
+            out.append(Setting("nodes", dotted, raw, to_int(value), line))
+        elif key == "num_processes":
+            out.append(Setting("processes", dotted, raw, to_int(value), line))
+        elif key in ("nproc_per_node", "gpus_per_node") or (key == "devices" and len(path) >= 2 and path[-2] == "trainer"):
+            out.append(Setting("procs_per_node", dotted, raw, to_int(value), line))
+        elif key == "distributed_type" or (key == "strategy" and len(path) >= 2 and path[-2] == "trainer"):
+            out.append(Setting("strategy", dotted, raw, None, line))
+        elif key == "_target_" and len(path) >= 3 and path[-2] == "strategy" and path[-3] == "trainer":
+            out.append(Setting("strategy", dotted, raw.rsplit(".", 1)[-1], None, line))
+    return out
+
+
+def _kind_of_tree(keys: set[str], top: set[str]) -> str:
+    if top & {"distributed_type", "compute_environment"}:
+        return "accelerate"
+    if keys & {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"} or "tensor_parallel" in top:
+        return "deepspeed"
+    if keys & {"tensor_model_parallel_size", "pipeline_model_parallel_size"} or "trainer" in top:
+        return "megatron"
+    if top & {"tensor-parallel-size", "tensor_parallel_size", "model", "tp", "tp-size", "tp_size"}:
+        return "vllm"
+    return ""
+
+
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if problem and mark is not None:
+        context = getattr(exc, "context", None)
+        return f"YAML error: {problem}" + (f" ({context})" if context else "") + \
+            f" at line {mark.line + 1}, column {mark.column + 1}"
+    return "YAML error: " + " ".join(str(exc).split())
+
+
+def _named_configs(items: list[tuple[tuple[str, ...], Any, Optional[int]]]) -> list[str]:
+    """Config files a config names (accelerate's deepspeed_config.deepspeed_config_file)."""
+    return [str(v) for p, v, _ in items if p[-1] == "deepspeed_config_file" and v not in (None, "", "null")]
+
+
+def parse_yaml(path: str, text: str) -> tuple[LaunchFile, list[str]]:
+    try:
+        docs = [d for d in yaml.compose_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        return LaunchFile(path, "yaml", error=_yaml_error(exc)), []
+    if docs and not isinstance(docs[0], yaml.MappingNode):
+        return LaunchFile(path, "yaml", error="YAML error: the document is not a mapping of settings"), []
+    items = [item for doc in docs for item in _walk_yaml(doc)]
+    top = {p[0] for p, _, _ in items if len(p) == 1}
+    kind = _kind_of_tree({p[-1] for p, _, _ in items}, top) or "yaml"
+    return LaunchFile(path, kind, settings=settings_from_tree(items)), _named_configs(items)
+
+
+def parse_json(path: str, text: str) -> tuple[LaunchFile, list[str]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return LaunchFile(path, "json", error=f"JSON error: {exc.msg} at line {exc.lineno}, column {exc.colno}"), []
+    if not isinstance(data, dict):
+        return LaunchFile(path, "json", error="JSON error: the document is not an object of settings"), []
+    items = [(p, v, _json_line(text, p[-1])) for p, v, _ in _walk_json(data)]
+    kind = _kind_of_tree({p[-1] for p, _, _ in items}, set(data)) or "json"
+    return LaunchFile(path, kind, settings=settings_from_tree(items)), _named_configs(items)
+
+
+# -- command lines -----------------------------------------------------------------------------------
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """Lines with backslash continuations joined, each with its first line number."""
+    out: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        out.append((start, pending + line))
+        pending = ""
+    if pending:
+        out.append((start, pending))
+    return out
+
+
+def expand(token: str, variables: dict[str, str]) -> str:
+    """``$VAR``, ``${VAR}``, ``${VAR:-default}`` from the script's own assignments (else left as written)."""
+    def sub(match: re.Match) -> str:
+        name = match.group(1) or match.group(3)
+        if name in variables:
+            return variables[name]
+        if match.group(2) is not None:
+            return match.group(2)
+        return match.group(0)
+
+    return VARIABLE.sub(sub, token)
+
+
+def _launchers(tokens: list[str]) -> list[str]:
+    found = []
+    for i, tok in enumerate(tokens):
+        base = os.path.basename(tok)
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if base == "torchrun" or tok in ("torch.distributed.run", "torch.distributed.launch"):
+            found.append("torchrun")
+        elif base == "accelerate" and nxt == "launch":
+            found.append("accelerate launch")
+        elif base in ("deepspeed", "deepspeed.launcher.runner"):
+            found.append("deepspeed")
+        elif (base == "vllm" and nxt == "serve") or tok.startswith("vllm.entrypoints"):
+            found.append("vllm serve")
+        elif tok.startswith("sglang.launch_server") or (base == "sglang" and nxt in ("serve", "launch_server")):
+            found.append("sglang")
+        elif base == "trtllm-serve":
+            found.append("trtllm-serve")
+    return found
+
+
+def settings_from_tokens(tokens: list[str], line: int) -> tuple[list[Setting], list[str]]:
+    """Parallelism settings and named config files among one command's tokens."""
+    settings: list[Setting] = []
+    configs: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        flag, value = (tok.split("=", 1) + [None])[:2] if tok.startswith("-") and "=" in tok else (tok, None)
+        if flag in STRATEGY_FLAGS:
+            settings.append(Setting("strategy", flag, STRATEGY_FLAGS[flag], None, line))
+        elif flag in FLAG_ROLES or flag in CONFIG_FLAGS:
+            if value is None and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                value = tokens[i + 1]
+                i += 1
+            if value is not None:
+                if flag in CONFIG_FLAGS:
+                    configs.append(value)
+                else:
+                    settings.append(Setting(FLAG_ROLES[flag], flag, value, to_int(value), line))
+        i += 1
+    return settings, configs
+
+
+def parse_text(path: str, text: str) -> tuple[LaunchFile, list[str]]:
+    """A shell script, a command line, or an argument file; returns the file and the configs it names."""
+    out = LaunchFile(path, "text")
+    variables: dict[str, str] = {}
+    configs: list[str] = []
+    for number, line in logical_lines(text):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            tokens = shlex.split(line, comments=True)
+        except ValueError as exc:
+            if LAUNCHER_WORDS.search(line) or any(f in line for f in FLAG_ROLES):
+                out.error = f"line {number}: {exc} (cannot split the command)"
+                return out, []
+            continue
+        if tokens and tokens[0] == "export":
+            tokens = tokens[1:]
+        if tokens and all(ASSIGNMENT.match(t) for t in tokens):
+            for t in tokens:
+                name, value = ASSIGNMENT.match(t).groups()  # type: ignore[union-attr]
+                variables[name] = expand(value, variables)
+            continue
+        tokens = [expand(t, variables) for t in tokens]
+        out.launchers += _launchers(tokens)
+        found, named = settings_from_tokens(tokens, number)
+        out.settings += found
+        configs += named
+    out.launchers = list(dict.fromkeys(out.launchers))
+    out.format = "script" if out.launchers else ("arguments" if out.settings else "text")
+    return out, configs
+
+
+# -- files -------------------------------------------------------------------------------------------
+def _read_text(path: str) -> tuple[Optional[str], Optional[str]]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
+    if len(data) > MAX_FILE_BYTES:
+        return None, f"cannot read: larger than {MAX_FILE_BYTES >> 20} MB, not a launch config"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})"
+
+
+def parse_file(path: str) -> tuple[LaunchFile, list[str]]:
+    text, error = _read_text(path)
+    if text is None:
+        return LaunchFile(path, "unknown", error=error), []
+    suffix = Path(path).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return parse_yaml(path, text)
+    if suffix == ".json":
+        return parse_json(path, text)
+    return parse_text(path, text)
+
+
+def review_files(paths: list[str] | tuple[str, ...]) -> list[LaunchFile]:
+    """Every file named, then the config files their commands name (one level, if they exist)."""
+    files: list[LaunchFile] = []
+    seen: set[str] = set()
+    for path in paths:
+        parsed, named = parse_file(path)
+        files.append(parsed)
+        seen.add(os.path.realpath(path))
+        for ref in named:
+            if not ref.lower().endswith((".json", ".yaml", ".yml")):
+                continue
+            candidate = ref if os.path.isabs(ref) else os.path.join(os.path.dirname(path) or ".", ref)
+            if os.path.realpath(candidate) in seen or not os.path.exists(candidate):
+                continue
+            seen.add(os.path.realpath(candidate))
+            child, _ = parse_file(candidate)
+            child.referenced_by = path
+            files.append(child)
+    return files
+
+
+@reader("launch.review")
+def read_launch_review(ctx: ReadContext) -> LaunchReview:
+    """The ``--spark-launch-config`` files and the launch variables of this process's environment."""
+    return LaunchReview(
+        files=review_files(ctx.options.spark_launch_config),
+        environment={k: os.environ[k] for k in ENV_KEYS if os.environ.get(k)},
+    )

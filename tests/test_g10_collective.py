@@ -1,0 +1,177 @@
+"""G10 collective probe: the NCCL setup review on a Spark-like /sys, the judgement of measured figures,
+and the real probe under torchrun with gloo on loopback (a hung rank, a dead rank on another "node")."""
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from spark_gotchas.judges import g10_parallelism as g10
+from spark_gotchas.netsetup import NetSetup, read_net_setup
+from spark_gotchas.profiles import GB10, H200
+from spark_gotchas.readers.collective import (BandwidthRow, CollectiveConfig, CollectiveRun, LatencyRow, RankResult,
+                                              command, run_collective)
+from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.verdict import Status
+
+# ibdev2netdev on a Spark with one QSFP cable (NVIDIA/dgx-spark-playbooks nvidia/nccl/README.md):
+#   rocep1s0f0 -> enp1s0f0np0 (Up), rocep1s0f1 -> enp1s0f1np1 (Down),
+#   roceP2p1s0f0 -> enP2p1s0f0np0 (Up), roceP2p1s0f1 -> enP2p1s0f1np1 (Down); management NIC enP7s7.
+RDMA = {"rocep1s0f0": ("enp1s0f0np0", True), "rocep1s0f1": ("enp1s0f1np1", False),
+        "roceP2p1s0f0": ("enP2p1s0f0np0", True), "roceP2p1s0f1": ("enP2p1s0f1np1", False)}
+
+
+def spark_sys(root, mtu=1500):
+    """A /sys tree shaped like a Spark's: four RoCE ports (two up), mlx5_core netdevs, a management NIC."""
+    drivers = root / "bus" / "pci" / "drivers"
+    for driver in ("mlx5_core", "r8127"):
+        (drivers / driver).mkdir(parents=True, exist_ok=True)
+
+    def netdev(name, up, driver, mtu_value, speed):
+        here = root / "class" / "net" / name
+        (here / "device").mkdir(parents=True)
+        (here / "mtu").write_text(f"{mtu_value}\n")
+        (here / "operstate").write_text("up\n" if up else "down\n")
+        (here / "speed").write_text(f"{speed if up else -1}\n")
+        (here / "device" / "driver").symlink_to(drivers / driver)
+
+    (root / "class" / "net" / "lo").mkdir(parents=True)
+    (root / "class" / "net" / "lo" / "mtu").write_text("65536\n")
+    netdev("enP7s7", True, "r8127", 1500, 10000)
+    for dev, (nd, up) in RDMA.items():
+        netdev(nd, up, "mlx5_core", mtu, 200000)
+        here = root / "class" / "infiniband" / dev
+        (here / "device" / "net" / nd).mkdir(parents=True)
+        (here / "ports" / "1").mkdir(parents=True)
+        (here / "ports" / "1" / "state").write_text("4: ACTIVE\n" if up else "1: DOWN\n")
+        (here / "ports" / "1" / "rate").write_text("200 Gb/sec (4X HDR)\n" if up else "40 Gb/sec (4X QDR)\n")
+        (here / "ports" / "1" / "link_layer").write_text("Ethernet\n")
+    return str(root)
+
+
+ADDRS = {"lo": ["127.0.0.1/8"], "enP7s7": ["10.0.0.21/24"], "enp1s0f0np0": ["192.168.100.10/24"]}
+
+
+def test_the_setup_of_a_spark_is_read_from_sys(tmp_path):
+    net = read_net_setup("192.168.100.11", spark_sys(tmp_path), ADDRS, environ={"NCCL_IB_HCA": "rocep1s0f0"})
+    assert [d.name for d in net.rdma if d.active] == ["roceP2p1s0f0", "rocep1s0f0"]
+    assert net.link == "enp1s0f0np0" and net.env == {"NCCL_IB_HCA": "rocep1s0f0"}
+    link = net.interface("enp1s0f0np0")
+    assert (link.driver, link.speed_mbps, link.mtu) == ("mlx5_core", 200000, 1500)
+    assert g10.describe_link(net) == ("link enp1s0f0np0 (mlx5_core, 200000 Mb/s, MTU 1500), "
+                                      "RDMA roceP2p1s0f0, rocep1s0f0 active")
+
+
+def test_findings_name_both_hcas_the_mtu_and_the_socket_interface(tmp_path):
+    net = read_net_setup("192.168.100.11", spark_sys(tmp_path), ADDRS, environ={"NCCL_IB_HCA": "rocep1s0f0"})
+    assert g10.nccl_findings(net, GB10) == [
+        "NCCL_IB_HCA=rocep1s0f0 uses 1 of 2 active RoCE devices: export NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0",
+        "MTU 1500 on enP2p1s0f0np0 (roceP2p1s0f0): sudo ip link set enP2p1s0f0np0 mtu 9000 on both nodes",
+        "MTU 1500 on enp1s0f0np0 (rocep1s0f0): sudo ip link set enp1s0f0np0 mtu 9000 on both nodes",
+        "NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
+    ]
+
+
+def test_the_playbook_setup_has_no_findings(tmp_path):
+    env = {"NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0", "NCCL_SOCKET_IFNAME": "enP7s7"}
+    net = read_net_setup("192.168.100.11", spark_sys(tmp_path, mtu=9000), ADDRS, environ=env)
+    assert g10.nccl_findings(net, GB10) == []
+    wrong = read_net_setup("192.168.100.11", spark_sys(tmp_path / "b", mtu=9000), ADDRS,
+                           environ={**env, "NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0,mlx5_1"})
+    assert "NCCL_IB_HCA names mlx5_0, mlx5_1, which this node does not have" in g10.nccl_findings(wrong, GB10)[0]
+    assert "NCCL_SOCKET_IFNAME=eth0 matches no interface on this node" in g10.nccl_findings(wrong, GB10)
+
+
+def multinode(busbw, net=None, backend="nccl"):
+    rank = RankResult(rank=0, world_size=2, local_world_size=1, backend=backend, device="NVIDIA GB10",
+                      large=[BandwidthRow(64 << 20, 0.01, busbw * 0.8, busbw * 0.8, 5),
+                             BandwidthRow(1 << 30, 0.1, busbw, busbw, 5)],
+                      small=[LatencyRow(8, 27.8, 20), LatencyRow(1024, 31.9, 20)], net=net)
+    return CollectiveRun(attempted=True, mode="multinode", nnodes=2, nproc_per_node=1, returncode=0, ranks=[rank])
+
+
+def test_measured_figures_are_judged_against_the_spark_link(tmp_path):
+    good_env = {"NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0", "NCCL_SOCKET_IFNAME": "enP7s7"}
+    good = read_net_setup("192.168.100.11", spark_sys(tmp_path / "a", mtu=9000), ADDRS, environ=good_env)
+    bad = read_net_setup("192.168.100.11", spark_sys(tmp_path / "b"), ADDRS, environ={})
+    # 23.74 and 3.04 GB/s: the two figures of one Spark pair in NVIDIA/dgx-spark-playbooks PR #103
+    v = g10.judge_collective(multinode(23.74, good), GB10)
+    assert v.status is Status.PASS and v.line.startswith(
+        "G10 PASS: 2 nodes, nccl on NVIDIA GB10: all-reduce bus bandwidth 23.74 GB/s at 1024 MiB, 8 B latency 28 µs; "
+        "link enp1s0f0np0 (mlx5_core, 200000 Mb/s, MTU 9000)")
+    slow = g10.judge_collective(multinode(3.04, bad), GB10)
+    assert slow.status is Status.FAIL and "far below 20-24 GB/s expected" in slow.line
+    assert slow.fix.startswith("NCCL_IB_HCA is not set: name every active RoCE device: "
+                               "export NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0; MTU 1500 on enP2p1s0f0np0")
+    assert g10.judge_collective(multinode(12.0, bad), GB10).status is Status.WARN
+    assert g10.judge_collective(multinode(120.0), H200).status is Status.INFO
+    assert "not NCCL's figure" in g10.judge_collective(multinode(1.1, backend="gloo"), GB10).line
+
+
+def test_a_run_round_trips_through_json(tmp_path):
+    run = multinode(23.7, read_net_setup("192.168.100.11", spark_sys(tmp_path), ADDRS, environ={}))
+    back = from_jsonable(CollectiveRun, json.loads(json.dumps(to_jsonable(run))))
+    assert back == run and g10.judge_collective(back, GB10).line == g10.judge_collective(run, GB10).line
+
+
+def test_the_command_is_one_process_per_node_and_stays_under_a_gigabyte():
+    cmd = command(CollectiveConfig(nnodes=2, node_rank=1, master_addr="192.168.100.10", sizes="64M,256M,1G"), "/tmp/x")
+    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    assert cmd[cmd.index("--nproc-per-node") + 1] == "1" and cmd[cmd.index("--node-rank") + 1] == "1"
+    assert "--standalone" in command(CollectiveConfig(), "/tmp/x")
+    from microbench.collective import main
+    with pytest.raises(SystemExit):
+        main(["--large", "16G"])  # refused: a 16 GB test froze a Spark
+
+
+# -- the real probe under torchrun, gloo on loopback -------------------------------------------------
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_hung_rank_is_reported_by_the_other_within_the_timeout(tmp_path):
+    run = run_collective(CollectiveConfig(timeout_s=3, fault="1:hang"), str(tmp_path))
+    assert run.returncode != 0 and not run.timed_out and run.seconds < 40
+    rank0 = next(r for r in run.ranks if r.rank == 0)
+    assert rank0.backend == "gloo" and rank0.stage.startswith("all-reduce of 8 B")
+    assert rank0.error.startswith("RuntimeError at all-reduce of 8 B iteration 0: ") or \
+        rank0.error.startswith("no progress for 3 s at all-reduce of 8 B")
+    v = g10.judge_collective(run, GB10)
+    assert v.status is Status.FAIL and v.line.startswith("G10 FAIL: collective probe failed (loopback rehearsal): "
+                                                         "rank 0: ")
+    assert v.fix.startswith("run the same command on every node")
+
+
+def test_two_nodes_on_loopback_a_dead_rank_is_reported_by_the_survivor(tmp_path):
+    port, runs = free_port(), {}
+
+    def node(rank):
+        cfg = CollectiveConfig(nnodes=2, node_rank=rank, master_port=port, timeout_s=15, rendezvous_s=60,
+                               fault="1:exit")
+        runs[rank] = run_collective(cfg, str(tmp_path))
+
+    threads = [threading.Thread(target=node, args=(r,)) for r in (0, 1)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert time.monotonic() - t0 < 90
+    survivor, dead = runs[0], runs[1]
+    assert [r.rank for r in survivor.ranks] == [0] and survivor.ranks[0].error
+    assert survivor.ranks[0].net is not None and survivor.ranks[0].net.link == "lo"
+    v0 = g10.judge_collective(survivor, GB10)
+    assert v0.status is Status.FAIL and v0.line.startswith("G10 FAIL: collective probe failed (node 0 of 2): rank 0: ")
+    assert dead.missing_ranks == [1]
+    assert g10.judge_collective(dead, GB10).line == ("G10 FAIL: collective probe failed (node 1 of 2): rank 1 wrote "
+                                                     "no result (torchrun exit code 1)")
+
+
+def test_no_torch_is_a_skip():
+    v = g10.judge_collective(CollectiveRun(attempted=False, reason="torch is not installed"), GB10)
+    assert v.line == "G10 SKIP: collective probe not run: torch is not installed"

@@ -1,0 +1,16 @@
+"""G10 — dual Spark is DDP/FSDP only: launch config review (fast) and an all-reduce probe (multinode)."""
+
+import pytest
+
+from spark_gotchas.judges import g10_parallelism as g10
+
+
+@pytest.mark.fast
+def test_g10_launch_config_review(spark):
+    spark.report(g10.judge_launch(spark.read("launch.review"), spark.profile, spark.try_read("gpu.inventory")))
+
+
+@pytest.mark.multinode
+@pytest.mark.timeout(900)  # the rendezvous waits for the other nodes to start (SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS)
+def test_g10_collective_probe(spark):
+    spark.report(g10.judge_collective(spark.read("dist.collective"), spark.profile))

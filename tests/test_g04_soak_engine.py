@@ -221,3 +221,15 @@ def test_the_soak_record_cli_rejudges_a_csv(tmp_path, gpu, worker, capsys):
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     assert main([str(tmp_path / "bad.csv")]) == 2
     assert "is not a G4 soak CSV" in capsys.readouterr().out
+
+
+def test_the_sampler_cost_benchmark_compares_load_alone_with_load_and_sampler(gpu, worker):
+    from microbench.soak_cost import measure, report
+
+    out = measure(seconds=1.0, interval_s=0.1, window_s=0.25, worker=worker, load_task="g04_fakes:fake_load")
+    assert out["alone_1"]["tflops"] == out["alone_2"]["tflops"] == out["sampled"]["tflops"] == 95.0
+    assert out["cost_fraction"] == 0.0 and out["noise_fraction"] == 0.0 and out["ok"]
+    assert out["sampled"]["samples"] >= 8 and out["sampled"]["sampler_errors"] == 0
+    lines = report(out)
+    assert lines[3] == "sampler cost: +0.00% of throughput (noise between the two alone phases 0.00%; budget 1%): OK"
+    assert lines[4].startswith("memory over the sampled phase: this process ")

@@ -191,8 +191,8 @@ def test_nothing_else_running_passes_and_says_how_it_looked():
         "G6 PASS: no other GPU workload: NVML lists no other process, and none of 81 command lines is a known server "
         "or trainer")
     assert judge(GpuProcesses(nvml_error="NVML library not found", scanned=81), NONE).line == (
-        "G6 PASS: no other GPU workload: NVML unavailable (NVML library not found), and none of 81 command lines is a "
-        "known server or trainer")
+        "G6 PASS: no other GPU workload: none of 81 command lines is a known server or trainer (NVML unavailable: NVML "
+        "library not found)")
 
 
 def test_no_nvml_and_no_process_table_skips():

@@ -251,9 +251,12 @@ def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOption
     if listed:
         return Verdict(G, Status.PASS, f"{len(listed)} small or capped workload(s) beside this run: "
                        + _join(listed, 4) + note, readings=readings)
-    source = "NVML lists no other process" if not reading.nvml_error else f"NVML unavailable ({reading.nvml_error})"
-    return Verdict(G, Status.PASS, f"no other GPU workload: {source}, and none of {reading.scanned} command lines "
-                   "is a known server or trainer" + note, readings=readings)
+    scanned = f"none of {reading.scanned} command lines is a known server or trainer"
+    if reading.nvml_error:
+        summary = f"no other GPU workload: {scanned} (NVML unavailable: {reading.nvml_error})"
+    else:
+        summary = f"no other GPU workload: NVML lists no other process, and {scanned}"
+    return Verdict(G, Status.PASS, summary + note, readings=readings)
 
 
 def _join(items: list[tuple[str, Group]], limit: int) -> str:

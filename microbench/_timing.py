@@ -114,7 +114,7 @@ def bench(
         fn()
         ends[i].record()
     clock.synchronize()
-    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
     return summarize(times, n_warmup, estimate_ms, quantiles)
 
 

@@ -76,7 +76,7 @@ def read_section(fh: BinaryIO, offset: int, size: int, where: str = "fatbin") ->
     return list(_walk(_FileReader(fh), offset, size, where))
 
 
-def _walk(reader: "_Reader", start: int, size: int, where: str) -> Iterator[FatbinEntry]:
+def _walk(reader: _Reader, start: int, size: int, where: str) -> Iterator[FatbinEntry]:
     end = start + size
     pos = start
     while pos + CONTAINER.size <= end:

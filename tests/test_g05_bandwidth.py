@@ -5,9 +5,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import bench_fakes as fk
 import pytest
 
-import bench_fakes as fk
 from microbench.bandwidth import BandwidthSweep
 from spark_gotchas import profiles
 from spark_gotchas.judges import g05_bandwidth as g05
@@ -196,3 +196,9 @@ def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["G5 FAIL: bandwidth crashed or hung: child process killed by SIGSEGV*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_an_h200_judged_as_a_spark_is_above_the_range_not_within_it():
+    v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), profiles.GB10)
+    assert v.status is Status.PASS
+    assert "at or above GB10's measured range (copy, read, write, triad above it)" in v.summary

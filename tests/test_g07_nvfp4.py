@@ -7,9 +7,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import bench_fakes as fk
 import pytest
 
-import bench_fakes as fk
 from microbench import gemm
 from spark_gotchas import profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
@@ -218,7 +218,7 @@ def test_scale_swizzle_pads_partial_tiles(torch):
 def test_e2m1_codes_decode_by_the_format_definition(torch):
     """e2m1: sign bit 3, exponent bits 2-1 (bias 1), mantissa bit 0; exponent 0 is subnormal (m x 0.5)."""
     codes = torch.arange(16, dtype=torch.uint8)
-    for code, value in zip(range(16), gemm.decode_e2m1(codes).tolist()):
+    for code, value in zip(range(16), gemm.decode_e2m1(codes).tolist(), strict=True):
         sign, exp, man = code >> 3, (code >> 1) & 3, code & 1
         want = (man * 0.5) if exp == 0 else 2.0 ** (exp - 1) * (1 + man / 2)
         assert value == (-want if sign else want)

@@ -101,8 +101,10 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         _, ceiling = _ceiling_word(profile, theoretical)
         against = f" - not {ceiling}" if ceiling else ""
         under = [m for m in ORDER if m in ranges and figures[m] < ranges[m].lo]
-        where = (f"within {1 - WARN_FRACTION:.0%} of {name}'s measured range ({', '.join(under)} under it)" if under
-                 else f"within {name}'s measured range")
+        over = [m for m in ORDER if m in ranges and figures[m] > ranges[m].hi]
+        notes = [f"{', '.join(ms)} {word} it" for ms, word in ((under, "under"), (over, "above")) if ms]
+        where = (f"within {1 - WARN_FRACTION:.0%} of " if under else "at or above " if over else "within ") + \
+            f"{name}'s measured range" + (f" ({'; '.join(notes)})" if notes else "")
         return Verdict(G, Status.PASS, f"{_figures_text(figures)} ({what}), {where}; "
                                        f"budget {budget}{against}{peak_note}", readings=readings)
     if theoretical:
@@ -115,7 +117,7 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
             return Verdict(G, Status.FAIL, line + f", under {THEORETICAL_FAIL:.0%}", fix=FIX_SLOW, readings=readings)
         if fraction < THEORETICAL_WARN:
             return Verdict(G, Status.WARN, line + f", under {THEORETICAL_WARN:.0%}", fix=FIX_SLOW, readings=readings)
-        return Verdict(G, Status.PASS, line + f"; budget from these, not the theoretical peak", readings=readings)
+        return Verdict(G, Status.PASS, line + "; budget from these, not the theoretical peak", readings=readings)
     return Verdict(G, Status.INFO, f"{_figures_text(figures)} ({what}); no measured range or theoretical peak for "
                                    f"{profile.title} to judge against: {FIX_BUDGET}", readings=readings)
 

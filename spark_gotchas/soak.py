@@ -149,7 +149,7 @@ class SignalGuard:
         self.received = signal.Signals(signum).name
         self.on_signal(self.received)
 
-    def __enter__(self) -> "SignalGuard":
+    def __enter__(self) -> SignalGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.getsignal(sig)

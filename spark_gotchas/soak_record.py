@@ -339,7 +339,7 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
             if len(values) != len(COLUMNS):
                 torn += 1
                 continue
-            row = dict(zip(COLUMNS, values))
+            row = dict(zip(COLUMNS, values, strict=True))
             event = row["event"]
             t = _float(row["t_s"])
             if t is None:

@@ -21,8 +21,7 @@ from spark_gotchas import nvml, soak
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers import thermal
+from spark_gotchas.readers import ReadContext, thermal
 from spark_gotchas.readers.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
 from spark_gotchas.readers.torchinfo import TorchBuild
 from spark_gotchas.soak_plot import NO_MATPLOTLIB, plot_soak

@@ -58,8 +58,16 @@ from typing import Any, Optional
 from ..profiles import Profile
 from ..readers.reboot import RebootCheck
 from ..readers.soak import SoakReading, SoakWindow
-from ..readers.thermal import (COUNTER_NAMES, REASON_NAMES, SW_POWER_CAP, THROTTLE_BITS, THROTTLE_COUNTERS,
-                               ThermalSample, ThermalSnapshot, reason_names)
+from ..readers.thermal import (
+    COUNTER_NAMES,
+    REASON_NAMES,
+    SW_POWER_CAP,
+    THROTTLE_BITS,
+    THROTTLE_COUNTERS,
+    ThermalSample,
+    ThermalSnapshot,
+    reason_names,
+)
 from ..readers.thermal_spot import SpotCheck
 from ..verdict import Status, Verdict
 

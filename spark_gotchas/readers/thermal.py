@@ -101,7 +101,7 @@ class ClockCounters:
     sources: dict[str, str] = field(default_factory=dict)  # key -> "nvml" | "nvidia-smi"
     unavailable: dict[str, str] = field(default_factory=dict)  # source -> why it gave nothing
 
-    def delta(self, later: "ClockCounters") -> dict[str, float]:
+    def delta(self, later: ClockCounters) -> dict[str, float]:
         """``later - self`` for every counter both have (a counter that went back is left out)."""
         out = {}
         for key, before in self.values_us.items():

@@ -482,12 +482,19 @@ def sweep_sizes(l2_bytes: Optional[int], available: int, fraction: float = MEMOR
 def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.0, rep_ms: float = 100.0,
           unified_memory: Optional[bool] = None, max_seconds: float = 300.0) -> dict:
     """The probe at every size of :func:`sweep_sizes`; streams one progress line per size."""
+    from spark_gotchas.serial import to_jsonable
+
+    return to_jsonable(_sweep(backend, references, warmup_ms, rep_ms, unified_memory, max_seconds))
+
+
+def _sweep(backend, references, warmup_ms, rep_ms, unified_memory, max_seconds, device: str = "cuda",
+           clock: Any = None) -> BandwidthSweep:
     import torch
 
     from spark_gotchas import worker_main
-    from spark_gotchas.serial import to_jsonable
 
     t0 = time.perf_counter()
+    clock = clock or TorchClock()
     facts = _device_facts(torch, unified_memory)
     use_triton, backend_text = _pick_backend(backend)
     out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"], unified_memory=facts["unified_memory"],
@@ -496,20 +503,21 @@ def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.
         if worker_main.should_stop() or time.perf_counter() - t0 > max_seconds:
             out.stopped_early = True
             break
-        bufs = _Buffers(torch, size // ELEMENT_BYTES)
+        bufs = _Buffers(torch, size // ELEMENT_BYTES, device)
         try:
-            row = [_preferred(torch, m, use_triton, bufs, facts["sms"], warmup_ms, rep_ms, DEFAULT_CONFIGS[m])
+            row = [_preferred(torch, m, use_triton, bufs, facts["sms"], warmup_ms, rep_ms, DEFAULT_CONFIGS[m], clock)
                    for m in METHODS]
             if references:
-                row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms) for m in METHODS]
+                row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms, clock) for m in METHODS]
         finally:
             del bufs
-            torch.cuda.empty_cache()
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
         out.points += row
         out.sizes_bytes.append(size)
         worker_main.progress({"array_bytes": size, "gbps": {r.method: r.gbps for r in row[:len(METHODS)]}})
     out.seconds = time.perf_counter() - t0
-    return to_jsonable(out)
+    return out
 
 
 # -- command line -------------------------------------------------------------------------------

@@ -266,3 +266,16 @@ def test_a_failing_triton_kernel_falls_back_to_torch_and_says_so(torch, bufs, mo
     r = bandwidth._preferred(torch, "copy", True, bufs, 2, 1, 3, bandwidth.DEFAULT_CONFIGS["copy"], WallClock())
     assert r.ok and r.implementation == "Tensor.copy_"
     assert r.fallback == "triton BLOCK=4096 warps=4 1 tile/program failed: CompilationError: at 12:4"
+
+
+def test_the_sweep_on_cpu_tensors_reports_each_size(torch, monkeypatch):
+    progress = []
+    monkeypatch.setattr(bandwidth, "_device_facts", lambda torch, unified: {
+        "device": "cpu stand-in", "capability": (0, 0), "sms": 2, "l2_bytes": 2 * MIB, "unified_memory": False,
+        "available": 24 * MIB})
+    monkeypatch.setattr("spark_gotchas.worker_main.progress", progress.append)
+    res = bandwidth._sweep("torch", True, 1, 2, None, 60, device="cpu", clock=WallClock())
+    assert res.sizes_bytes == [1 * MIB, 2 * MIB] and not res.stopped_early
+    assert [p["array_bytes"] for p in progress] == res.sizes_bytes
+    assert len(res.points) == 2 * 8 and sum(p.role == "reference" for p in res.points) == 8
+    assert all(p.ok for p in res.points)

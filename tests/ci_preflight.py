@@ -81,7 +81,7 @@ def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, **env_overrides: st
     env.update({
         "PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}",
         "MODE": "preflight", "REPORTS": str(reports), "GITHUB_STEP_SUMMARY": str(summary), "STRICT_FLAG": "",
-        "EXTRA_ARGS": "-p no:hypothesis -p no:benchmark", "SOAK_DURATION": "20s", "PYTHONUNBUFFERED": "1",
+        "EXTRA_ARGS": "-p no:hypothesispytest -p no:benchmark", "SOAK_DURATION": "20s", "PYTHONUNBUFFERED": "1",
     })
     env.update(env_overrides)
     proc = subprocess.run([*BASH, shell_text(step(name_prefix)["run"])], cwd=cwd, env=env,
@@ -106,7 +106,7 @@ def replayed_as_gb10() -> Path:
     """That snapshot replayed as if on a Spark (--spark-profile=gb10): a second real run that judges differently."""
     out = fresh_dir() / "gb10.json"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "fast", "-q", "-p", "no:hypothesis", "-p", "no:benchmark",
+        [sys.executable, "-m", "pytest", "-m", "fast", "-q", "-p", "no:hypothesispytest", "-p", "no:benchmark",
          f"--spark-replay={preflight().snapshot}", "--spark-profile=gb10", f"--spark-snapshot={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]

@@ -136,7 +136,8 @@ def test_the_option_appends_one_block_per_run(pytester):
     snap = pytester.path / "empty.json"
     snap.write_text(json.dumps({"format": "spark-gotchas-snapshot", "version": 1, "readings": {}}))
     for _ in range(2):
-        result = pytester.runpytest(f"--spark-replay={snap}", "--spark-summary-md=summary.md", "-p", "no:cacheprovider")
+        result = pytester.runpytest(f"--spark-replay={snap}", "--spark-summary-md=summary.md", "-p", "no:cacheprovider",
+                                    "-p", "no:hypothesispytest")
         result.assert_outcomes(passed=1, warnings=1)
     text = (pytester.path / "summary.md").read_text()
     assert text.count("## ⚠️ spark-gotchas: WARN") == 2

@@ -114,12 +114,16 @@ def torch_build_value(name: str = "NVIDIA H200", capability=(9, 0)) -> dict[str,
 class FakeWorker:
     """Answers worker tasks from recorded values; counts the calls."""
 
-    def __init__(self, answers: dict[str, Any]):
+    def __init__(self, answers: dict[str, Any], progress: dict[str, list] | None = None):
         self.answers = answers
+        self.progress = progress or {}
         self.calls: list[str] = []
 
     def call(self, task: str, args: dict | None = None, timeout: float = 60.0, on_progress=None) -> TaskResult:
         self.calls.append(task)
+        for item in self.progress.get(task, []):
+            if on_progress is not None:
+                on_progress(item)
         answer = self.answers.get(task)
         if isinstance(answer, TaskResult):
             return answer

@@ -202,3 +202,27 @@ def test_an_h200_judged_as_a_spark_is_above_the_range_not_within_it():
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), profiles.GB10)
     assert v.status is Status.PASS
     assert "at or above GB10's measured range (copy, read, write, triad above it)" in v.summary
+
+
+def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypatch):
+    from spark_gotchas.options import RunOptions
+    from spark_gotchas.provider import Provider
+
+    sweep = sweep_reading().result
+    worker = fk.FakeWorker(
+        {"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
+         "microbench.bandwidth:sweep": sweep},
+        progress={"microbench.bandwidth:sweep": [{"array_bytes": 96 << 20, "gbps": {"copy": 199.5, "read": None}}]})
+    provider = Provider(RunOptions(soak_dir=str(tmp_path / "reports"), spark_profile="gb10"),
+                        worker_factory=lambda: worker)
+    said, artifacts = [], {}
+    provider.ctx.say = said.append
+    provider.ctx.add_artifact = artifacts.__setitem__
+    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    got = provider.read("bench.bandwidth_sweep")
+    assert said == ["G5 sweep: 96 MiB per array: copy 200 GB/s"]
+    rows = (tmp_path / "reports" / "g5_bandwidth_sweep.csv").read_text().splitlines()
+    assert rows[0] == "array_bytes,method,implementation,gbps_median,gbps_best,check,error"
+    assert len(rows) == 1 + len(sweep.points)
+    assert artifacts == {"G5 bandwidth sweep (CSV)": got.csv_path}
+    assert g05.judge_sweep(got, fk.gb10_inventory(), profiles.GB10).status is Status.PASS

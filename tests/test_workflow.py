@@ -149,6 +149,7 @@ def test_artifacts_are_uploaded_even_when_the_job_fails():
 
 
 def test_every_step_script_is_valid_bash():
+    assert job()["defaults"]["run"]["shell"] == "bash"  # the shell the tests run the steps with (BASH)
     for name, script in _scripts().items():
         result = subprocess.run(["bash", "-n", "-c", shell_text(script)], capture_output=True, text=True)
         assert result.returncode == 0, f"{name}: {result.stderr}"

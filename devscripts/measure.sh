@@ -107,7 +107,7 @@ for f in tests/fixtures/fatbin/*.so tests/fixtures/fatbin/*.o; do
   walker "$f"
 done
 echo "-- fresh build with this machine's nvcc ($(nvcc --version | tail -1))"
-python3 -m pytest tests/test_fatbin.py -q -p no:cacheprovider -k "fresh or torch_wheel" 2>&1 | tail -2
+python3 -m pytest tests/test_fatbin.py -q -p no:cacheprovider -k "fresh or torch_wheel or cuobjdump" 2>&1 | tail -2
 TL=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libtorch_cuda.so'))")
 echo "-- $TL: cuobjdump --list-elf --list-ptx (entries per target)"
 time cuobjdump --list-elf --list-ptx "$TL" 2>&1 | targets

@@ -131,3 +131,15 @@ def test_the_installed_torch_wheel(tmp_path):
 
         cubins = {t for t in lib.targets if t.startswith("sm_")}
         assert set(torch.cuda.get_arch_list()) & cubins
+
+
+@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="cuobjdump not on PATH (it is on the GPU machines)")
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_cuobjdump_lists_the_same_images(fb, name):
+    """cuobjdump names sm_121a but prints sm_120f as sm_120: compare with the family suffix dropped."""
+    out = subprocess.run(["cuobjdump", "--list-elf", "--list-ptx", str(fb / name)], capture_output=True, text=True,
+                         timeout=60).stdout
+    theirs = sorted(f"{'ptx' if ext == 'ptx' else 'cubin'} {num}{suffix if suffix == 'a' else ''}"
+                    for _kind, num, suffix, ext in re.findall(r"(sm|compute)_(\d+)([af]?)\.(cubin|ptx)", out))
+    ours = sorted(f"{e.kind} {e.sm}{e.suffix if e.suffix == 'a' else ''}" for e in fatbin.read_file(str(fb / name)).entries)
+    assert theirs == ours, out

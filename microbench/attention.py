@@ -30,14 +30,14 @@ def _first_line(exc: BaseException, limit: int = 240) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:limit]
 
 
-def _problem(seqlen: int, heads: int, head_dim: int, dtype_name: str) -> tuple[Any, Any, Any]:
-    """q, k, v in flash-attn's (batch, seq, heads, dim) layout on cuda:0, seeded."""
+def _problem(seqlen: int, heads: int, head_dim: int, dtype_name: str, device: str = "cuda") -> tuple[Any, Any, Any]:
+    """q, k, v in flash-attn's (batch, seq, heads, dim) layout, seeded."""
     import torch
 
     dtype = getattr(torch, dtype_name)
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
     shape = (1, seqlen, heads, head_dim)
-    return tuple(torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(3))  # type: ignore[return-value]
+    return tuple(torch.randn(shape, device=device, dtype=dtype, generator=gen) for _ in range(3))  # type: ignore[return-value]
 
 
 def _sdpa(q: Any, k: Any, v: Any) -> Any:
@@ -48,8 +48,12 @@ def _sdpa(q: Any, k: Any, v: Any) -> Any:
     return out.transpose(1, 2)
 
 
-def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtype: str = "bfloat16") -> dict[str, Any]:
-    """Import flash_attn the way Unsloth checks it, then run one causal call against SDPA."""
+def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtype: str = "bfloat16",
+                     device: str = "cuda") -> dict[str, Any]:
+    """Import flash_attn the way Unsloth checks it, then run one causal call against SDPA.
+
+    ``device="cpu"`` exists for the suite's tests (a stand-in flash_attn on a machine without a GPU).
+    """
     out: dict[str, Any] = {"imported": False, "interface": None, "gpu_tried": False}
     t0 = time.perf_counter()
     try:
@@ -71,23 +75,27 @@ def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtyp
             out["interface_error"] = _first_line(exc)
     import torch
 
-    if not torch.cuda.is_available():
-        out["gpu_reason"] = "torch sees no CUDA device"
-        return out
-    out["device"] = torch.cuda.get_device_name(0)
-    out["capability"] = list(torch.cuda.get_device_capability(0))
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            out["gpu_reason"] = "torch sees no CUDA device"
+            return out
+        out["device"] = torch.cuda.get_device_name(0)
+        out["capability"] = list(torch.cuda.get_device_capability(0))
+    else:
+        out["device"] = device
     out["dtype"] = dtype
     out["shape"] = [1, seqlen, heads, head_dim]
     out["gpu_tried"] = True
     try:
         from flash_attn import flash_attn_func
 
-        q, k, v = _problem(seqlen, heads, head_dim, dtype)
+        q, k, v = _problem(seqlen, heads, head_dim, dtype, device)
         reference = _sdpa(q.float(), k.float(), v.float())
         sdpa = _sdpa(q, k, v)
         t1 = time.perf_counter()
         flash = flash_attn_func(q, k, v, causal=True)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
         out["call_seconds"] = time.perf_counter() - t1
     except Exception as exc:  # "no kernel image is available", "FlashAttention only supports …"
         out["gpu_error"] = _first_line(exc)

@@ -68,6 +68,17 @@ def test_output_that_disagrees_with_sdpa_fails():
     assert "flash_attn_func disagrees with SDPA on NVIDIA H200: max |error| 5.00e-01 > tolerance 7.80e-03" in v.line
 
 
+def test_a_kernel_that_fails_on_this_gpu_fails():
+    flash = FlashAttn(installed=True, version="2.8.3", probe=FlashAttnProbe(
+        attempted=True, imported=True, interface="flash_attn_gpu", gpu_tried=True, device="NVIDIA GB10",
+        capability=(12, 1), gpu_error="RuntimeError: CUDA error: no kernel image is available for execution on the "
+                                      "device"))
+    v = g02.judge_flash_attn(flash, UNSLOTH)
+    assert v.status is Status.FAIL and v.line.endswith(
+        "a causal flash_attn_func call fails on NVIDIA GB10: RuntimeError: CUDA error: no kernel image is available "
+        "for execution on the device")
+
+
 def test_working_with_unsloth_beside_it_warns_with_force_sdpa():
     v = g02.judge_flash_attn(working(), UNSLOTH, SDPA_H200)
     assert v.status is Status.WARN
@@ -109,7 +120,8 @@ def fake_site(monkeypatch):
 
 
 def worker_with(mode):
-    env = dict(os.environ, FAKE_FLASH_ATTN=mode, PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]))
+    env = dict(os.environ, FAKE_FLASH_ATTN=mode, PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]),
+               CUDA_VISIBLE_DEVICES="")  # the same outcome on a GPU machine
     return Worker(preload=(), env=env)
 
 
@@ -155,6 +167,25 @@ def test_reader_on_a_clean_import_without_gpu(fake_site):
     assert p.imported and p.interface == "flash_attn_gpu" and p.version == "2.8.3"
     assert not p.gpu_tried and p.gpu_reason == "torch sees no CUDA device"
     assert g02.judge_flash_attn(reading).status is Status.INFO
+
+
+@pytest.mark.parametrize("mode, status, text", [
+    ("ok", Status.PASS, "flash-attn 2.8.3 works on cpu: a causal call agrees with SDPA"),
+    ("wrong", Status.FAIL, "flash_attn_func disagrees with SDPA on cpu: max |error| "),
+])
+def test_the_call_and_the_comparison_with_sdpa(fake_site, mode, status, text):
+    """The comparison the GPU run makes, on the CPU with the stand-in (its call is torch SDPA, or wrong)."""
+    worker = worker_with(mode)
+    try:
+        result = worker.call("microbench.attention:flash_attn_probe", {"device": "cpu"}, timeout=60)
+    finally:
+        worker.close()
+    assert result.ok, result.problem
+    probe = FlashAttnProbe(attempted=True, **result.value)
+    v = g02.judge_flash_attn(FlashAttn(installed=True, version="2.8.3", probe=probe), Unsloth(installed=False))
+    assert v.status is status and text in v.line
+    if mode == "ok":
+        assert probe.max_abs_err_flash == probe.max_abs_err_sdpa and probe.tolerance >= 1e-3
 
 
 def test_unsloth_layout_is_read_from_its_source(fake_site):

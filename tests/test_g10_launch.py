@@ -159,3 +159,10 @@ def test_the_review_round_trips_through_json():
     back = from_jsonable(LaunchReview, json.loads(json.dumps(to_jsonable(reading))))
     assert back == reading
     assert g10.judge_launch(back, GB10).line == g10.judge_launch(reading, GB10).line
+
+
+def test_without_pyyaml_a_yaml_file_is_skipped_not_failed(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "yaml", None)
+    v = g10.judge_launch(review("accelerate_ddp.yaml"), GB10)
+    assert v.line == f"G10 SKIP: {FIX}/accelerate_ddp.yaml: not read: PyYAML is not installed (pip install PyYAML)"
+    assert g10.judge_launch(review("accelerate_ddp.yaml", "vllm_tp2.sh"), GB10).status is Status.FAIL

@@ -80,6 +80,8 @@ def judge_file(f: LaunchFile, profile: Profile, inventory: Optional[GpuInventory
     name = f.path + (f" (named by {f.referenced_by})" if f.referenced_by else "")
     if f.error:
         return Status.FAIL, f"{name}: {f.error}"
+    if f.unsupported:
+        return Status.SKIP, f"{name}: {f.unsupported}"
     if not f.settings and not f.launchers:
         return Status.INFO, f"{name}: no launch command or parallelism setting recognised ({f.format})"
     tp = f.tp

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-import yaml
-
 from . import ReadContext, reader
 
 MAX_FILE_BYTES = 2 << 20
@@ -74,6 +72,7 @@ class LaunchFile:
     path: str
     format: str = "unknown"  # accelerate | deepspeed | megatron | vllm | yaml | json | script | arguments | text
     error: Optional[str] = None  # unreadable or malformed: the parse error
+    unsupported: Optional[str] = None  # this environment cannot parse the format (no PyYAML)
     settings: list[Setting] = field(default_factory=list)
     launchers: list[str] = field(default_factory=list)  # "torchrun", "vllm serve" … found in a script
     referenced_by: Optional[str] = None  # the script whose command named this config
@@ -135,8 +134,13 @@ def to_int(raw: Any) -> Optional[int]:
 
 
 # -- YAML / JSON -------------------------------------------------------------------------------
+NO_YAML = "not read: PyYAML is not installed (pip install PyYAML)"
+
+
 def _walk_yaml(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any, int]]:
     """(key path, scalar value, 1-based line) for every scalar under a composed YAML node."""
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = str(key_node.value)
@@ -210,7 +214,7 @@ def _kind_of_tree(keys: set[str], top: set[str]) -> str:
     return ""
 
 
-def _yaml_error(exc: yaml.YAMLError) -> str:
+def _yaml_error(exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None)
     if problem and mark is not None:
@@ -226,6 +230,10 @@ def _named_configs(items: list[tuple[tuple[str, ...], Any, Optional[int]]]) -> l
 
 
 def parse_yaml(path: str, text: str) -> tuple[LaunchFile, list[str]]:
+    try:
+        import yaml
+    except ImportError:
+        return LaunchFile(path, "yaml", unsupported=NO_YAML), []
     try:
         docs = [d for d in yaml.compose_all(text) if d is not None]
     except yaml.YAMLError as exc:

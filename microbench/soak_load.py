@@ -77,8 +77,13 @@ def run(seconds: float, window_s: float = 5.0, size: Optional[int] = None, dtype
     free = None
     if cuda:
         torch.cuda.init()
-        name = torch.cuda.get_device_name(torch.device(device))
-        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        dev = torch.device(device)
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(dev)  # events and streams below belong to this device
+        device = str(dev)
+        name = torch.cuda.get_device_name(dev)
+        free, _total = torch.cuda.mem_get_info(dev.index)
     n = int(size or choose_size(free, "cuda" if cuda else "cpu", torch.tensor([], dtype=dt).element_size()))
     flop = 2.0 * n ** 3
     gen = torch.Generator(device=device).manual_seed(0)

@@ -248,6 +248,7 @@ def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: 
         dtype=value.get("dtype", plan.load_args.get("dtype", "bf16")),
         max_sm_clock_mhz=meta.get("max_sm_clock_mhz"),
         power_limit_w=meta.get("power_limit_w"),
+        nvml_error=meta.get("nvml_error", ""),
         max_drop_fraction=plan.max_drop_fraction,
         samples=recorder.samples,
         sampler_busy_s=sampler.busy_s,
@@ -280,15 +281,15 @@ def run_soak_check(ctx: ReadContext, **overrides: Any) -> SoakReading:
             static = snapshot_of(handle, index, how)
             meta = {"device": static.name, "power_limit_w": static.power_limit_w,
                     "max_sm_clock_mhz": static.max_sm_clock_mhz}
+    if handle is None:
+        meta["nvml_error"] = (nvml_reason.reason if nvml_reason else "no NVML device for cuda:0").replace(";", ",")
     plan = SoakPlan(**{"duration_s": planned, "soak_dir": Path(ctx.options.soak_dir), "max_drop_fraction": drop, **overrides})
     t0 = time.time()
     source = SampleSource(handle, index, t0)
     nvml_note = "" if handle is not None else f" (NVML unavailable: {nvml_reason.reason if nvml_reason else 'no device'}; throughput only)"
     ctx.say(f"G4 soak: BF16 GEMM load for {hms(planned)} on {meta.get('device') or 'cuda:0'}, sampling every "
-            f"{plan.sample_interval_s:.0f} s into {plan.csv_path}{nvml_note}; Ctrl-C stops it and still judges")
+            f"{plan.sample_interval_s:g} s into {plan.csv_path}{nvml_note}; Ctrl-C stops it and still judges")
     reading = run_soak(ctx.worker, plan, source, t0, ctx.say, meta)
-    if handle is None:
-        reading.nvml_error = nvml_reason.reason if nvml_reason else "no NVML device for cuda:0"
     ctx.add_artifact("g4_soak_csv", str(plan.csv_path))
     finish(ctx, reading, plan)
     return reading

@@ -36,8 +36,6 @@ COLUMNS = [
 ]
 COUNTER_COLUMNS = {"sw_power_cap": "sw_power_cap_us", "thermal": "thermal_us", "sw_thermal": "sw_thermal_us",
                    "hw_thermal": "hw_thermal_us", "hw_power_brake": "hw_power_brake_us"}
-META_KEYS = ("planned_s", "window_s", "sample_interval_s", "device", "power_limit_w", "max_sm_clock_mhz",
-             "max_drop_fraction")
 MAX_WINDOWS = 720  # a snapshot keeps at most this many windows (long soaks are merged pairwise)
 FSYNC_EVERY_S = 30.0
 NO_END = "no end marker: the run was killed or the machine lost power"
@@ -381,6 +379,7 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
         dtype=load_note.get("dtype", "bf16"),
         max_sm_clock_mhz=_float(meta.get("max_sm_clock_mhz", "")),
         power_limit_w=_float(meta.get("power_limit_w", "")),
+        nvml_error=meta.get("nvml_error", ""),
         max_drop_fraction=_float(meta.get("max_drop_fraction", "")) or 0.10,
         samples=n_samples,
         windows=windows,

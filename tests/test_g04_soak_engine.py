@@ -169,7 +169,7 @@ def test_the_soak_reader_runs_judges_plots_and_names_its_files(tmp_path, gpu, wo
     assert artifacts == {"g4_soak_csv": str(tmp_path / "g4-soak-reader.csv"),
                          "g4_soak_png": str(tmp_path / "g4-soak-reader.png")}
     assert Path(reading.png_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert said[0].startswith("G4 soak: BF16 GEMM load for 0:00:01 on NVIDIA GB10, sampling every 0 s into ")
+    assert said[0].startswith("G4 soak: BF16 GEMM load for 0:00:01 on NVIDIA GB10, sampling every 0.05 s into ")
     assert said[-2].startswith("G4 soak finished (completed): G4 PASS: 0:00:01 of BF16 GEMM held its throughput")
     assert said[-1] == f"G4 soak files: {reading.csv_path}, {reading.png_path}"
 
@@ -232,3 +232,13 @@ def test_the_sampler_cost_benchmark_compares_load_alone_with_load_and_sampler(gp
     lines = report(out)
     assert lines[3] == "sampler cost: +0.00% of throughput (noise between the two alone phases 0.00%; budget 1%): OK"
     assert lines[4].startswith("memory over the sampled phase: this process ")
+
+
+def test_a_soak_without_nvml_judges_throughput_only_and_says_so_live_and_from_its_csv(tmp_path, worker):
+    t0 = time.time()
+    reading = soak.run_soak(worker, plan(tmp_path, 1.0), soak.SampleSource(None, None, t0), t0, lambda _: None,
+                            {"nvml_error": "NVML library not found"})
+    v = g04.judge_soak(reading, GB10)
+    assert v.status.value == "PASS"
+    assert v.line.endswith("; no temperature, power or clock read (NVML unavailable: NVML library not found)")
+    assert g04.judge_soak(read_csv(reading.csv_path).reading, GB10).line == v.line

@@ -92,7 +92,7 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
     spot = SpotCheck(attempted=True, max_sm_clock_mhz=static.max_sm_clock_mhz, power_limit_w=static.power_limit_w,
                      unavailable=dict(static.unavailable))
     t0 = time.time()
-    spot.counters_before = read_counters(handle, index)
+    spot.counters_before = static.counters  # read just now, with nvidia-smi's split
     sampler = Sampler(lambda: take_sample(handle, t0), spot.samples.append, SAMPLE_INTERVAL_S, "g4-spot-sampler")
     with sampler:
         result = ctx.worker.call(LOAD_TASK,

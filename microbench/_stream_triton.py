@@ -105,6 +105,9 @@ def launcher(method: str, config, sms: int, arrays: dict, scalar: float, fill_va
         extra["num_stages"] = config.stages
     a, b, c = arrays["a"], arrays["b"], arrays["c"]
     if method == "read":
+        if grid[0] > arrays["partials"].numel():
+            raise ValueError(f"BLOCK={config.block} gives {grid[0]} programs, more than the "
+                             f"{arrays['partials'].numel()} partial sums allocated")
         partials = arrays["partials"][: grid[0]]
 
         def run():

@@ -279,3 +279,13 @@ def test_the_sweep_on_cpu_tensors_reports_each_size(torch, monkeypatch):
     assert [p["array_bytes"] for p in progress] == res.sizes_bytes
     assert len(res.points) == 2 * 8 and sum(p.role == "reference" for p in res.points) == 8
     assert all(p.ok for p in res.points)
+
+
+def test_a_reduction_that_writes_nothing_cannot_pass_on_stale_partials(torch, bufs):
+    bufs.partials[:4] = torch.tensor([bufs.b_sum, 0.0, 0.0, 0.0])  # a previous run's answer, left behind
+
+    def lazy_read():
+        return bufs.partials[:4]
+
+    r = bandwidth._measure(torch, "read", "lazy", lazy_read, bufs, bufs.b_sum, 1, 3, clock=WallClock())
+    assert r.check.startswith("reduction gave nan") and r.gbps is None

@@ -291,6 +291,7 @@ def run_soak_check(ctx: ReadContext, **overrides: Any) -> SoakReading:
             f"{plan.sample_interval_s:g} s into {plan.csv_path}{nvml_note}; Ctrl-C stops it and still judges")
     reading = run_soak(ctx.worker, plan, source, t0, ctx.say, meta)
     ctx.add_artifact("g4_soak_csv", str(plan.csv_path))
+    ctx.add_artifact("g4_soak_heartbeat", str(plan.heartbeat_path))
     finish(ctx, reading, plan)
     return reading
 

@@ -167,6 +167,7 @@ def test_the_soak_reader_runs_judges_plots_and_names_its_files(tmp_path, gpu, wo
                                   progress_every_s=0.5, stem="g4-soak-reader")
     assert reading.end_reason == "completed" and reading.max_sm_clock_mhz == 3003.0
     assert artifacts == {"g4_soak_csv": str(tmp_path / "g4-soak-reader.csv"),
+                         "g4_soak_heartbeat": str(tmp_path / "g4-soak.heartbeat.json"),
                          "g4_soak_png": str(tmp_path / "g4-soak-reader.png")}
     assert Path(reading.png_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert said[0].startswith("G4 soak: BF16 GEMM load for 0:00:01 on NVIDIA GB10, sampling every 0.05 s into ")

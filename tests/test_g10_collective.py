@@ -2,7 +2,6 @@
 and the real probe under torchrun with gloo on loopback (a hung rank, a dead rank on another "node")."""
 
 import json
-import os
 import socket
 import threading
 import time
@@ -10,10 +9,17 @@ import time
 import pytest
 
 from spark_gotchas.judges import g10_parallelism as g10
-from spark_gotchas.netsetup import NetSetup, read_net_setup
+from spark_gotchas.netsetup import read_net_setup
 from spark_gotchas.profiles import GB10, H200
-from spark_gotchas.readers.collective import (BandwidthRow, CollectiveConfig, CollectiveRun, LatencyRow, RankResult,
-                                              command, run_collective)
+from spark_gotchas.readers.collective import (
+    BandwidthRow,
+    CollectiveConfig,
+    CollectiveRun,
+    LatencyRow,
+    RankResult,
+    command,
+    run_collective,
+)
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
 

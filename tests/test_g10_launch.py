@@ -1,7 +1,6 @@
 """G10 config review: every launch format, the judge's lines, bad files, the launch environment."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -198,7 +198,7 @@ def _get(url: str, token: Optional[str], deadline: float) -> tuple[Any, Any]:
         raise FetchError("http", f"HTTP {exc.code} {exc.reason}: {message.strip()[:160]}", exc.code) from None
     except FetchError:
         raise
-    except (socket.timeout, TimeoutError) as exc:
+    except TimeoutError as exc:
         raise FetchError("timeout", f"no answer within the time budget ({exc})") from None
     except urllib.error.URLError as exc:
         reason = exc.reason

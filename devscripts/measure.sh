@@ -50,7 +50,7 @@ from spark_gotchas.serial import from_jsonable
 
 out = sys.argv[1]
 dev = read_device(0, nvml.device_handles()[0])
-theo = dev.theoretical_bandwidth_gbps
+theo = dev.theoretical_bandwidth_gbps or float("nan")
 print(f"NVML: {dev.name}, max memory clock {dev.max_memory_clock_mhz} MHz x {dev.bus_width_bits} bit -> "
       f"theoretical {theo:.0f} GB/s")
 BABEL = {"copy": ("copy", 3965), "read": ("dot", 4396), "triad": ("triad", 4361), "write": (None, None)}
@@ -70,6 +70,8 @@ for size_mb in (1024, 4096):
         print(f"{m.method:<6} {m.gbps:7.0f} GB/s (best {m.gbps_best:.0f}) | {vs_ref} | {vs_babel}")
         rows.append((size_mb, m, ref, babel))
     best = res.best_method()
+    if best is None:
+        print("no method measured"); continue
     print(f"best method {best.method} {best.gbps:.0f} GB/s = {best.gbps / theo:.1%} of NVML theoretical {theo:.0f} "
           f"(bar 95%); probe {res.seconds:.2f} s")
 print("\n== tuning at 1 GiB per array (fastest first)")
@@ -117,7 +119,7 @@ time walker "$TL"
 step "6. the checks: pytest -m fast -k 'g05 or g07' (snapshot $OUT/g05g07.json), replayed, judged as a Spark"
 PYTEST="timeout 240 python3 -m pytest -p no:cacheprovider -q -rA"
 $PYTEST -m fast -k "g05 or g07" --spark-model-gb 70 --spark-snapshot "$OUT/g05g07.json" 2>&1 | grep -E "^(G[57] |    fix:|[0-9]+ (passed|failed))"
-python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['readings']['bench.bandwidth']['result']; print('fast probe in the check:', round(r['seconds'], 2), 's,', r['sizing'], ',', r['backend'])" "$OUT/g05g07.json"
+python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['readings'].get('bench.bandwidth') or {}; r=b.get('result') or {}; print('fast probe in the check:', round(r.get('seconds', -1), 2), 's,', r.get('sizing'), ',', r.get('backend'), b.get('problem') or b.get('reason') or '')" "$OUT/g05g07.json"
 echo "-- replayed"
 $PYTEST -m fast -k "g05 or g07" --spark-replay "$OUT/g05g07.json" 2>&1 | grep -E "^(G[57] |    fix:)"
 echo "-- replayed as a Spark (--spark-profile gb10 --spark-precision nvfp4)"

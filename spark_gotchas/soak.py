@@ -284,6 +284,14 @@ def run_soak_check(ctx: ReadContext, **overrides: Any) -> SoakReading:
     if handle is None:
         meta["nvml_error"] = (nvml_reason.reason if nvml_reason else "no NVML device for cuda:0").replace(";", ",")
     plan = SoakPlan(**{"duration_s": planned, "soak_dir": Path(ctx.options.soak_dir), "max_drop_fraction": drop, **overrides})
+    try:  # an unusable --soak-dir is a SKIP line before any load starts, not a crash
+        plan.soak_dir.mkdir(parents=True, exist_ok=True)
+        probe = plan.soak_dir / f".{plan.stem}.write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        return SoakReading(attempted=False, planned_s=planned,
+                           reason=f"cannot write to --soak-dir {plan.soak_dir}: {exc.strerror or exc}")
     t0 = time.time()
     source = SampleSource(handle, index, t0)
     nvml_note = "" if handle is not None else f" (NVML unavailable: {nvml_reason.reason if nvml_reason else 'no device'}; throughput only)"

@@ -243,3 +243,17 @@ def test_a_soak_without_nvml_judges_throughput_only_and_says_so_live_and_from_it
     assert v.status.value == "PASS"
     assert v.line.endswith("; no temperature, power or clock read (NVML unavailable: NVML library not found)")
     assert g04.judge_soak(read_csv(reading.csv_path).reading, GB10).line == v.line
+
+
+def test_an_unusable_soak_dir_is_a_skip_line_before_any_load(tmp_path, gpu):
+    (tmp_path / "a-file").write_text("")
+
+    class Provider:
+        def try_read(self, key):
+            return CUDA_TORCH
+
+    bad = tmp_path / "a-file" / "reports"
+    ctx = ReadContext(options=RunOptions(soak_dir=str(bad)), worker_factory=lambda: pytest.fail("no load may start"),
+                      provider=Provider())
+    line = g04.judge_soak(soak.run_soak_check(ctx), GB10).line
+    assert line == f"G4 SKIP: soak not run: cannot write to --soak-dir {bad}: Not a directory"

@@ -127,3 +127,38 @@ def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
     (reports / HEARTBEAT_NAME).unlink()  # the replay must not need the machine
     replay = run(pytester, "-m", "fast", "--spark-replay", str(snap))
     assert glines(replay) == live_lines
+
+
+def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch):
+    """The real soak path (plugin, provider, worker, sampler, CSV, plot) with a fake GPU and a fake load."""
+    import functools
+    import os
+
+    from g04_fakes import FakeGpu, FakeNvml, install, ramp
+
+    from spark_gotchas import nvml, soak
+    from spark_gotchas.readers import thermal
+
+    here = Path(__file__).parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
+    monkeypatch.setattr(thermal, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
+    install(FakeNvml(FakeGpu(temperature_c=ramp(55, 0.05))))
+    monkeypatch.setattr(soak, "no_cuda_reason", lambda ctx: None)
+    monkeypatch.setattr(soak, "run_soak_check", functools.partial(
+        soak.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
+        progress_every_s=0.5))
+    snap = pytester.path / "soak.json"
+    live = run(pytester, "-m", "soak", "--soak-duration", "1.5s", "--spark-snapshot", str(snap))
+    live.assert_outcomes(passed=1)
+    out = live.stdout.str()
+    assert "G4 soak: BF16 GEMM load for 0:00:02 on NVIDIA GB10, sampling every 0.05 s into " in out
+    live.stdout.fnmatch_lines(["G4 soak 0:00:00 / 0:00:02: first window * (drift is measured against it)",
+                               "G4 soak 0:00:0? / 0:00:02 (0:00:0? left): *TFLOP/s (+0.0% vs first window)",
+                               "G4 soak finished (completed): G4 PASS: 0:00:0? of BF16 GEMM held its throughput*",
+                               "G4 soak files: *reports/g4-soak-*.csv, *reports/g4-soak-*.png"])
+    line = glines(live)
+    assert len(line) == 1 and line[0].startswith("G4 PASS: 0:00:0")
+    assert len(json.loads(snap.read_text())["readings"]["thermal.soak"]["windows"]) >= 4
+    replay = run(pytester, "-m", "soak", "--spark-replay", str(snap))
+    assert glines(replay) == line and "G4 soak" not in replay.stdout.str()

@@ -461,7 +461,8 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     if temps:
         parts.append(f"max {max(temps):.0f} °C")
     if lows and highs:
-        parts.append(f"SM clock {min(lows):.0f}-{max(highs):.0f} MHz")
+        lo, hi = round(min(lows)), round(max(highs))
+        parts.append(f"SM clock {lo}-{hi} MHz" if lo != hi else f"SM clock {lo} MHz")
     if len(full) < 2:
         parts.append("one window only: too short to see a trend")
     else:

@@ -31,8 +31,10 @@ def plot_soak(reading: SoakReading, verdict_line: str, png_path: Path | str,
     """Draw the PNG; (path, "") when drawn, ("", why not) otherwise. Never raises."""
     try:
         from matplotlib.figure import Figure
-    except ImportError:
-        return "", NO_MATPLOTLIB
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "matplotlib":
+            return "", NO_MATPLOTLIB
+        return "", f"matplotlib does not import ({type(exc).__name__}: {exc}): no PNG; the CSV has every sample"
     try:
         return _draw(Figure, reading, verdict_line, Path(png_path), floor_mhz, rated_w, rated_label), ""
     except Exception as exc:  # a plot must never cost the run its verdict

@@ -19,6 +19,11 @@ from spark_gotchas.readers.thermal_spot import SpotCheck
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.snapshot import Snapshot, save
 
+try:  # load numpy/matplotlib before any in-process run: pytester drops modules a run imported, and
+    import matplotlib.figure  # noqa: F401  numpy cannot be loaded twice in one process
+except ImportError:
+    pass
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "g04"
 GLINE = re.compile(r"^(G4 (FAIL|WARN|PASS|INFO|SKIP): |    fix: )")

@@ -4,6 +4,9 @@
 # Prints everything to stdout; writes snapshots to $OUT (default /tmp/configs-out).
 # Runtime: about 90 s (four torch imports of ~6 s, two torchrun launches of ~10 s, G8's DNS failure).
 set -u
+# the suite's small pure-Python dependencies the GPU image lacks (as devscripts/smoke.sh does)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/configs-out}
 mkdir -p "$OUT"
 F=tests/fixtures
@@ -23,9 +26,9 @@ timeout 120 python3 -m microbench attention
 echo "== G2 with a stand-in flash_attn (its call is torch SDPA) and a stand-in Unsloth: the GPU comparison end to end"
 # Expected: G2 WARN "flash-attn 2.8.3 works on NVIDIA H200 and Unsloth 2026.1.1 is installed: Unsloth sets
 # HAS_FLASH_ATTENTION in unsloth.models._utils, read by 3 more modules …" (max |error| equal to SDPA's)
-PYTHONPATH=$F/g02/site FAKE_FLASH_ATTN=ok timeout 120 "${PYTEST[@]}" -m fast -k g02 | gl
+PYTHONPATH=$F/g02/site:${PYTHONPATH:-} FAKE_FLASH_ATTN=ok timeout 120 "${PYTEST[@]}" -m fast -k g02 | gl
 # Expected: G2 FAIL "flash-attn 2.8.3 is installed but broken: flash_attn_func disagrees with SDPA on NVIDIA H200: …"
-PYTHONPATH=$F/g02/site FAKE_FLASH_ATTN=wrong timeout 120 "${PYTEST[@]}" -m fast -k g02 | gl
+PYTHONPATH=$F/g02/site:${PYTHONPATH:-} FAKE_FLASH_ATTN=wrong timeout 120 "${PYTEST[@]}" -m fast -k g02 | gl
 
 echo "== this node's network as NCCL sees it (RDMA devices, MTU, speed, driver)"
 python3 - <<'PY'

@@ -138,7 +138,8 @@ def test_the_option_appends_one_block_per_run(pytester):
     for _ in range(2):
         result = pytester.runpytest(f"--spark-replay={snap}", "--spark-summary-md=summary.md", "-p", "no:cacheprovider",
                                     "-p", "no:hypothesispytest")
-        result.assert_outcomes(passed=1, warnings=1)
+        outcomes = result.parseoutcomes()  # other warnings of this process may join the GotchaWarning
+        assert outcomes.get("passed") == 1 and not outcomes.get("failed") and outcomes.get("warnings", 0) >= 1
     text = (pytester.path / "summary.md").read_text()
     assert text.count("## ⚠️ spark-gotchas: WARN") == 2
     assert "- ⚠️ **G4 WARN** (thermal throttling): power flat at 99 W while temperature rose" in text

@@ -4,6 +4,7 @@
     python devscripts/g01_scan_bench.py --copies 4      # a tree of 4 copies of every shared object here
     python devscripts/g01_scan_bench.py --copies 3 --with-site   # site-packages plus 3 copies (~4x the objects)
     python devscripts/g01_scan_bench.py --cold ...      # also drop the page cache first (root only)
+    python devscripts/g01_scan_bench.py --naive         # also time a byte search of every file, for comparison
 
 Prints one line per run (``scan:`` shared objects, seconds) and a summary: the first run, the
 median of the warm repeats, and where the time goes (directory walk, ELF reads, RECORD owners).
@@ -69,6 +70,19 @@ def one_scan(dirs: list[str]) -> dict[str, float]:
             "owners_s": t3 - t2, "total_s": t3 - t0}
 
 
+def naive_scan(dirs: list[str]) -> tuple[int, float]:
+    """What the reader replaces: read every shared object whole and search it for ``libcudart.so.``."""
+    t0 = time.perf_counter()
+    hits = 0
+    for path in (f for d in dirs for f in ex.find_shared_objects(d)):
+        try:
+            with open(path, "rb") as fh:
+                hits += b"libcudart.so." in fh.read()
+        except OSError:
+            pass
+    return hits, time.perf_counter() - t0
+
+
 def reader_scan(dirs: list[str]) -> float:
     """The reader itself, as the check calls it (its own clock)."""
     saved = ex.site_dirs
@@ -85,6 +99,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="warm repeats after the first run")
     ap.add_argument("--with-site", action="store_true", help="with --copies: scan site-packages too")
     ap.add_argument("--cold", action="store_true", help="drop the page cache before the first run (root)")
+    ap.add_argument("--naive", action="store_true", help="also time a whole-file byte search (warm)")
     ap.add_argument("dirs", nargs="*", help="folders to scan (default: this environment's site-packages)")
     args = ap.parse_args(argv)
 
@@ -108,6 +123,9 @@ def main(argv: list[str]) -> int:
         print(f"summary: {runs[0]['files']} shared objects; {first_label}: {runs[0]['total_s']:.3f} s; "
               f"warm median of {len(warm)}: {statistics.median(warm):.3f} s; "
               f"reader as the check calls it: {reader_scan(dirs):.3f} s")
+        if args.naive:
+            hits, seconds = naive_scan(dirs)
+            print(f"naive byte search of every file: {seconds:.3f} s ({hits} files name libcudart.so.)")
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -79,11 +79,13 @@ class KernelConfig:
 
 # Defaults per method: reductions want a persistent grid (few partials, long streams per
 # program); the element-wise kernels one tile per program. Retune with --tune.
+# Picked from the tuning grid on an H200 (docs/benchmarks.md, 1 GiB arrays): the fastest
+# configuration of each method, each at or above the best torch op in the same run.
 DEFAULT_CONFIGS: dict[str, KernelConfig] = {
-    "read": KernelConfig(block=4096, warps=8, programs_per_sm=4),
-    "write": KernelConfig(block=4096, warps=4),
-    "copy": KernelConfig(block=4096, warps=4),
-    "triad": KernelConfig(block=4096, warps=4),
+    "read": KernelConfig(block=4096, warps=4, streaming=True),
+    "write": KernelConfig(block=1024, warps=8),
+    "copy": KernelConfig(block=1024, warps=8),
+    "triad": KernelConfig(block=1024, warps=8),
 }
 TUNE_GRID: tuple[KernelConfig, ...] = tuple(
     KernelConfig(block=b, warps=w, programs_per_sm=p)

@@ -46,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fast: preflight check, seconds (pytest -m fast)")
     config.addinivalue_line("markers", "soak: sustained-load check, minutes to hours; runs only with -m soak")
     config.addinivalue_line("markers", "multinode: needs a multi-process/multi-node launch; runs only with -m multinode")
+    config.addinivalue_line(
+        "markers", "gpu: check that runs work in the GPU worker; runs after the CPU-only checks so the torch import overlaps them")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
     try:
         options = from_config(config)
@@ -180,6 +182,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    # CPU-only checks first: the worker imports torch (seconds, cold) while they run.
+    items.sort(key=lambda i: gotcha_of(i) is not None and i.get_closest_marker("gpu") is not None)
     if any(gotcha_of(i) is not None for i in items):
         state.active = True
         if state.replay is None:

@@ -150,7 +150,7 @@ def spot(worker, build=CUDA_TORCH):
 @pytest.fixture
 def fake_load(monkeypatch):
     monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:fake_load")
-    monkeypatch.setattr(thermal_spot, "LOAD_SECONDS", 1.0)  # the real check loads 2.5 s
+    monkeypatch.setattr(thermal_spot, "LOAD_SECONDS", 1.0)  # the real check loads 1.5 s
     monkeypatch.setattr(thermal_spot, "WINDOW_S", 0.25)
 
 

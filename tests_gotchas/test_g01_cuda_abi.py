@@ -7,6 +7,7 @@ from spark_gotchas.judges import g01_cuda_abi as g01
 pytestmark = pytest.mark.fast
 
 
+@pytest.mark.gpu
 def test_g1_torch_cuda_matches_driver(spark):
     spark.report(g01.judge_torch(spark.read("torch.build"), spark.try_read("gpu.inventory"), spark.profile))
 
@@ -15,5 +16,6 @@ def test_g1_extensions_link_driver_cuda(spark):
     spark.report(g01.judge_extensions(spark.read("env.cuda_extensions"), spark.try_read("gpu.inventory"), spark.profile))
 
 
+@pytest.mark.gpu
 def test_g1_first_cuda_launch(spark):
     spark.report(g01.judge_first_launch(spark.read("torch.first_launch")))

@@ -18,11 +18,13 @@ def test_g3_load_headroom(spark):
 
 
 @pytest.mark.fast
+@pytest.mark.gpu
 def test_g3_gpu_memory_view(spark):
     spark.report(g03.judge_gpu_memory_view(spark.read("mem.meminfo"), spark.profile,
                                            spark.try_read("gpu.inventory"), spark.try_read("mem.cuda")))
 
 
 @pytest.mark.soak
+@pytest.mark.gpu
 def test_g3_load_double_count(spark):
     spark.report(g03.judge_load_probe(spark.read("mem.load_probe"), spark.options))

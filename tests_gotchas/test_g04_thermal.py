@@ -11,6 +11,7 @@ def test_g4_clocks_at_rest(spark):
 
 
 @pytest.mark.fast
+@pytest.mark.gpu
 def test_g4_clocks_under_load(spark):
     spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile))
 
@@ -21,5 +22,6 @@ def test_g4_last_soak_ended(spark):
 
 
 @pytest.mark.soak
+@pytest.mark.gpu
 def test_g4_soak(spark):
     spark.report(g04.judge_soak(spark.read("thermal.soak"), spark.profile))

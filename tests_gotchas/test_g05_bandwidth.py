@@ -6,15 +6,18 @@ from spark_gotchas.judges import g05_bandwidth as g05
 
 
 @pytest.mark.fast
+@pytest.mark.gpu
 def test_g5_bandwidth_budget(spark):
     spark.report(g05.judge_bandwidth(spark.read("bench.bandwidth"), spark.try_read("gpu.inventory"), spark.profile))
 
 
 @pytest.mark.fast
+@pytest.mark.gpu
 def test_g5_decode_ceiling(spark):
     spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.options.spark_model_gb))
 
 
 @pytest.mark.soak
+@pytest.mark.gpu
 def test_g5_bandwidth_sweep(spark):
     spark.report(g05.judge_sweep(spark.read("bench.bandwidth_sweep"), spark.try_read("gpu.inventory"), spark.profile))

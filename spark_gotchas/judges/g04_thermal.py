@@ -10,7 +10,7 @@ At rest (``thermal.snapshot``):
 - Otherwise INFO: temperature, power (vs the limit where reported), SM clock vs max, and the
   cumulative counters since the driver loaded (history, not judged: they may be months old).
 
-Spot check (``thermal.spot_check``, about 3 s of BF16 GEMM):
+Spot check (``thermal.spot_check``, about 2 s of BF16 GEMM):
 - No CUDA torch or no NVML -> SKIP. The load crashed, hung or raised -> FAIL.
 - Load-adequacy gate: the GPU busy (the lower of the load's own busy fraction and NVML
   utilization) under 80% -> INFO "inconclusive" (a lightly loaded GPU may clock down rightly).

@@ -14,4 +14,4 @@ for name in "$@"; do
   echo "$name: exit $? in $(( $(date +%s) - start )) s"
   tail -n 5 "$FINAL/$name.log"
 done
-for keep in ${KEEP:-}; do cp "/tmp/dev/$keep" "$FINAL/" 2>/dev/null || echo "missing $keep"; done
+for keep in ${KEEP:-}; do cp /tmp/dev/$keep "$FINAL/" 2>/dev/null || echo "missing $keep"; done

@@ -79,6 +79,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 class Reported:
     nodeid: str
     verdict: Verdict
+    order: int = 1 << 30  # the check's place in file order (not run order) for stable summaries
 
 
 @dataclass
@@ -134,11 +135,13 @@ class SessionState:
 
     @property
     def verdicts(self) -> list[Verdict]:
-        return [r.verdict for r in self.reported]
+        """Every verdict in the checks' file order, whatever order they ran in."""
+        return [r.verdict for r in sorted(self.reported, key=lambda r: r.order)]
 
 
 STATE_KEY = pytest.StashKey[SessionState]()
 VERDICT_KEY = pytest.StashKey[Verdict]()
+ORDER_KEY = pytest.StashKey[int]()
 
 
 def _state(config: pytest.Config) -> SessionState:
@@ -182,6 +185,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    for index, item in enumerate(items):
+        item.stash[ORDER_KEY] = index
     # CPU-only checks first: the worker imports torch (seconds, cold) while they run.
     items.sort(key=lambda i: gotcha_of(i) is not None and i.get_closest_marker("gpu") is not None)
     if any(gotcha_of(i) is not None for i in items):
@@ -238,7 +243,8 @@ class Spark:
             if VERDICT_KEY in item.stash:
                 raise ValueError(f"{item.nodeid} reported twice; one verdict per check")
             item.stash[VERDICT_KEY] = verdict
-        self._state.reported.append(Reported(item.nodeid if item is not None else "", verdict))
+        self._state.reported.append(Reported(item.nodeid if item is not None else "", verdict,
+                                             item.stash.get(ORDER_KEY, 1 << 30) if item is not None else 1 << 30))
         _act(verdict, self._state.options.spark_strict)
         return verdict
 
@@ -289,7 +295,7 @@ def pytest_runtest_call(item: pytest.Item):
             fix="this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)",
         )
         item.stash[VERDICT_KEY] = verdict
-        state.reported.append(Reported(item.nodeid, verdict))
+        state.reported.append(Reported(item.nodeid, verdict, item.stash.get(ORDER_KEY, 1 << 30)))
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         pytest.fail(f"{verdict.line}\n    fix: {verdict.fix}\n    at {frame.filename}:{frame.lineno} in {frame.name}",
                     pytrace=False)

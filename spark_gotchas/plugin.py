@@ -62,6 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
     state = SessionState(config=config, options=options, replay=replay)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
+    if replay is None and aims_at_checks(config):
+        state.worker().start()  # torch imports (seconds, cold) while pytest collects
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -148,6 +150,15 @@ def _state(config: pytest.Config) -> SessionState:
     return config.stash[STATE_KEY]
 
 
+def aims_at_checks(config: pytest.Config) -> bool:
+    """True when the run's paths are this suite's checks (``tests_gotchas`` or a folder holding it)."""
+    for arg in getattr(config, "args", ()) or ():
+        path = Path(str(arg).split("::")[0])
+        if "tests_gotchas" in path.parts or (path.is_dir() and (path / "tests_gotchas").is_dir()):
+            return True
+    return False
+
+
 def gotcha_of(item: pytest.Item) -> Optional[int]:
     """The gotcha number of a check (from its file name ``test_gNN_…``), None for other tests."""
     path = getattr(item, "path", None)
@@ -192,7 +203,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if any(gotcha_of(i) is not None for i in items):
         state.active = True
         if state.replay is None:
-            state.worker().start()  # the torch import overlaps collection and the CPU checks
+            state.worker().start()  # no-op when configure started it already
 
 
 # -- the fixture ------------------------------------------------------------------------------

@@ -210,11 +210,19 @@ def probe_result(ratio: float, **kw) -> LoadProbe:
 
 
 def test_probe_within_the_factor_passes_and_above_it_warns():
-    ok = g03.judge_load_probe(probe_result(2.01 - 0.02), opts())
+    ok = g03.judge_load_probe(probe_result(2.01 - 0.02, integrated=True), opts())
     assert ok.line == ("G3 PASS: a 8.0 GB cold safetensors load peaked at 1.99x the file (page cache 1.00x, process RSS "
                        "0.01x, CUDA 1.00x; 3.2 s): within the x2 that G3's headroom assumes")
-    high = g03.judge_load_probe(probe_result(2.61), opts())
-    assert high.status is Status.WARN and "--spark-load-factor 2.6" in high.fix
+    high = g03.judge_load_probe(probe_result(2.61, integrated=True), opts())
+    assert high.status is Status.WARN and "--spark-load-factor 2.7" in high.fix
+    barely = g03.judge_load_probe(probe_result(2.03, integrated=True), opts())
+    assert barely.status is Status.WARN and "--spark-load-factor 2.1" in barely.fix
+
+
+def test_probe_on_a_discrete_gpu_reports_both_pools_without_judging_them_as_one():
+    verdict = g03.judge_load_probe(probe_result(2.03), opts())
+    assert verdict.status is Status.INFO
+    assert "host memory peaked at 1.03x" in verdict.summary and "one pool" in verdict.summary
 
 
 def test_probe_failure_and_absence():

@@ -21,11 +21,14 @@ Rules:
   Discrete: NVML reads device memory -> PASS; it cannot -> WARN. Neither NVML nor a CUDA
   device -> SKIP.
 - Load probe (soak): the peak extra memory of a real safetensors load, as a multiple of the
-  file, above F -> WARN (raise ``--spark-load-factor``); within F -> PASS; the load failing,
-  crashing or hanging -> FAIL.
+  file. Unified: above F -> WARN (raise ``--spark-load-factor``); within F -> PASS. Discrete:
+  host and device are separate pools -> INFO with both shares. The load failing, crashing or
+  hanging -> FAIL.
 """
 
 from __future__ import annotations
+
+import math
 
 from typing import Optional
 
@@ -277,8 +280,14 @@ def judge_load_probe(probe: LoadProbe, options: RunOptions) -> Verdict:
         if value is not None)
     head = (f"a {size} {'cold' if probe.cold else 'warm'} safetensors load peaked at {probe.peak_extra_ratio:.2f}x "
             f"the file ({parts}; {probe.load_seconds:.1f} s)")
+    if not probe.integrated:
+        host = probe.peak_extra_ratio - (probe.cuda_ratio or 0.0)
+        return Verdict(G, Status.INFO, f"{head}: host memory peaked at {host:.2f}x and the GPU's own memory held "
+                                       f"the rest; on a unified-memory GPU (a Spark) both come out of one pool",
+                       readings=readings)
     if probe.peak_extra_ratio > factor:
+        suggested = math.ceil(probe.peak_extra_ratio * 10) / 10
         return Verdict(G, Status.WARN, f"{head}: above the x{factor:g} that G3's headroom assumes",
-                       fix=f"judge plans with --spark-load-factor {probe.peak_extra_ratio:.1f} on this machine; "
+                       fix=f"judge plans with --spark-load-factor {suggested:.1f} on this machine; "
                            f"{DROP_CACHES_FIX}", readings=readings)
     return Verdict(G, Status.PASS, f"{head}: within the x{factor:g} that G3's headroom assumes", readings=readings)

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
+
+from ._cli import require_cuda
 
 from ._timing import Timing, TorchClock, bench
 
@@ -568,14 +569,7 @@ def main(argv: list[str]) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown method(s) {unknown}; choose from {METHODS}")
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            print(f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none", file=sys.stderr)
-            return 2
-    except ImportError:
-        print("torch is not installed", file=sys.stderr)
+    if not require_cuda():
         return 2
     from spark_gotchas.serial import from_jsonable
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from ._cli import require_cuda
 
 from ._timing import Timing, TorchClock, bench, l2_flusher
 
@@ -292,14 +293,7 @@ def main(argv: list[str]) -> int:
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown:
         parser.error(f"unknown precision(s) {unknown}; choose from {PRECISIONS}")
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            print(f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none", file=sys.stderr)
-            return 2
-    except ImportError:
-        print("torch is not installed", file=sys.stderr)
+    if not require_cuda():
         return 2
     data = probe(args.size, precisions, args.warmup_ms, args.rep_ms, args.fast_accum)
     if args.json:

@@ -29,7 +29,6 @@ Rules:
 from __future__ import annotations
 
 import math
-
 from typing import Optional
 
 from ..options import RunOptions

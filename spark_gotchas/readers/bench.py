@@ -16,7 +16,6 @@ from microbench.gemm import GemmResult
 
 from ..serial import from_jsonable
 from . import ReadContext, reader
-from .torchinfo import TorchBuild
 
 GEMM_SIZE = 8192  # the public GB10 and measured H200 figures are at 8192^3
 
@@ -59,21 +58,6 @@ class GemmReading:
     result: Optional[GemmResult] = None
 
 
-def why_no_gpu_run(build: TorchBuild) -> str:
-    """'' when torch can run CUDA work here, else the reason in words."""
-    if not build.installed:
-        return "torch is not installed"
-    if build.import_error:
-        return f"import torch fails: {build.import_error}"
-    if build.worker_problem:
-        return f"import torch crashed or hung: {build.worker_problem}"
-    if not build.compiled_with_cuda:
-        return f"torch {build.version} is a CPU build"
-    if not build.cuda_available or not build.device_count:
-        return build.cuda_error or f"torch {build.version} (CUDA {build.cuda}) sees no CUDA device"
-    return ""
-
-
 def _unified_memory(ctx: ReadContext) -> Optional[bool]:
     """The profile's word on unified memory (GB10, GH200); None lets the probe ask the device."""
     from ..platform import profile
@@ -89,7 +73,7 @@ def _failed(result) -> dict:
 @reader("bench.bandwidth")
 def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     """The fast bandwidth probe in the worker (read, write, copy, triad; ~1 s)."""
-    why = why_no_gpu_run(ctx.provider.read("torch.build"))
+    why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return BandwidthReading(attempted=False, reason=why)
     result = ctx.worker.call("microbench.bandwidth:probe",
@@ -102,7 +86,7 @@ def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
 @reader("bench.bandwidth_sweep")
 def read_bandwidth_sweep(ctx: ReadContext) -> BandwidthSweepReading:
     """The bandwidth probe at every array size up to the budget; one progress line per size."""
-    why = why_no_gpu_run(ctx.provider.read("torch.build"))
+    why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return BandwidthSweepReading(attempted=False, reason=why)
 
@@ -137,7 +121,7 @@ def _write_csv(ctx: ReadContext, sweep: BandwidthSweep) -> Optional[str]:
 @reader("bench.gemm")
 def read_gemm(ctx: ReadContext) -> GemmReading:
     """BF16, FP8 and NVFP4 GEMM at 8192^3 in the worker; unsupported formats say why."""
-    why = why_no_gpu_run(ctx.provider.read("torch.build"))
+    why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return GemmReading(attempted=False, reason=why)
     result = ctx.worker.call("microbench.gemm:probe", {"size": GEMM_SIZE}, timeout=180)

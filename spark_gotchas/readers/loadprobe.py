@@ -93,12 +93,8 @@ def from_result(value: dict, csv_path: Optional[str] = None) -> LoadProbe:
 def read_load_probe(ctx: ReadContext) -> LoadProbe:
     """Write a safetensors file under --soak-dir, load it to cuda:0 in the worker, sample memory."""
     build = ctx.provider.read("torch.build")
-    if not build.has_device:
-        why = build.import_error or build.worker_problem or build.cuda_error
-        if not why:
-            why = "torch is not installed" if not build.installed else (
-                "torch is a CPU build" if not build.compiled_with_cuda else "torch sees no CUDA device")
-        return LoadProbe(attempted=False, reason=why)
+    if build.gpu_unavailable:
+        return LoadProbe(attempted=False, reason=build.gpu_unavailable)
     if importlib.util.find_spec("safetensors") is None:
         return LoadProbe(attempted=False, reason="safetensors is not installed (pip install safetensors)")
     directory = os.path.abspath(ctx.options.soak_dir)

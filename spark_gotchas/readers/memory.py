@@ -161,13 +161,8 @@ def read_cuda_memory(ctx: ReadContext) -> CudaMemory:
     kernel's figures of that moment; comparing CUDA's free with MemFree needs both at once.
     """
     build = ctx.provider.read("torch.build")
-    if not build.installed:
-        return CudaMemory(attempted=False, reason="torch is not installed")
-    if not build.usable:
-        return CudaMemory(attempted=False, reason=build.import_error or build.worker_problem or "torch unusable")
-    if not build.has_device:
-        why = "torch is a CPU build" if not build.compiled_with_cuda else (build.cuda_error or "torch sees no CUDA device")
-        return CudaMemory(attempted=False, reason=why)
+    if build.gpu_unavailable:
+        return CudaMemory(attempted=False, reason=build.gpu_unavailable)
     result = ctx.worker.call("spark_gotchas.memtasks:cuda_memory", timeout=90)
     if not result.ok:
         return CudaMemory(attempted=True, reason=result.problem)

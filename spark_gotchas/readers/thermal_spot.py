@@ -65,15 +65,7 @@ def no_cuda_reason(ctx: ReadContext) -> Optional[str]:
     build = ctx.provider.try_read("torch.build")
     if build is None:
         return "torch could not be read"
-    if not build.installed:
-        return "torch is not installed"
-    if not build.usable:
-        return f"torch is unusable: {build.import_error or build.worker_problem}"
-    if not build.compiled_with_cuda:
-        return f"torch {build.version} is a CPU build"
-    if not build.has_device:
-        return build.cuda_error or "torch sees no CUDA device"
-    return None
+    return build.gpu_unavailable or None
 
 
 @reader("thermal.spot_check")

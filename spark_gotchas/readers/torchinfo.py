@@ -56,6 +56,21 @@ class TorchBuild:
     def has_device(self) -> bool:
         return self.usable and self.cuda_available and self.device_count > 0
 
+    @property
+    def gpu_unavailable(self) -> str:
+        """'' when torch can run CUDA work here, else why not, in words (for SKIP lines)."""
+        if not self.installed:
+            return "torch is not installed"
+        if self.import_error:
+            return f"import torch fails: {self.import_error}"
+        if self.worker_problem:
+            return f"import torch crashed or hung: {self.worker_problem}"
+        if not self.compiled_with_cuda:
+            return f"torch {self.version} is a CPU build"
+        if not self.cuda_available or not self.device_count:
+            return self.cuda_error or f"torch {self.version} (CUDA {self.cuda}) sees no CUDA device"
+        return ""
+
 
 @dataclass
 class FirstLaunch:
@@ -89,13 +104,8 @@ def read_torch_build(ctx: ReadContext) -> TorchBuild:
 def read_first_launch(ctx: ReadContext) -> FirstLaunch:
     """One tiny kernel on cuda:0 in the worker, with a timeout."""
     build: TorchBuild = ctx.provider.read("torch.build")
-    if not build.installed:
-        return FirstLaunch(attempted=False, reason="torch is not installed")
-    if not build.usable:
-        return FirstLaunch(attempted=False, reason=build.import_error or build.worker_problem or "torch unusable")
-    if not build.has_device:
-        why = "torch is a CPU build" if not build.compiled_with_cuda else (build.cuda_error or "torch sees no CUDA device")
-        return FirstLaunch(attempted=False, reason=why)
+    if build.gpu_unavailable:
+        return FirstLaunch(attempted=False, reason=build.gpu_unavailable)
     result = ctx.worker.call("spark_gotchas.tasks:first_launch", timeout=60)
     if not result.ok:
         return FirstLaunch(

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from ._cli import require_cuda
-
 from ._timing import Timing, TorchClock, bench
 
 METHODS = ("read", "write", "copy", "triad")

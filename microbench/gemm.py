@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ._cli import require_cuda
-
 from ._timing import Timing, TorchClock, bench, l2_flusher
 
 PRECISIONS = ("bf16", "fp8", "nvfp4")

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from gline_block import glines
 
 from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
 from spark_gotchas.readers.loadprobe import from_result
@@ -36,12 +37,6 @@ def run(pytester, *args):
     for name in CHECKS:
         pytester.makepyfile(**{name[:-3] + "_here": (ROOT / "tests_gotchas" / name).read_text()})  # unique module name
     return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[spark_gotchas.plugin, pytest_timeout])
-
-
-def glines(result) -> list[str]:
-    lines = result.stdout.lines
-    start = max(i for i, line in enumerate(lines) if re.fullmatch(r"=+ spark-gotchas =+", line))
-    return [line for line in lines[start + 1:] if GLINE.match(line)]
 
 
 def gb10_snapshot(path: Path) -> Path:

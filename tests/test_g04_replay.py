@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from g04_fakes import series, soak_reading
+from gline_block import glines
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10
@@ -43,12 +44,6 @@ def run(pytester, *args):
 
     pytester.makepyfile(test_g04_thermal_here=(ROOT / "tests_gotchas" / "test_g04_thermal.py").read_text())
     return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[spark_gotchas.plugin, pytest_timeout])
-
-
-def glines(result) -> list[str]:
-    lines = result.stdout.lines
-    start = max(i for i, line in enumerate(lines) if re.fullmatch(r"=+ spark-gotchas =+", line))
-    return [line for line in lines[start + 1:] if GLINE.match(line)]
 
 
 def gb10_readings() -> dict:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import bench_fakes as fk
 import pytest
+from gline_block import glines as block
 
 from microbench.bandwidth import BandwidthSweep
 from spark_gotchas import profiles
@@ -162,7 +163,7 @@ def run(pytester, *args):
 
 
 def glines(result) -> list[str]:
-    return [line for line in result.stdout.lines if line[:3] in ("G5 ", "G7 ") or line.startswith("G5 ")]
+    return [line for line in block(result, (5, 7)) if not line.startswith("    fix: ")]
 
 
 def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkeypatch):

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from gline_block import glines
 
 from spark_gotchas import readers
 from spark_gotchas.readers import ReaderSpec
@@ -45,21 +46,6 @@ def check(gid: int, status: str = "PASS", summary: str = "finding", fix: str = "
             spark.report(Verdict({gid}, Status.{status}, {summary!r}, fix={fix!r}, readings={{"n": {gid}}}))
     """
     return {f"test_g{gid:02d}_{name}": textwrap.dedent(body)}
-
-
-def glines(result) -> list[str]:
-    """The G-line block of a run's output: G-lines and their fix lines, in order."""
-    lines = result.stdout.lines
-    start = [i for i, line in enumerate(lines) if re.fullmatch(r"=+ spark-gotchas =+", line)]
-    if not start:
-        return []
-    out = []
-    for line in lines[start[-1] + 1:]:
-        if line.startswith("="):
-            break
-        if GLINE.match(line) or line.startswith(FIX):
-            out.append(line)
-    return out
 
 
 @pytest.fixture(autouse=True)

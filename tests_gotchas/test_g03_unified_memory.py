@@ -11,6 +11,7 @@ def test_g3_page_cache(spark):
 
 
 @pytest.mark.fast
+@pytest.mark.gpu
 def test_g3_load_headroom(spark):
     cuda = spark.try_read("mem.cuda") if spark.profile.has_gpu and not spark.profile.unified_memory else None
     spark.report(g03.judge_headroom(spark.read("mem.meminfo"), spark.profile, spark.options,

@@ -2,7 +2,7 @@
 # The preflight's wall time on a GPU machine: the first run on a fresh machine (cold: page cache,
 # Triton cache and CUDA caches empty), then two warm runs, then one with --durations, a
 # snapshot and a JSON report. Prints to stdout; documents go to $OUT.
-# Runtime: about 1 minute on one H200.
+# Runtime: about 1.5 minutes on one H200.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/spark-gotchas-timing}"
@@ -21,3 +21,8 @@ start=$(date +%s.%N); python3 -m pytest --co -q -p no:cacheprovider tests_gotcha
 python3 -m pytest -m fast -p no:cacheprovider --durations=25 --durations-min=0.05 \
   --spark-snapshot "$OUT/preflight-snapshot.json" --json-report --json-report-file="$OUT/preflight-report.json" 2>&1 \
   | sed -n '/spark-gotchas/,$p'
+# The G5 quality bar again with the kernel defaults chosen from the tuning grid (same run: probe
+# and torch reference ops), at 1 and 4 GiB per array.
+for size in 1024 4096; do
+  python3 -m microbench bandwidth --size-mb $size --references --warmup-ms 30 --rep-ms 200
+done

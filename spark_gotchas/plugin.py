@@ -10,6 +10,7 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import traceback
@@ -110,11 +111,14 @@ class SessionState:
     def say(self, text: str) -> None:
         """Print a progress line now, past pytest's output capture (soak progress, etc.)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
+        if reporter is None:
+            print(text, file=sys.stderr, flush=True)
+            return
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        suspended = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+        with suspended:  # fd-level capture would otherwise hold the line until the check ends
             reporter.ensure_newline()
             reporter.write_line(text)
-        else:
-            print(text, file=sys.stderr, flush=True)
 
     def add_artifact(self, name: str, path: str) -> None:
         """Name a file this run produced (CSV, PNG …): the JSON report and summary list it."""

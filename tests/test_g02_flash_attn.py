@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import requires_torch
 
 from spark_gotchas.judges import g02_flash_attn as g02
 from spark_gotchas.options import RunOptions
@@ -140,6 +141,7 @@ def test_reader_sees_the_installed_distribution(fake_site):
     assert install.location == str(SITE / "flash_attn") and install.files == 4
 
 
+@requires_torch
 def test_reader_on_an_import_error(fake_site):
     reading = read_with("importerror")
     assert reading.probe.attempted and not reading.probe.imported
@@ -147,6 +149,7 @@ def test_reader_on_an_import_error(fake_site):
     assert g02.judge_flash_attn(reading).status is Status.FAIL
 
 
+@requires_torch
 def test_reader_on_a_segfault_reports_the_signal(fake_site):
     reading = read_with("segfault")
     assert reading.probe.crashed and reading.probe.signal == "SIGSEGV", reading.probe
@@ -154,6 +157,7 @@ def test_reader_on_a_segfault_reports_the_signal(fake_site):
     assert v.status is Status.FAIL and "killed by SIGSEGV" in v.line
 
 
+@requires_torch
 def test_reader_on_a_hang_reports_the_timeout(fake_site, monkeypatch):
     monkeypatch.setattr(attention, "PROBE_TIMEOUT_S", 2.0)
     reading = read_with("hang")
@@ -161,6 +165,7 @@ def test_reader_on_a_hang_reports_the_timeout(fake_site, monkeypatch):
     assert "hangs (timed out after 2 s (killed))" in g02.judge_flash_attn(reading).line
 
 
+@requires_torch
 def test_reader_on_a_clean_import_without_gpu(fake_site):
     reading = read_with("ok")
     p = reading.probe
@@ -173,6 +178,7 @@ def test_reader_on_a_clean_import_without_gpu(fake_site):
     ("ok", Status.PASS, "flash-attn 2.8.3 works on cpu: a causal call agrees with SDPA"),
     ("wrong", Status.FAIL, "flash_attn_func disagrees with SDPA on cpu: max |error| "),
 ])
+@requires_torch
 def test_the_call_and_the_comparison_with_sdpa(fake_site, mode, status, text):
     """The comparison the GPU run makes, on the CPU with the stand-in (its call is torch SDPA, or wrong)."""
     worker = worker_with(mode)

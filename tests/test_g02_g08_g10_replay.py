@@ -12,6 +12,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from needs import requires_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -63,6 +64,7 @@ def github():
     server.server_close()
 
 
+@requires_torch
 def test_live_then_replay_gives_the_same_verdicts(tmp_path, github):
     snap = tmp_path / "snap.json"
     live, out = run_suite(

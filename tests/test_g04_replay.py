@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from g04_fakes import series, soak_reading
 from gline_block import glines
+from needs import requires_torch
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10
@@ -129,6 +130,7 @@ def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
     assert glines(replay) == live_lines
 
 
+@requires_torch
 def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch):
     """The real soak path (plugin, provider, worker, sampler, CSV, plot) with a fake GPU and a fake load."""
     import functools

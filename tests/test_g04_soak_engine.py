@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from g04_fakes import FakeGpu, FakeNvml, install, ramp, series, soak_reading
+from needs import requires_matplotlib, requires_torch
 
 from spark_gotchas import nvml, soak
 from spark_gotchas.judges import g04_thermal as g04
@@ -153,6 +154,8 @@ def test_a_sigkilled_soak_leaves_a_whole_csv_and_the_next_run_knows(tmp_path):
     assert "without an end marker and without a reboot: its process was killed" in line
 
 
+@requires_torch
+@requires_matplotlib
 def test_the_soak_reader_runs_judges_plots_and_names_its_files(tmp_path, gpu, worker):
     said, artifacts = [], {}
 
@@ -192,6 +195,7 @@ def test_without_matplotlib_the_soak_says_so_and_keeps_the_csv(tmp_path, monkeyp
     assert path == "" and note == NO_MATPLOTLIB and not (tmp_path / "x.png").exists()
 
 
+@requires_matplotlib
 def test_the_plot_draws_from_windows_when_the_csv_is_gone(tmp_path):
     reading = soak_reading(series(tflops=lambda i: 95.0 - i, mask=lambda i: 0x20 if i > 20 else 0),
                            csv_path=str(tmp_path / "missing.csv"))

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from needs import requires_torch
 
 from spark_gotchas.judges import g10_parallelism as g10
 from spark_gotchas.netsetup import read_net_setup
@@ -140,6 +141,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@requires_torch
 def test_a_hung_rank_is_reported_by_the_other_within_the_timeout(tmp_path):
     run = run_collective(CollectiveConfig(timeout_s=3, fault="1:hang"), str(tmp_path))
     assert run.returncode != 0 and not run.timed_out and run.seconds < 40
@@ -153,6 +155,7 @@ def test_a_hung_rank_is_reported_by_the_other_within_the_timeout(tmp_path):
     assert v.fix.startswith("run the same command on every node")
 
 
+@requires_torch
 def test_two_nodes_on_loopback_a_dead_rank_is_reported_by_the_survivor(tmp_path):
     port, runs = free_port(), {}
 

@@ -114,7 +114,7 @@ class Worker:
                 if proc.poll() is None and proc.stdin:
                     proc.stdin.close()
                     try:
-                        proc.wait(timeout=2)
+                        proc.wait(timeout=0.5)  # an idle worker exits at once on EOF
                     except subprocess.TimeoutExpired:
                         self._kill(proc)
             except OSError:

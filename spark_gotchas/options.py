@@ -89,12 +89,15 @@ class RunOptions:
         return {name: _jsonable(getattr(self, name)) for name in JUDGED}
 
     def with_recorded(self, recorded: dict[str, Any]) -> RunOptions:
-        """Fill options the command line did not set from a snapshot's recorded ones."""
+        """Fill options the command line did not set from a snapshot's recorded ones.
+
+        Raises ValueError for a recorded value the command line would refuse.
+        """
         changes = {}
         known = {f.name: f for f in fields(self)}
         for name, value in (recorded or {}).items():
             if name in known and name not in self.explicit and value is not None:
-                changes[name] = tuple(value) if isinstance(value, list) else value
+                changes[name] = _coerce(name, tuple(value) if isinstance(value, list) else value)
         return replace(self, **changes) if changes else self
 
 
@@ -108,9 +111,22 @@ def _coerce(dest: str, value: Any) -> Any:
         return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
     if isinstance(default, tuple):
         return tuple(value if isinstance(value, (list, tuple)) else str(value).split())
+    name = f"--{dest.replace('_', '-')} ({dest})"
     if dest in ("spark_model_gb", "spark_load_factor", "spark_fast_timeout"):
-        return float(value)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number, not {value!r}") from None
+        if not (number >= 0 if dest == "spark_fast_timeout" else number > 0) or number == float("inf"):
+            raise ValueError(f"{name} must be a positive number, not {value!r}")
+        return number
+    choices = _CHOICES.get(dest)
+    if choices is not None and value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+_CHOICES = {dest: kw["choices"] for dest, _flag, kw, _ini, _help in OPTION_SPECS if "choices" in kw}
 
 
 def from_config(config: Any) -> RunOptions:

@@ -56,10 +56,14 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("filterwarnings", "error::spark_gotchas.verdict.GotchaWarning")
         parse_duration(options.soak_duration)
         replay = load_snapshot(options.spark_replay) if options.spark_replay else None
+        if replay is not None:
+            try:
+                options = options.with_recorded(replay.options)
+                parse_duration(options.soak_duration)
+            except ValueError as exc:
+                raise ValueError(f"snapshot {replay.path} records a bad option: {exc}") from None
     except (SnapshotError, ValueError) as exc:
         raise pytest.UsageError(f"spark-gotchas: {exc}") from None
-    if replay is not None:
-        options = options.with_recorded(replay.options)
     state = SessionState(config=config, options=options, replay=replay)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)

@@ -319,6 +319,38 @@ def test_bad_option_values_are_one_clear_line(pytester, args, message):
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
+@pytest.mark.parametrize("fields,message", [
+    ({"options": [1]}, "snapshot shape.json: options must be a JSON object, not list"),
+    ({"options": {"spark_precision": "int3"}},
+     "snapshot shape.json records a bad option: --spark-precision (spark_precision) must be one of bf16, fp8, nvfp4, not 'int3'"),
+    ({"options": {"spark_load_factor": "abc"}},
+     "snapshot shape.json records a bad option: --spark-load-factor (spark_load_factor) must be a number, not 'abc'"),
+])
+def test_a_snapshot_of_the_wrong_shape_is_one_clear_line(pytester, fields, message):
+    snap = {"format": "spark-gotchas-snapshot", "version": 1, "readings": {}, **fields}
+    pytester.makefile(".json", shape=json.dumps(snap))
+    pytester.makepyfile(**check(9))
+    result = run(pytester, "--spark-replay", "shape.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: spark-gotchas: {message}"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize("ini,message", [
+    ("spark_model_gb = abc", "--spark-model-gb (spark_model_gb) must be a number, not 'abc'"),
+    ("spark_load_factor = -1", "--spark-load-factor (spark_load_factor) must be a positive number, not '-1'"),
+    ("spark_profile = nope", "--spark-profile (spark_profile) must be one of auto, gb10, h100, h200, gh200, generic, not 'nope'"),
+    ("spark_precision = int3", "--spark-precision (spark_precision) must be one of bf16, fp8, nvfp4, not 'int3'"),
+])
+def test_bad_ini_values_are_one_clear_line(pytester, ini, message):
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(**check(9))
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: spark-gotchas: {message}"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
 # -- reports ---------------------------------------------------------------------------------------------
 def test_json_report_carries_each_verdict_and_the_run(pytester):
     for files in (check(3, "WARN", "page cache 40 GiB", fix="drop caches"), check(1, "PASS", "torch cu130")):

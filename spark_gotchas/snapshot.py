@@ -11,6 +11,7 @@ Format (``docs/snapshot.md`` documents each field)::
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -85,10 +86,26 @@ def load(path: str | os.PathLike) -> Snapshot:
 
 
 def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:
-    """Write atomically (temp file + rename) so a killed run never leaves half a snapshot."""
+    """Write atomically (temp file + rename) so a killed run never leaves half a snapshot.
+
+    A path that exists and is no regular file (``/dev/stdout``, a FIFO) is written through, never
+    replaced; a directory raises IsADirectoryError; a failed write leaves no temp file behind.
+    """
     p = Path(path)
+    text = json.dumps(snapshot.to_json(), indent=1, sort_keys=False) + "\n"
+    if p.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(p))
+    if p.exists() and not p.is_file():
+        with p.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+        return p
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(snapshot.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    target = Path(os.path.realpath(p))  # a symlink keeps pointing at the snapshot
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return p

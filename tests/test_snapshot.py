@@ -1,11 +1,14 @@
 """Snapshot documents: written atomically, read back, refused with one clear line when unusable."""
 
 import json
+import os
+import stat
+import threading
 
 import pytest
 
 from spark_gotchas import snapshot
-from spark_gotchas.snapshot import FORMAT, VERSION, Snapshot, SnapshotError
+from spark_gotchas.snapshot import FORMAT, VERSION, Snapshot, SnapshotError, load, save
 
 
 def test_save_then_load(tmp_path):
@@ -62,3 +65,33 @@ def test_missing_and_unreadable(tmp_path):
 def test_minimal_document_loads_with_defaults(tmp_path):
     snap = snapshot.load(write(tmp_path, json.dumps({"format": FORMAT, "version": 1, "readings": {}})))
     assert snap.options == {} and snap.platform == {} and snap.verdicts == [] and snap.created == ""
+
+
+def test_save_writes_through_a_device_or_fifo_and_never_replaces_it(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text(encoding="utf-8")))
+    reader.start()
+    save(Snapshot(readings={"k": 1}), fifo)
+    reader.join(10)
+    assert json.loads(got[0])["readings"] == {"k": 1}
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and not (tmp_path / "pipe.tmp").exists()
+
+
+def test_save_to_a_directory_or_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
+    with pytest.raises(IsADirectoryError):
+        save(Snapshot(readings={}), tmp_path)
+    assert not (tmp_path.parent / f"{tmp_path.name}.tmp").exists()
+    monkeypatch.setattr("os.replace", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space"):
+        save(Snapshot(readings={}), tmp_path / "snap.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_through_a_symlink_keeps_the_link(tmp_path):
+    real = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    save(Snapshot(readings={"k": 2}), link)
+    assert link.is_symlink() and load(real).readings == {"k": 2}

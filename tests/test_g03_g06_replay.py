@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from spark_gotchas.snapshot import Snapshot, save
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKS = ("test_g03_unified_memory.py", "test_g06_contention.py")
-GLINE = re.compile(r"^(G(3|6) (FAIL|WARN|PASS|INFO|SKIP): |    fix: )")
 
 
 @pytest.fixture(autouse=True)

@@ -307,11 +307,26 @@ def test_readings_round_trip():
         assert from_jsonable(tp, json.loads(json.dumps(to_jsonable(value)))) == value
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="needs /proc/mounts")
+def test_fstype_of_takes_the_longest_mount_point_holding_the_path(tmp_path):
+    from spark_gotchas.readers.memory import fstype_of
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/sda1 / ext4 rw 0 0\ntmpfs /dev/shm tmpfs rw 0 0\n"
+                      "/dev/sdb1 /data\\040disk xfs rw 0 0\nbroken-line\n")
+    assert fstype_of("/dev/shm/weights.safetensors", str(mounts)) == "tmpfs"
+    assert fstype_of("/dev/shmx/file", str(mounts)) == "ext4"  # a name that only starts like a mount point
+    assert fstype_of("/data disk/model", str(mounts)) == "xfs"
+    assert fstype_of("/", str(mounts)) == "ext4"
+    assert fstype_of("/", str(tmp_path / "no-mounts")) is None
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not os.path.exists("/proc/mounts"), reason="needs /proc/mounts")
 def test_fstype_of_names_the_root_filesystem():
     from spark_gotchas.readers.memory import fstype_of
 
-    assert fstype_of("/") is not None
+    with open("/proc/mounts", encoding="utf-8") as fh:
+        roots = [line.split()[2] for line in fh if line.split()[1:2] == ["/"]]
+    assert fstype_of("/") == roots[-1]  # the last mount on / is the one in force
 
 
 def test_headroom_without_any_free_figure_skips():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import bench_fakes as fk
 import pytest
+from gline_block import glines
 
 from microbench import gemm
 from spark_gotchas import profiles
@@ -270,16 +271,16 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
 
     live = run("-m", "fast", "--spark-snapshot", "snap.json", "--spark-precision", "nvfp4")
     live.assert_outcomes(failed=2)
-    lines = [line for line in live.stdout.lines if line.startswith(("G7 ", "    fix: "))]
-    assert any(line.startswith("G7 FAIL: vLLM 0.11.0 ships sm_120") and line.endswith("(+1 more FAIL)")
-               for line in lines)
+    lines = glines(live, (7,))
+    assert lines[0].startswith("G7 FAIL: vLLM 0.11.0 ships sm_120") and lines[0].endswith("(+1 more FAIL)"), lines
+    assert len(lines) >= 2 and all(line.startswith("    fix: ") for line in lines[1:]), lines
     assert sys.modules.get("vllm") is None  # read from its files, never imported
 
     monkeypatch.setattr(plugin.SessionState, "worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
     shutil.rmtree(site.root)  # the machine is gone: the snapshot must suffice
     replay = run("-m", "fast", "--spark-replay", "snap.json")
     replay.assert_outcomes(failed=2)
-    assert [line for line in replay.stdout.lines if line.startswith(("G7 ", "    fix: "))] == lines
+    assert glines(replay, (7,)) == lines
 
 
 class WallClock:

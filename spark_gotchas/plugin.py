@@ -268,9 +268,12 @@ class Spark:
         return verdict
 
 
+BUG_FIX = "this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)"
+
+
 def _act(verdict: Verdict, strict: bool) -> None:
     __tracebackhide__ = True
-    text = verdict.line + (f"\n    fix: {verdict.fix}" if verdict.fix else "")
+    text = "\n".join(summary_lines([verdict]))  # the line and, for FAIL and WARN, its fix
     if verdict.status is Status.FAIL:
         pytest.fail(text, pytrace=False)
     if verdict.status is Status.SKIP:
@@ -302,7 +305,7 @@ def pytest_runtest_call(item: pytest.Item):
         if exc.bug:
             Spark(state).report(Verdict(
                 gid, Status.FAIL, f"the check itself failed reading {exc.key}: {exc.reason}".replace("\n", " "),
-                fix="this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)"))
+                fix=BUG_FIX))
         Spark(state).report(Verdict(gid, Status.SKIP, f"could not read {exc.key}: {exc.reason}"))
     except (pytest.fail.Exception, pytest.skip.Exception, KeyboardInterrupt):
         raise
@@ -311,12 +314,12 @@ def pytest_runtest_call(item: pytest.Item):
             raise
         verdict = Verdict(
             gid, Status.FAIL, f"the check itself failed: {type(exc).__name__}: {exc}".replace("\n", " "),
-            fix="this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)",
+            fix=BUG_FIX,
         )
         item.stash[VERDICT_KEY] = verdict
         state.reported.append(Reported(item.nodeid, verdict, item.stash.get(ORDER_KEY, 1 << 30)))
         frame = traceback.extract_tb(exc.__traceback__)[-1]
-        pytest.fail(f"{verdict.line}\n    fix: {verdict.fix}\n    at {frame.filename}:{frame.lineno} in {frame.name}",
+        pytest.fail("\n".join([*summary_lines([verdict]), f"    at {frame.filename}:{frame.lineno} in {frame.name}"]),
                     pytrace=False)
     finally:
         state.current_item = None

@@ -93,6 +93,8 @@ class RunOptions:
 
         Raises ValueError for a recorded value the command line would refuse.
         """
+        if recorded is not None and not isinstance(recorded, dict):
+            raise ValueError(f"the options are not a JSON object but {type(recorded).__name__}")
         changes = {}
         known = {f.name: f for f in fields(self)}
         for name, value in (recorded or {}).items():
@@ -133,12 +135,15 @@ def from_config(config: Any) -> RunOptions:
     """Read every option: the command line wins, then the ini value, then the default."""
     values: dict[str, Any] = {}
     explicit = set()
-    for dest, _flag, _kw, _ini_type, _help in OPTION_SPECS:
+    for dest, flag, _kw, _ini_type, _help in OPTION_SPECS:
         value = config.getoption(dest, default=None)
         if value not in (None, [], ()):
             explicit.add(dest)
         else:
-            ini = config.getini(dest)
+            try:
+                ini = config.getini(dest)
+            except ValueError as exc:  # pytest's own check of a bool ini value
+                raise ValueError(f"{flag} ({dest}): {exc}") from None
             value = ini if ini not in (None, "", []) else None
         if value not in (None, [], ()):
             values[dest] = _coerce(dest, value)

@@ -72,8 +72,6 @@ def load(path: str | os.PathLike) -> Snapshot:
     readings = data.get("readings")
     if not isinstance(readings, dict):
         raise SnapshotError(f"snapshot {p} has no readings object")
-    if data.get("options") is not None and not isinstance(data["options"], dict):
-        raise SnapshotError(f"snapshot {p}: options must be a JSON object, not {type(data['options']).__name__}")
     return Snapshot(
         readings=readings,
         options=data.get("options") or {},

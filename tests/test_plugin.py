@@ -320,7 +320,7 @@ def test_bad_option_values_are_one_clear_line(pytester, args, message):
 
 
 @pytest.mark.parametrize("fields,message", [
-    ({"options": [1]}, "snapshot shape.json: options must be a JSON object, not list"),
+    ({"options": [1]}, "snapshot shape.json records a bad option: the options are not a JSON object but list"),
     ({"options": {"spark_precision": "int3"}},
      "snapshot shape.json records a bad option: --spark-precision (spark_precision) must be one of bf16, fp8, nvfp4, not 'int3'"),
     ({"options": {"spark_load_factor": "abc"}},
@@ -340,6 +340,7 @@ def test_a_snapshot_of_the_wrong_shape_is_one_clear_line(pytester, fields, messa
     ("spark_model_gb = abc", "--spark-model-gb (spark_model_gb) must be a number, not 'abc'"),
     ("spark_load_factor = -1", "--spark-load-factor (spark_load_factor) must be a positive number, not '-1'"),
     ("spark_profile = nope", "--spark-profile (spark_profile) must be one of auto, gb10, h100, h200, gh200, generic, not 'nope'"),
+    ("spark_strict = maybe", "--spark-strict (spark_strict): invalid truth value 'maybe'"),
     ("spark_precision = int3", "--spark-precision (spark_precision) must be one of bf16, fp8, nvfp4, not 'int3'"),
 ])
 def test_bad_ini_values_are_one_clear_line(pytester, ini, message):

@@ -28,6 +28,7 @@ from typing import Any, Optional
 from .readers.reboot import Heartbeat, write_heartbeat
 from .readers.soak import SoakReading, SoakWindow
 from .readers.thermal import ThermalSample
+from .verdict import format_line
 
 COLUMNS = [
     "event", "t_s", "epoch_s", "temperature_c", "power_w", "sm_clock_mhz", "mem_clock_mhz", "utilization_pct",
@@ -402,7 +403,7 @@ def main(argv: list[str]) -> int:
     try:
         record = read_csv(args.csv)
     except (OSError, ValueError) as exc:
-        print(f"G4 SKIP: cannot read the soak record {args.csv}: {exc}")
+        print(format_line(4, "SKIP", f"cannot read the soak record {args.csv}: {exc}"))
         return 2
     reading = record.reading
     if args.max_drop is not None:

@@ -17,7 +17,7 @@ OPTION_SPECS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("spark_profile", "--spark-profile", {"choices": ("auto", "gb10", "h100", "h200", "gh200", "generic")},
      "string", "platform profile to judge against (default: auto, from the device)"),
     ("spark_strict", "--spark-strict", {"action": "store_true", "default": None},
-     "bool", "WARN verdicts fail the run"),
+     "string", "WARN verdicts fail the run (ini: true/false)"),
     ("spark_snapshot", "--spark-snapshot", {"metavar": "PATH"},
      "string", "write every reading this run took to PATH (JSON, see docs/snapshot.md)"),
     ("spark_replay", "--spark-replay", {"metavar": "PATH"},
@@ -109,8 +109,15 @@ def _jsonable(value: Any) -> Any:
 
 def _coerce(dest: str, value: Any) -> Any:
     default = RunOptions.__dataclass_fields__[dest].default
-    if isinstance(default, bool):
-        return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, bool):  # read as a string: pytest's own bool check differs between versions
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"--{dest.replace('_', '-')} ({dest}): invalid truth value {value!r}")
     if isinstance(default, tuple):
         return tuple(value if isinstance(value, (list, tuple)) else str(value).split())
     name = f"--{dest.replace('_', '-')} ({dest})"
@@ -135,15 +142,12 @@ def from_config(config: Any) -> RunOptions:
     """Read every option: the command line wins, then the ini value, then the default."""
     values: dict[str, Any] = {}
     explicit = set()
-    for dest, flag, _kw, _ini_type, _help in OPTION_SPECS:
+    for dest, _flag, _kw, _ini_type, _help in OPTION_SPECS:
         value = config.getoption(dest, default=None)
         if value not in (None, [], ()):
             explicit.add(dest)
         else:
-            try:
-                ini = config.getini(dest)
-            except ValueError as exc:  # pytest's own check of a bool ini value
-                raise ValueError(f"{flag} ({dest}): {exc}") from None
+            ini = config.getini(dest)
             value = ini if ini not in (None, "", []) else None
         if value not in (None, [], ()):
             values[dest] = _coerce(dest, value)

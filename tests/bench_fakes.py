@@ -4,6 +4,7 @@ worker that answers the suite's tasks with them (for live-then-replay runs witho
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,4 +136,21 @@ class FakeWorker:
         pass
 
     def close(self) -> None:
+        pass
+
+
+class WallClock:
+    """CUDA-event stand-in on the CPU: the probes' timing code runs unchanged on CPU tensors."""
+
+    def event(self):
+        class Event:
+            def record(self):
+                self.t = time.perf_counter()
+
+            def elapsed_time(self, other):
+                return (other.t - self.t) * 1e3
+
+        return Event()
+
+    def synchronize(self):
         pass

@@ -3,9 +3,9 @@ byte accounting, output checks and the torch path on CPU tensors, the table and 
 
 import importlib.util
 import json
-import time
 
 import pytest
+from bench_fakes import WallClock
 
 from microbench import bandwidth
 from microbench._timing import Timing, bench, quantile, summarize
@@ -122,21 +122,6 @@ def test_byte_accounting_is_named():
 
 
 # -- the torch path and the checks, on CPU tensors ------------------------------------------------
-class WallClock:
-    def event(self):
-        class Event:
-            def record(self):
-                self.t = time.perf_counter()
-
-            def elapsed_time(self, other):
-                return (other.t - self.t) * 1e3
-
-        return Event()
-
-    def synchronize(self):
-        pass
-
-
 @pytest.fixture(scope="module")
 def torch():
     return pytest.importorskip("torch")

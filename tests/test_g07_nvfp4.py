@@ -9,6 +9,7 @@ from pathlib import Path
 
 import bench_fakes as fk
 import pytest
+from bench_fakes import WallClock
 from gline_block import glines
 
 from microbench import gemm
@@ -281,23 +282,6 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     replay = run("-m", "fast", "--spark-replay", "snap.json")
     replay.assert_outcomes(failed=2)
     assert glines(replay, (7,)) == lines
-
-
-class WallClock:
-    def event(self):
-        import time
-
-        class Event:
-            def record(self):
-                self.t = time.perf_counter()
-
-            def elapsed_time(self, other):
-                return (other.t - self.t) * 1e3
-
-        return Event()
-
-    def synchronize(self):
-        pass
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])

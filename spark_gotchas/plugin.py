@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class SessionState:
     notes: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path, for reports
     current_item: Any = None
+    configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
+    check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
     _worker: Any = None
     _provider: Optional[Provider] = None
 
@@ -297,6 +300,7 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
     state = _state(item.config)
     state.current_item = item
+    began = time.time()
     try:
         return (yield)
     except ReadingUnavailable as exc:
@@ -323,6 +327,7 @@ def pytest_runtest_call(item: pytest.Item):
                     pytrace=False)
     finally:
         state.current_item = None
+        state.check_times.append((item.nodeid, began, time.time() - began))
 
 
 # -- reports -----------------------------------------------------------------------------------
@@ -361,6 +366,19 @@ def report_section(state: SessionState) -> dict[str, Any]:
         "options": state.options.judged(),
         "versions": platform.versions(state.provider),
         "artifacts": dict(state.artifacts),
+        "timing": timing(state),
+    }
+
+
+def timing(state: SessionState) -> dict[str, Any]:
+    """Where the run's time went, in seconds after pytest configured the run: each check's call, and
+    the GPU worker's start, imports and tasks (null when no worker ran)."""
+    origin = state.configured_epoch
+    worker = state._worker
+    return {
+        "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
+                   for nodeid, start, seconds in state.check_times],
+        "worker": worker.timeline.to_json(origin) if worker is not None else None,
     }
 
 

@@ -8,7 +8,8 @@ that says so (signal name, timeout) and the next call starts a fresh worker.
 Protocol: JSON lines. The parent writes ``{"id", "task", "args"}`` to the child's stdin; the
 child answers on a private pipe (its stdout proper is redirected to stderr so that library
 prints cannot corrupt the protocol) with zero or more ``{"id", "progress"}`` lines and then
-one ``{"id", "ok", "value" | "error"}`` line.
+one ``{"id", "ok", "value" | "error"}`` line. Once its preload imports are done the child sends
+one ``{"ready": {module: seconds}, "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,31 @@ class TaskResult:
         return self.error
 
 
+@dataclass
+class Timeline:
+    """When the worker started, finished its imports and ran each task: where a preflight's time goes.
+
+    Times are ``time.time()`` epochs; :meth:`to_json` gives them as seconds after ``origin``.
+    """
+
+    starts: list[float] = field(default_factory=list)
+    ready: list[float] = field(default_factory=list)
+    preload_seconds: dict[str, float] = field(default_factory=dict)
+    tasks: list[dict] = field(default_factory=list)  # task, start, seconds, ok
+
+    def to_json(self, origin: float) -> dict[str, Any]:
+        def rel(t: float) -> float:
+            return round(t - origin, 3)
+
+        return {
+            "worker_starts_s": [rel(t) for t in self.starts],
+            "worker_ready_s": [rel(t) for t in self.ready],
+            "preload_s": {k: round(v, 3) for k, v in self.preload_seconds.items()},
+            "tasks": [{"task": t["task"], "start_s": rel(t["start"]), "seconds": round(t["seconds"], 3), "ok": t["ok"]}
+                      for t in self.tasks],
+        }
+
+
 _CLOSED: dict = {"closed": True}  # _read_message's answer when the child is gone
 
 
@@ -77,6 +103,7 @@ class Worker:
         self._buffer = b""
         self._next_id = 0
         self.starts = 0
+        self.timeline = Timeline()
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -102,6 +129,7 @@ class Worker:
         self._reply_fd = read_fd
         self._buffer = b""
         self.starts += 1
+        self.timeline.starts.append(time.time())
 
     @property
     def alive(self) -> bool:
@@ -165,6 +193,19 @@ class Worker:
         on_progress: Callable[[Any], None] | None = None,
     ) -> TaskResult:
         """Run ``task`` ("package.module:function") in the child; never raises for its failures."""
+        began = time.time()
+        result = self._call(task, args, timeout, on_progress)
+        self.timeline.tasks.append({"task": task, "start": began, "seconds": result.seconds or time.time() - began,
+                                    "ok": result.ok})
+        return result
+
+    def _call(
+        self,
+        task: str,
+        args: dict[str, Any] | None = None,
+        timeout: float = 60.0,
+        on_progress: Callable[[Any], None] | None = None,
+    ) -> TaskResult:
         start = time.monotonic()
         try:
             self.start()
@@ -194,6 +235,9 @@ class Worker:
                         ok=False, timed_out=True, seconds=seconds, stderr_tail=tail, progress=progress
                     )
                 return self._dead(start, progress)
+            if "ready" in message:
+                self._note_ready(message)
+                continue
             if message.get("id") != request["id"]:
                 continue
             if "progress" in message:
@@ -208,6 +252,13 @@ class Worker:
                 seconds=time.monotonic() - start,
                 progress=progress,
             )
+
+    def _note_ready(self, message: dict) -> None:
+        if isinstance(message.get("ready"), dict):
+            self.timeline.preload_seconds.update(
+                {str(k): float(v) for k, v in message["ready"].items() if isinstance(v, (int, float))})
+        if isinstance(message.get("t_epoch"), (int, float)):
+            self.timeline.ready.append(float(message["t_epoch"]))
 
     def _dead(self, start: float, progress: list) -> TaskResult:
         proc = self._proc

@@ -67,6 +67,7 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # a crash (segfault) ends the process: the parent reports it
             PRELOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
         PRELOAD_SECONDS[name] = time.perf_counter() - t0
+    _send({"ready": PRELOAD_SECONDS, "t_epoch": time.time()})
     for raw in sys.stdin:
         try:
             request = json.loads(raw)

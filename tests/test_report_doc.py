@@ -22,6 +22,8 @@ def test_every_field_of_the_report_is_documented():
         "options": set(section["options"]),
         "versions": set(section["versions"]),
         "metadata.gotcha": {f"metadata.gotcha.{k}" for k in verdict},
+        "timing": set(section["timing"]),
+        "timing.worker": {f"worker.{k}" for k in section["timing"]["worker"] or {}},
     }
     missing = {where: sorted(k for k in keys if f"`{k}`" not in DOC) for where, keys in fields.items()}
     assert not any(missing.values()), f"undocumented fields: {missing}"

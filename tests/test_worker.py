@@ -108,3 +108,19 @@ def test_problem_texts():
     assert TaskResult(ok=True).problem == ""
     assert TaskResult(ok=False, timed_out=True, seconds=60.2).problem == "timed out after 60 s (killed)"
     assert TaskResult(ok=False, crashed=True, signal="SIGBUS").problem == "child process killed by SIGBUS"
+
+
+def test_the_timeline_records_starts_imports_and_every_task(worker):
+    origin = time.time()
+    worker.call("worker_tasks:echo")
+    worker.call("worker_tasks:boom")
+    worker.call("worker_tasks:segfault", timeout=20)
+    worker.call("worker_tasks:echo")
+    timeline = worker.timeline.to_json(origin)
+    assert len(timeline["worker_starts_s"]) == 2  # the segfault's successor is a fresh worker
+    assert len(timeline["worker_ready_s"]) == 2 and timeline["preload_s"] == {}
+    assert [(t["task"], t["ok"]) for t in timeline["tasks"]] == [
+        ("worker_tasks:echo", True), ("worker_tasks:boom", False), ("worker_tasks:segfault", False),
+        ("worker_tasks:echo", True)]
+    starts = [t["start_s"] for t in timeline["tasks"]]
+    assert starts == sorted(starts) and starts[0] >= 0 and all(t["seconds"] >= 0 for t in timeline["tasks"])

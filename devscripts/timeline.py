@@ -1,0 +1,15 @@
+"""Print a run's timeline (checks and GPU worker) from its JSON report, in start order (devscripts)."""
+import json
+import sys
+
+report = json.load(open(sys.argv[1]))
+timing = (report.get("spark_gotchas") or {}).get("timing") or {}
+print(f"   pytest duration {report.get('duration', 0):.2f} s")
+rows = [(c["start_s"], c["seconds"], "check  " + c["nodeid"].split("::")[-1]) for c in timing.get("checks", [])]
+worker = timing.get("worker")
+if worker:
+    print(f"   worker start {worker['worker_starts_s']} ready {worker['worker_ready_s']} preload {worker['preload_s']}")
+    rows += [(t["start_s"], t["seconds"], "worker " + t["task"] + ("" if t["ok"] else " (failed)")) for t in worker["tasks"]]
+for start, seconds, what in sorted(rows):
+    if seconds >= 0.02 or what.startswith("worker"):
+        print(f"   {start:7.2f} +{seconds:5.2f}  {what}")

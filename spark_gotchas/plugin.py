@@ -49,7 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "soak: sustained-load check, minutes to hours; runs only with -m soak")
     config.addinivalue_line("markers", "multinode: needs a multi-process/multi-node launch; runs only with -m multinode")
     config.addinivalue_line(
-        "markers", "gpu: check that runs work in the GPU worker; runs after the CPU-only checks so the torch import overlaps them")
+        "markers", "gpu(prepare=KEYS): check that runs work in the GPU worker; runs after the CPU-only checks so the "
+                   "torch import overlaps them; the readings named in prepare are started as soon as it is collected")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
     try:
         options = from_config(config)
@@ -215,6 +216,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         state.active = True
         if state.replay is None:
             state.worker().start()  # no-op when configure started it already
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the readings the collected GPU checks name in ``gpu(prepare=...)`` (live runs only)."""
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is None or not state.active or state.replay is not None:
+        return
+    for item in session.items:
+        marker = item.get_closest_marker("gpu") if gotcha_of(item) is not None else None
+        for key in (marker.kwargs.get("prepare", ()) if marker is not None else ()):
+            state.provider.prepare(key)
 
 
 # -- the fixture ------------------------------------------------------------------------------

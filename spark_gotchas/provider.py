@@ -6,7 +6,9 @@ through JSON before a judge sees it, so a replay judges exactly the same values.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import defaultdict
 from typing import Any, Callable
 
 from . import readers as _readers
@@ -40,16 +42,58 @@ class Provider:
         self._bugs: set[str] = set()
         self.recorded: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
+        self.prepare_errors: dict[str, str] = {}
+        self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._locks_lock = threading.Lock()
+        self._prefetching: dict[str, threading.Thread] = {}
+        self._raised: dict[str, ReadingUnavailable] = {}
         self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self)
 
     @property
     def live(self) -> bool:
         return self.replay is None
 
+    def prepare(self, key: str) -> None:
+        """Start ``key``'s reading early, so the check that needs it waits less (live runs only).
+
+        The reader's own ``prepare`` step where it has one (it returns at once), otherwise the
+        reading itself in a background thread; :meth:`read` then waits for that thread. A failing
+        prepare step costs nothing but the head start: the reading is taken as usual.
+        """
+        if self.replay is not None or key in self._cache or key in self._prefetching:
+            return
+        spec = _readers.load_all().get(key)
+        if spec is None:
+            return
+        if spec.prepare is not None:
+            try:
+                spec.prepare(self.ctx)
+            except Exception as exc:
+                self.prepare_errors[key] = f"{type(exc).__name__}: {exc}"
+            return
+        thread = threading.Thread(target=self.try_read, args=(key,), name=f"prefetch {key}", daemon=True)
+        self._prefetching[key] = thread
+        thread.start()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks[key]
+
     def read(self, key: str) -> Any:
-        """The reading for ``key``, taken once per run; raises :class:`ReadingUnavailable`."""
+        """The reading for ``key``, taken once per run; raises :class:`ReadingUnavailable`.
+
+        Thread-safe: a reading being taken in another thread (:meth:`prepare`) is waited for.
+        """
         if key in self._cache:
             return self._cache[key]
+        with self._lock(key):
+            return self._read(key)
+
+    def _read(self, key: str) -> Any:
+        if key in self._cache:
+            return self._cache[key]
+        if key in self._raised:
+            raise self._raised[key]
         if key in self._errors:
             raise ReadingUnavailable(key, self._errors[key], bug=key in self._bugs)
         specs = _readers.load_all()
@@ -65,7 +109,8 @@ class Provider:
             t0 = time.perf_counter()
             try:
                 value = spec.func(self.ctx)
-            except ReadingUnavailable:
+            except ReadingUnavailable as exc:
+                self._raised[key] = exc  # asked again (after a prefetch, say), the answer is the same
                 raise
             except Exception as exc:  # a reader bug must not take the run down
                 self._errors[key] = f"reader failed: {type(exc).__name__}: {exc}"

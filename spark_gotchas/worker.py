@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -92,7 +93,7 @@ def _signal_name(returncode: int | None) -> str:
 
 
 class Worker:
-    """Parent side of the worker. Not thread-safe: one task at a time."""
+    """Parent side of the worker: one task at a time (calls from several threads take turns)."""
 
     def __init__(self, preload: tuple[str, ...] = ("torch",), env: dict[str, str] | None = None):
         self.preload = preload
@@ -104,6 +105,7 @@ class Worker:
         self._next_id = 0
         self.starts = 0
         self.timeline = Timeline()
+        self._turn = threading.RLock()
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -193,11 +195,29 @@ class Worker:
         on_progress: Callable[[Any], None] | None = None,
     ) -> TaskResult:
         """Run ``task`` ("package.module:function") in the child; never raises for its failures."""
-        began = time.time()
-        result = self._call(task, args, timeout, on_progress)
-        self.timeline.tasks.append({"task": task, "start": began, "seconds": result.seconds or time.time() - began,
-                                    "ok": result.ok})
+        with self._turn:
+            began = time.time()
+            result = self._call(task, args, timeout, on_progress)
+            self.timeline.tasks.append({"task": task, "start": began,
+                                        "seconds": result.seconds or time.time() - began, "ok": result.ok})
         return result
+
+    def submit(self, task: str, args: dict[str, Any] | None = None) -> bool:
+        """Queue ``task`` without waiting for it; its reply is dropped. For tasks that only start
+        background work in the child (compiling kernels) and return at once. False if it could not
+        be sent (the next call starts a fresh worker as usual)."""
+        with self._turn:
+            try:
+                self.start()
+                assert self._proc is not None and self._proc.stdin is not None
+                self._next_id += 1  # no call waits for this id: its reply is skipped like any other
+                request = {"id": self._next_id, "task": task, "args": args or {}}
+                self._proc.stdin.write((json.dumps(request) + "\n").encode())
+                self._proc.stdin.flush()
+            except (OSError, AssertionError):
+                return False
+            self.timeline.tasks.append({"task": task, "start": time.time(), "seconds": 0.0, "ok": True})
+            return True
 
     def _call(
         self,

@@ -84,7 +84,12 @@ def main(argv: list[str]) -> int:
             reply = {"id": _CURRENT_ID, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
         _send(reply)
         _CURRENT_ID = None
-    return 0
+    # End of input: the parent is done. Leave at once: tearing down torch, CUDA and any background
+    # thread at interpreter exit takes longer than the preflight's own checks, and the kernel
+    # releases the GPU context either way.
+    _OUT.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

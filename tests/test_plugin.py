@@ -542,3 +542,69 @@ def test_replay_gives_the_live_lines_whatever_the_spelling_and_place(live_run, t
         if where == "inside":
             shutil.rmtree(folder, ignore_errors=True)
 
+
+
+# -- readings started early, and the report's timing ----------------------------------------------
+EVENTS: list[str] = []
+
+
+@pytest.fixture
+def prepared_reader(monkeypatch, test_readers):
+    EVENTS.clear()
+
+    def read_clock_logged(ctx) -> Clock:
+        EVENTS.append("clock read")
+        return Clock(1980)
+
+    monkeypatch.setitem(readers.READERS, "test.prepared",
+                        ReaderSpec("test.prepared", read_clock_logged, Clock, "",
+                                   lambda ctx: EVENTS.append("prepared")))
+    monkeypatch.setitem(readers.READERS, "test.logged", ReaderSpec("test.logged", read_clock_logged, Clock, ""))
+    return EVENTS
+
+
+PREPARED_CHECKS = {
+    "test_g03_cpu": """
+        import pytest
+        from spark_gotchas.verdict import Status, Verdict
+        pytestmark = pytest.mark.fast
+
+        def test_cpu_first(spark):
+            spark.report(Verdict(3, Status.PASS, f"{spark.read('test.logged').sm_mhz} MHz"))
+    """,
+    "test_g05_gpu": """
+        import pytest
+        from spark_gotchas.verdict import Status, Verdict
+
+        @pytest.mark.fast
+        @pytest.mark.gpu(prepare=["test.prepared"])
+        def test_gpu_later(spark):
+            spark.report(Verdict(5, Status.PASS, f"{spark.read('test.prepared').sm_mhz} MHz"))
+    """,
+}
+
+
+def test_a_gpu_checks_prepare_keys_start_when_it_is_collected(pytester, prepared_reader):
+    pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
+    result = run(pytester, "--json-report", "--json-report-file=report.json")
+    result.assert_outcomes(passed=2)
+    assert prepared_reader == ["prepared", "clock read", "clock read"]  # before any check ran
+    timing = json.loads((pytester.path / "report.json").read_text())["spark_gotchas"]["timing"]
+    assert [c["nodeid"].split("::")[1] for c in timing["checks"]] == ["test_cpu_first", "test_gpu_later"]
+    assert all(c["start_s"] >= 0 and c["seconds"] >= 0 for c in timing["checks"])
+    assert timing["worker"] is None or isinstance(timing["worker"]["tasks"], list)
+
+
+def test_a_deselected_gpu_check_prepares_nothing(pytester, prepared_reader):
+    pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
+    run(pytester, "-k", "cpu_first").assert_outcomes(passed=1, deselected=1)
+    assert prepared_reader == ["clock read"]
+
+
+def test_a_replay_prepares_nothing(pytester, prepared_reader):
+    pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
+    save(Snapshot(readings={"test.prepared": {"sm_mhz": 1500}, "test.logged": {"sm_mhz": 1400}}),
+         str(pytester.path / "snap.json"))
+    result = run(pytester, "--spark-replay", "snap.json")
+    result.assert_outcomes(passed=2)
+    assert prepared_reader == [] and "G5 PASS: 1500 MHz" in glines(result)

@@ -124,3 +124,34 @@ def test_the_timeline_records_starts_imports_and_every_task(worker):
         ("worker_tasks:echo", True)]
     starts = [t["start_s"] for t in timeline["tasks"]]
     assert starts == sorted(starts) and starts[0] >= 0 and all(t["seconds"] >= 0 for t in timeline["tasks"])
+
+
+def test_a_submitted_task_runs_first_and_its_reply_never_answers_a_call(worker):
+    assert worker.submit("worker_tasks:slow_echo", {"seconds": 0.3, "from": "submit"})
+    result = worker.call("worker_tasks:echo", {"from": "call"})
+    assert result.ok and result.value["args"] == {"from": "call"}
+    assert result.seconds >= 0.25  # the worker ran the submitted task first, one at a time
+    assert [t["task"] for t in worker.timeline.tasks] == ["worker_tasks:slow_echo", "worker_tasks:echo"]
+
+
+def test_calls_from_two_threads_take_turns(worker):
+    results = {}
+
+    def call(name):
+        results[name] = worker.call("worker_tasks:slow_echo", {"seconds": 0.1, "name": name})
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {n: r.value["args"]["name"] for n, r in results.items()} == {"a": "a", "b": "b", "c": "c"}
+
+
+def test_an_idle_worker_leaves_at_once_when_closed(worker):
+    worker.call("worker_tasks:echo")
+    proc = worker._proc
+    started = time.monotonic()
+    worker.close()
+    assert proc.wait(timeout=5) == 0  # it exited by itself: not killed
+    assert time.monotonic() - started < 5

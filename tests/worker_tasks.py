@@ -47,3 +47,8 @@ def until_stopped():
         time.sleep(0.01)
         steps += 1
     return {"stopped": worker_main.should_stop(), "steps": steps}
+
+
+def slow_echo(seconds, **args):
+    time.sleep(seconds)
+    return {"args": args, "pid": os.getpid()}

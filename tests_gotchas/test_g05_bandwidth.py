@@ -6,7 +6,7 @@ from spark_gotchas.judges import g05_bandwidth as g05
 
 
 @pytest.mark.fast
-@pytest.mark.gpu
+@pytest.mark.gpu(prepare=["bench.bandwidth"])
 def test_g5_bandwidth_budget(spark):
     spark.report(g05.judge_bandwidth(spark.read("bench.bandwidth"), spark.try_read("gpu.inventory"), spark.profile))
 
@@ -18,6 +18,6 @@ def test_g5_decode_ceiling(spark):
 
 
 @pytest.mark.soak
-@pytest.mark.gpu
+@pytest.mark.gpu(prepare=["bench.bandwidth_sweep"])
 def test_g5_bandwidth_sweep(spark):
     spark.report(g05.judge_sweep(spark.read("bench.bandwidth_sweep"), spark.try_read("gpu.inventory"), spark.profile))

@@ -12,7 +12,7 @@ import importlib
 import inspect
 import pkgutil
 from dataclasses import dataclass
-from typing import Any, Callable, get_type_hints
+from typing import Any, Callable, Optional, get_type_hints
 
 from ..options import RunOptions
 
@@ -38,20 +38,25 @@ class ReaderSpec:
     func: Callable[[ReadContext], Any]
     returns: Any
     doc: str
+    prepare: Optional[Callable[[ReadContext], None]] = None  # a quick step started early (see Provider.prepare)
 
 
 READERS: dict[str, ReaderSpec] = {}
 _LOADED = False
 
 
-def reader(key: str) -> Callable[[Callable], Callable]:
-    """Register ``func(ctx) -> Reading`` under ``key`` (its return annotation is the type)."""
+def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None) -> Callable[[Callable], Callable]:
+    """Register ``func(ctx) -> Reading`` under ``key`` (its return annotation is the type).
+
+    ``prepare(ctx)``, if given, starts work the reading will need (compiling kernels, say) and
+    returns at once; without it, preparing a reading takes it in a background thread.
+    """
 
     def register(func: Callable) -> Callable:
         if key in READERS and READERS[key].func is not func:
             raise ValueError(f"reader {key!r} registered twice")
         returns = get_type_hints(func).get("return", Any)
-        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "")
+        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "", prepare)
         return func
 
     return register

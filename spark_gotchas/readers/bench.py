@@ -70,7 +70,12 @@ def _failed(result) -> dict:
     return {"problem": result.problem, "crashed": bool(result.crashed or result.timed_out)}
 
 
-@reader("bench.bandwidth")
+def compile_kernels_ahead(ctx: ReadContext) -> None:
+    """Have the worker compile the probe's Triton kernels in the background while earlier checks run."""
+    ctx.worker.submit("microbench.bandwidth:compile_ahead")
+
+
+@reader("bench.bandwidth", prepare=compile_kernels_ahead)
 def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     """The fast bandwidth probe in the worker (read, write, copy, triad; ~1 s)."""
     why = ctx.provider.read("torch.build").gpu_unavailable
@@ -83,7 +88,7 @@ def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     return BandwidthReading(attempted=True, result=from_jsonable(BandwidthResult, result.value))
 
 
-@reader("bench.bandwidth_sweep")
+@reader("bench.bandwidth_sweep", prepare=compile_kernels_ahead)
 def read_bandwidth_sweep(ctx: ReadContext) -> BandwidthSweepReading:
     """The bandwidth probe at every array size up to the budget; one progress line per size."""
     why = ctx.provider.read("torch.build").gpu_unavailable

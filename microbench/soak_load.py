@@ -32,6 +32,9 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
+from ._cli import require_cuda
+from ._cublas import CublasUnavailable
+
 MAX_SIZE = 8192
 MIN_SIZE = 256
 FREE_FRACTION = 0.05  # never more than this share of free device memory
@@ -58,49 +61,96 @@ def _rss_bytes() -> Optional[int]:
         return None
 
 
+class TorchGemm:
+    """N x N GEMMs through torch (``torch.matmul``), on a CUDA device or the CPU (a dry run)."""
+
+    def __init__(self, dtype: str, device: str):
+        import torch
+
+        self.torch = torch
+        self.dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+        self.itemsize = torch.tensor([], dtype=self.dt).element_size()
+        self.events_time_the_gpu = device.startswith("cuda")
+        self.name, self.free_bytes, self.device, self.library = "cpu", None, device, "torch"
+        if self.events_time_the_gpu:
+            torch.cuda.init()
+            dev = torch.device(device)
+            if dev.index is None:
+                dev = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(dev)  # events and streams below belong to this device
+            self.device = str(dev)
+            self.name = torch.cuda.get_device_name(dev)
+            self.free_bytes, _total = torch.cuda.mem_get_info(dev.index)
+        self.n = 0
+
+    def allocate(self, n: int) -> None:
+        torch = self.torch
+        self.n = n
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        self.a = torch.randn(n, n, device=self.device, dtype=self.dt, generator=gen)
+        self.b = torch.randn(n, n, device=self.device, dtype=self.dt, generator=gen)
+        self.c = torch.empty(n, n, device=self.device, dtype=self.dt)
+
+    def gemm(self) -> None:
+        self.torch.matmul(self.a, self.b, out=self.c)
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        if self.events_time_the_gpu:
+            self.torch.cuda.synchronize(self.device)
+
+    def close(self) -> None:
+        self.a = self.b = self.c = None
+
+
+def open_gemm(backend: str, dtype: str, device: str):
+    """The GEMM backend: "torch", or "cublas" (ctypes, no torch import; device 0 only)."""
+    if backend == "cublas":
+        if device not in ("cuda", "cuda:0"):
+            raise ValueError(f"the cublas backend runs on cuda:0 only, not {device}")
+        from ._cublas import CublasGemm
+
+        return CublasGemm(dtype)
+    if backend != "torch":
+        raise ValueError(f"unknown backend {backend!r}")
+    return TorchGemm(dtype, device)
+
+
 def run(seconds: float, window_s: float = 5.0, size: Optional[int] = None, dtype: str = "bf16",
         device: str = "cuda", on_window: Optional[Callable[[dict], None]] = None,
-        should_stop: Optional[Callable[[], bool]] = None) -> dict[str, Any]:
+        should_stop: Optional[Callable[[], bool]] = None, backend: str = "torch") -> dict[str, Any]:
     """Run the GEMM load for ``seconds`` (after a short warm-up); return its summary.
 
     Every window's figures go to ``worker_main.progress`` (and ``on_window``) as they happen.
     Times are ``time.time()`` epochs so the parent can line them up with its samples.
+    ``backend="cublas"`` drives cuBLAS through ctypes without importing torch (the G4 spot
+    check, while the worker imports torch); it raises ``CublasUnavailable`` where it cannot.
     """
-    import torch
-
     from spark_gotchas import worker_main
 
     stop = should_stop or worker_main.should_stop
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-    cuda = device.startswith("cuda")
-    name = "cpu"
-    free = None
-    if cuda:
-        torch.cuda.init()
-        dev = torch.device(device)
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-        torch.cuda.set_device(dev)  # events and streams below belong to this device
-        device = str(dev)
-        name = torch.cuda.get_device_name(dev)
-        free, _total = torch.cuda.mem_get_info(dev.index)
-    n = int(size or choose_size(free, "cuda" if cuda else "cpu", torch.tensor([], dtype=dt).element_size()))
+    g = open_gemm(backend, dtype, device)
+    try:
+        return _load(g, seconds, window_s, size, dtype, on_window, stop, worker_main.progress)
+    finally:
+        g.close()
+
+
+def _load(g, seconds, window_s, size, dtype, on_window, stop, progress) -> dict[str, Any]:
+    cuda = g.events_time_the_gpu
+    name = g.name
+    n = int(size or choose_size(g.free_bytes, "cuda" if cuda else "cpu", g.itemsize))
     flop = 2.0 * n ** 3
-    gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, device=device, dtype=dt, generator=gen)
-    b = torch.randn(n, n, device=device, dtype=dt, generator=gen)
-    c = torch.empty(n, n, device=device, dtype=dt)
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
-
+    g.allocate(n)
+    sync = g.synchronize
     # Warm-up: cuBLAS picks its kernel on the first call; then time a few to size the batches.
-    torch.matmul(a, b, out=c)
+    g.gemm()
     sync()
     t0 = time.perf_counter()
     for _ in range(3):
-        torch.matmul(a, b, out=c)
+        g.gemm()
     sync()
     per_gemm = max((time.perf_counter() - t0) / 3, 1e-6)
     batch = max(1, int(BATCH_S / per_gemm))
@@ -121,11 +171,10 @@ def run(seconds: float, window_s: float = 5.0, size: Optional[int] = None, dtype
                 stopped = True
                 break
             if cuda:
-                ev0 = torch.cuda.Event(enable_timing=True)
-                ev1 = torch.cuda.Event(enable_timing=True)
+                ev0, ev1 = g.event(), g.event()
                 ev0.record()
                 for _ in range(batch):
-                    torch.matmul(a, b, out=c)
+                    g.gemm()
                 ev1.record()
                 pending.append((ev0, ev1))
                 if len(pending) > 2:  # keep two batches queued, never more
@@ -135,7 +184,7 @@ def run(seconds: float, window_s: float = 5.0, size: Optional[int] = None, dtype
             else:
                 t = time.perf_counter()
                 for _ in range(batch):
-                    torch.matmul(a, b, out=c)
+                    g.gemm()
                 busy += time.perf_counter() - t
             gemms += batch
         sync()
@@ -159,13 +208,14 @@ def run(seconds: float, window_s: float = 5.0, size: Optional[int] = None, dtype
             windows.append(window)
             total_gemms += gemms
             busy_total += busy
-            worker_main.progress(window)
+            progress(window)
             if on_window is not None:
                 on_window(window)
     finish = time.time()
     elapsed = max(finish - start, 1e-9)
     return {
         "device": name,
+        "backend": g.library,
         "size": n,
         "dtype": dtype,
         "batch": batch,
@@ -190,6 +240,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", type=int, default=None, help="matrix size N (default: sized from free memory)")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
     parser.add_argument("--device", default="cuda", help="cuda, cuda:1 … or cpu (a dry run)")
+    parser.add_argument("--backend", default="torch", choices=("torch", "cublas"),
+                        help="torch (default) or cublas: cuBLAS through ctypes, without importing torch (cuda:0 only)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     halt = threading.Event()
@@ -200,8 +252,14 @@ def main(argv: list[str]) -> int:
         print(f"window {w['window']:3d}: {w['tflops']:8.2f} TFLOP/s, busy {w['busy_fraction']:.1%}, "
               f"{w['seconds']:.2f} s", flush=True)
 
-    summary = run(parse_duration(args.seconds), args.window, args.size, args.dtype, args.device,
-                  on_window=None if args.json else show, should_stop=halt.is_set)
+    if args.backend == "torch" and args.device.startswith("cuda") and not require_cuda():
+        return 1
+    try:
+        summary = run(parse_duration(args.seconds), args.window, args.size, args.dtype, args.device,
+                      backend=args.backend, on_window=None if args.json else show, should_stop=halt.is_set)
+    except CublasUnavailable as exc:
+        print(f"the cublas backend cannot run here: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         summary = {k: v for k, v in summary.items() if k != "windows"}
         print(json.dumps(summary, indent=1))

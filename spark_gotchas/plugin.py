@@ -105,13 +105,15 @@ class SessionState:
     current_item: Any = None
     configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
     check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
+    prepare_keys: list[str] = field(default_factory=list)  # readings to start when the GPU checks begin
     _worker: Any = None
+    _load_worker: Any = None
     _provider: Optional[Provider] = None
 
     @property
     def provider(self) -> Provider:
         if self._provider is None:
-            self._provider = Provider(self.options, self.replay, self.worker)
+            self._provider = Provider(self.options, self.replay, self.worker, self.load_worker)
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
         return self._provider
@@ -142,10 +144,22 @@ class SessionState:
             self._worker = Worker(preload=("torch",) if torch_installed() else ())
         return self._worker
 
+    def load_worker(self) -> Any:
+        """A worker that imports nothing up front: the G4 spot check's load runs there while the
+        GPU worker is still importing torch."""
+        if self.replay is not None:
+            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
+        if self._load_worker is None:
+            from .worker import Worker
+
+            self._load_worker = Worker(preload=())
+        return self._load_worker
+
     def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        for worker in (self._worker, self._load_worker):
+            if worker is not None:
+                worker.close()
+        self._worker = self._load_worker = None
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -219,14 +233,26 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the readings the collected GPU checks name in ``gpu(prepare=...)`` (live runs only)."""
+    """Note the readings the collected GPU checks name in ``gpu(prepare=...)``."""
     state = session.config.stash.get(STATE_KEY, None)
     if state is None or not state.active or state.replay is not None:
         return
     for item in session.items:
         marker = item.get_closest_marker("gpu") if gotcha_of(item) is not None else None
         for key in (marker.kwargs.get("prepare", ()) if marker is not None else ()):
-            state.provider.prepare(key)
+            if key not in state.prepare_keys:
+                state.prepare_keys.append(key)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """At the first GPU check (the CPU-only checks have read the machine at rest), start the readings
+    the GPU checks prepare: they overlap the worker's torch import instead of following it."""
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is None or not state.prepare_keys or gotcha_of(item) is None or item.get_closest_marker("gpu") is None:
+        return
+    keys, state.prepare_keys = state.prepare_keys, []
+    for key in keys:
+        state.provider.prepare(key)
 
 
 # -- the fixture ------------------------------------------------------------------------------
@@ -386,11 +412,11 @@ def timing(state: SessionState) -> dict[str, Any]:
     """Where the run's time went, in seconds after pytest configured the run: each check's call, and
     the GPU worker's start, imports and tasks (null when no worker ran)."""
     origin = state.configured_epoch
-    worker = state._worker
+    workers = {"worker": state._worker, "load_worker": state._load_worker}
     return {
         "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
                    for nodeid, start, seconds in state.check_times],
-        "worker": worker.timeline.to_json(origin) if worker is not None else None,
+        **{name: w.timeline.to_json(origin) if w is not None else None for name, w in workers.items()},
     }
 
 

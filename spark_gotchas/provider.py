@@ -33,6 +33,7 @@ class Provider:
         options: RunOptions,
         replay: Snapshot | None = None,
         worker_factory: Callable[[], Any] | None = None,
+        load_worker_factory: Callable[[], Any] | None = None,
     ):
         self.options = options
         self.replay = replay
@@ -47,7 +48,8 @@ class Provider:
         self._locks_lock = threading.Lock()
         self._prefetching: dict[str, threading.Thread] = {}
         self._raised: dict[str, ReadingUnavailable] = {}
-        self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self)
+        self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self,
+                                        load_worker_factory=load_worker_factory)
 
     @property
     def live(self) -> bool:

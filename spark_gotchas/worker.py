@@ -14,6 +14,7 @@ one ``{"ready": {module: seconds}, "t_epoch"}`` line, which feeds :attr:`Worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,10 @@ class Timeline:
         }
 
 
+class _StartFailed(OSError):
+    """The child process could not be started at all."""
+
+
 _CLOSED: dict = {"closed": True}  # _read_message's answer when the child is gone
 
 
@@ -105,7 +110,10 @@ class Worker:
         self._next_id = 0
         self.starts = 0
         self.timeline = Timeline()
-        self._turn = threading.RLock()
+        self._turn = threading.RLock()  # one call at a time
+        self._write = threading.Lock()  # one request written at a time (calls and submits)
+        self._pauses = 0  # see paused()
+        self._pause_change = threading.Condition()
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -195,6 +203,8 @@ class Worker:
         on_progress: Callable[[Any], None] | None = None,
     ) -> TaskResult:
         """Run ``task`` ("package.module:function") in the child; never raises for its failures."""
+        with self._pause_change:
+            self._pause_change.wait_for(lambda: self._pauses == 0)
         with self._turn:
             began = time.time()
             result = self._call(task, args, timeout, on_progress)
@@ -202,22 +212,43 @@ class Worker:
                                         "seconds": result.seconds or time.time() - began, "ok": result.ok})
         return result
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No task starts in this worker while this is held (from any thread; it nests). For work
+        elsewhere that must have the GPU to itself: the G4 spot check's load in another worker."""
+        with self._pause_change:
+            self._pauses += 1
+        try:
+            yield
+        finally:
+            with self._pause_change:
+                self._pauses -= 1
+                self._pause_change.notify_all()
+
     def submit(self, task: str, args: dict[str, Any] | None = None) -> bool:
         """Queue ``task`` without waiting for it; its reply is dropped. For tasks that only start
         background work in the child (compiling kernels) and return at once. False if it could not
         be sent (the next call starts a fresh worker as usual)."""
-        with self._turn:
+        try:
+            self._send(task, args)  # no call waits for its id: the reply is skipped like any other
+        except OSError:
+            return False
+        self.timeline.tasks.append({"task": task, "start": time.time(), "seconds": 0.0, "ok": True})
+        return True
+
+    def _send(self, task: str, args: dict[str, Any] | None) -> int:
+        """Write one request (starting the child if needed); its id. Raises OSError."""
+        with self._write:
             try:
                 self.start()
-                assert self._proc is not None and self._proc.stdin is not None
-                self._next_id += 1  # no call waits for this id: its reply is skipped like any other
-                request = {"id": self._next_id, "task": task, "args": args or {}}
-                self._proc.stdin.write((json.dumps(request) + "\n").encode())
-                self._proc.stdin.flush()
-            except (OSError, AssertionError):
-                return False
-            self.timeline.tasks.append({"task": task, "start": time.time(), "seconds": 0.0, "ok": True})
-            return True
+            except OSError as exc:
+                raise _StartFailed(str(exc)) from exc
+            assert self._proc is not None and self._proc.stdin is not None
+            self._next_id += 1
+            request = {"id": self._next_id, "task": task, "args": args or {}}
+            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.flush()
+            return self._next_id
 
     def _call(
         self,
@@ -228,16 +259,10 @@ class Worker:
     ) -> TaskResult:
         start = time.monotonic()
         try:
-            self.start()
-        except OSError as exc:
+            request_id = self._send(task, args)
+        except _StartFailed as exc:
             return TaskResult(ok=False, error=f"could not start the worker: {exc}")
-        assert self._proc is not None and self._proc.stdin is not None
-        self._next_id += 1
-        request = {"id": self._next_id, "task": task, "args": args or {}}
-        try:
-            self._proc.stdin.write((json.dumps(request) + "\n").encode())
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except OSError:
             return self._dead(start, [])
         progress: list = []
         deadline = start + timeout
@@ -258,7 +283,7 @@ class Worker:
             if "ready" in message:
                 self._note_ready(message)
                 continue
-            if message.get("id") != request["id"]:
+            if message.get("id") != request_id:
                 continue
             if "progress" in message:
                 progress.append(message["progress"])

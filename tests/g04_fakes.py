@@ -152,8 +152,10 @@ def ramp(start: float, per_call: float) -> Callable[[], float]:
 
 # -- worker tasks (run in the worker child; PYTHONPATH holds this folder) ------------------------
 def fake_load(seconds: float, window_s: float, tflops: list | None = None, crash_after: int | None = None,
-              device: str = "cuda", dtype: str = "bf16", **_: Any) -> dict:
+              device: str = "cuda", dtype: str = "bf16", backend: str = "torch", **_: Any) -> dict:
     """Windows of fake throughput (``tflops[i]``, else 95.0) until ``seconds`` or should_stop()."""
+    if backend == "cublas" and os.environ.get("FAKE_NO_CUBLAS"):
+        raise RuntimeError("no usable cuBLAS: none found")  # what microbench._cublas says where it cannot run
     start = time.time()
     windows = []
     while time.time() - start < seconds and not worker_main.should_stop():
@@ -170,7 +172,8 @@ def fake_load(seconds: float, window_s: float, tflops: list | None = None, crash
                   "size": 8192, "dtype": dtype}
         windows.append(window)
         worker_main.progress(window)
-    return {"device": "Fake GPU", "size": 8192, "dtype": dtype, "t_start_epoch": start, "t_end_epoch": time.time(),
+    return {"device": "Fake GPU", "backend": backend, "size": 8192, "dtype": dtype, "t_start_epoch": start,
+            "t_end_epoch": time.time(),
             "seconds": time.time() - start, "tflops": 95.0, "busy_fraction": 0.99,
             "stopped_early": worker_main.should_stop(), "windows": windows}
 

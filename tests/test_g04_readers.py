@@ -142,9 +142,16 @@ def test_the_sampler_keeps_its_schedule_counts_errors_and_stops():
 
 
 # -- the spot check, end to end: fake GPU in this process, fake load in a real worker ---------------
-def spot(worker, build=CUDA_TORCH):
-    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: worker, provider=Provider(build))
+def spot(worker, build=CUDA_TORCH, light=None):
+    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: worker, provider=Provider(build),
+                      load_worker_factory=(lambda: light) if light is not None else None)
     return thermal_spot.read_spot_check(ctx)
+
+
+def light_worker(**env_extra):
+    env = dict(os.environ, **env_extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent), env.get("PYTHONPATH", "")])
+    return Worker(preload=(), env=env)
 
 
 @pytest.fixture
@@ -191,3 +198,55 @@ def test_spot_check_load_crash_is_a_fail_line(fake_nvml, monkeypatch, worker):
     monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:crashing_load")
     v = g04.judge_spot_check(spot(worker), H200)
     assert v.line == "G4 FAIL: the BF16 GEMM load failed under test: child process killed by SIGSEGV"
+
+
+def test_spot_check_runs_its_load_without_torch_first_and_pauses_the_gpu_worker(fake_nvml, fake_load, worker):
+    fake_nvml(FakeGpu())
+    light = light_worker()
+    try:
+        reading = spot(worker, light=light)
+    finally:
+        light.close()
+    assert reading.attempted and reading.backend == "cublas" and reading.backend_note == ""
+    assert [t["task"] for t in light.timeline.tasks] == ["g04_fakes:fake_load"]
+    assert worker.timeline.tasks == []  # the GPU worker ran nothing: no torch needed
+    assert g04.judge_spot_check(reading, GB10).status.value == "PASS"
+
+
+def test_spot_check_falls_back_to_torch_where_cublas_cannot_run(fake_nvml, fake_load, worker):
+    fake_nvml(FakeGpu())
+    light = light_worker(FAKE_NO_CUBLAS="1")
+    try:
+        reading = spot(worker, light=light)
+    finally:
+        light.close()
+    assert reading.backend == "torch" and not reading.load_problem
+    assert reading.backend_note == "cuBLAS without torch: RuntimeError: no usable cuBLAS: none found"
+    assert g04.judge_spot_check(reading, GB10).status.value == "PASS"
+
+
+def test_spot_check_torch_free_load_crash_falls_back_but_a_torch_load_crash_fails(fake_nvml, monkeypatch, worker):
+    fake_nvml(FakeGpu())
+    monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:crashing_load")
+    light = light_worker()
+    try:
+        reading = spot(worker, light=light)
+    finally:
+        light.close()
+    assert reading.backend_note == "cuBLAS without torch: child process killed by SIGSEGV"
+    assert g04.judge_spot_check(reading, H200).line == \
+        "G4 FAIL: the BF16 GEMM load failed under test: child process killed by SIGSEGV"
+
+
+def test_a_paused_worker_starts_no_task_until_the_pause_ends(worker):
+    import threading
+
+    started = []
+    with worker.paused():
+        caller = threading.Thread(target=lambda: started.append(worker.call("g04_fakes:fake_load",
+                                                                            {"seconds": 0.01, "window_s": 0.01})))
+        caller.start()
+        time.sleep(0.3)
+        assert started == [] and worker.timeline.tasks == []
+    caller.join(10)
+    assert started and started[0].ok

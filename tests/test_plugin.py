@@ -584,11 +584,12 @@ PREPARED_CHECKS = {
 }
 
 
-def test_a_gpu_checks_prepare_keys_start_when_it_is_collected(pytester, prepared_reader):
+def test_a_gpu_checks_prepare_keys_start_when_the_gpu_checks_begin(pytester, prepared_reader):
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
     result = run(pytester, "--json-report", "--json-report-file=report.json")
     result.assert_outcomes(passed=2)
-    assert prepared_reader == ["prepared", "clock read", "clock read"]  # before any check ran
+    # the CPU-only check read the machine first; the GPU check's reading was prepared before it ran
+    assert prepared_reader == ["clock read", "prepared", "clock read"]
     timing = json.loads((pytester.path / "report.json").read_text())["spark_gotchas"]["timing"]
     assert [c["nodeid"].split("::")[1] for c in timing["checks"]] == ["test_cpu_first", "test_gpu_later"]
     assert all(c["start_s"] >= 0 and c["seconds"] >= 0 for c in timing["checks"])

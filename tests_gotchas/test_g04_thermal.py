@@ -11,7 +11,7 @@ def test_g4_clocks_at_rest(spark):
 
 
 @pytest.mark.fast
-@pytest.mark.gpu
+@pytest.mark.gpu(prepare=["thermal.spot_check"])  # its load needs no torch: it runs while torch imports
 def test_g4_clocks_under_load(spark):
     spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile))
 

@@ -27,9 +27,16 @@ class ReadContext:
     say: Callable[[str], None] = lambda text: None  # progress lines past pytest's capture
     add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
+    load_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for loads that need none
+
     @property
     def worker(self) -> Any:
         return self.worker_factory()
+
+    @property
+    def load_worker(self) -> Any:
+        """A second worker that imports nothing up front (None where the run has none)."""
+        return self.load_worker_factory() if self.load_worker_factory is not None else None
 
 
 @dataclass(frozen=True)

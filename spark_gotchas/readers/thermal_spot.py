@@ -1,8 +1,14 @@
 """G4 spot check: under 3 s of BF16 GEMM load, what do the SM clock, power and counters do?
 
-The load runs in the GPU worker; this process samples NVML at 10 Hz in a thread meanwhile and
+The load runs in a child process; this process samples NVML at 10 Hz in a thread meanwhile and
 reads the cumulative counters (NVML and nvidia-smi) before and after, so their deltas show
 throttling even where the active-reasons mask reads 0 (GB10).
+
+Where the load runs: first in a worker that imports no torch, driving cuBLAS through ctypes
+(:mod:`microbench._cublas`), so the preflight starts it while the GPU worker is still importing
+torch (the check names ``thermal.spot_check`` in ``gpu(prepare=...)``); where that cannot run
+(no cuBLAS found, the driver refuses it, it crashes) the same load runs through torch in the GPU
+worker. Either way the GPU worker runs no other task meanwhile, so no measurement overlaps it.
 
 Check by hand: run ``python -m microbench soak_load --seconds 10`` in one shell and
 ``nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
@@ -12,8 +18,9 @@ Check by hand: run ``python -m microbench soak_load --seconds 10`` in one shell 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from .. import nvml
 from ..sampler import Sampler
@@ -48,6 +55,8 @@ class SpotCheck:
     power_limit_w: Optional[float] = None
     sampler_errors: int = 0
     unavailable: dict[str, str] = field(default_factory=dict)
+    backend: str = ""  # what ran the load: "torch", or the libcublas path (ctypes, no torch)
+    backend_note: str = ""  # why the torch-free load was not used, where it was not
 
     @property
     def counter_deltas_us(self) -> dict[str, float]:
@@ -70,13 +79,11 @@ def no_cuda_reason(ctx: ReadContext) -> Optional[str]:
 
 @reader("thermal.spot_check")
 def read_spot_check(ctx: ReadContext) -> SpotCheck:
-    """≤ 3 s of BF16 GEMM in the worker while this process samples NVML at 10 Hz."""
-    why = no_cuda_reason(ctx)
-    if why:
-        return SpotCheck(attempted=False, reason=why)
+    """≤ 3 s of BF16 GEMM in a child process while this process samples NVML at 10 Hz."""
     reason = nvml.init()
     if reason is not None:
-        return SpotCheck(attempted=False, reason=f"NVML unavailable ({reason.reason}): no clock to read under load")
+        why = no_cuda_reason(ctx)
+        return SpotCheck(attempted=False, reason=why or f"NVML unavailable ({reason.reason}): no clock to read under load")
     handle, index, how = cuda0_handle()
     if handle is None:
         return SpotCheck(attempted=False, reason=f"no NVML device for cuda:0 ({how})")
@@ -87,9 +94,10 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
     spot.counters_before = static.counters  # read just now, with nvidia-smi's split
     sampler = Sampler(lambda: take_sample(handle, t0), spot.samples.append, SAMPLE_INTERVAL_S, "g4-spot-sampler")
     with sampler:
-        result = ctx.worker.call(LOAD_TASK,
-                                 {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}, timeout=TIMEOUT_S)
+        result = _run_load(ctx, spot)
         time.sleep(SAMPLE_INTERVAL_S)  # one sample after the load's end
+    if result is None:
+        return SpotCheck(attempted=False, reason=spot.reason)
     spot.counters_after = read_counters(handle, index)
     spot.sampler_errors = sampler.errors
     if not result.ok:
@@ -97,6 +105,34 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
         return spot
     v = result.value
     spot.device, spot.size, spot.dtype = v["device"], v["size"], v["dtype"]
+    spot.backend = v.get("backend") or "torch"
     spot.load_start_s, spot.load_end_s = v["t_start_epoch"] - t0, v["t_end_epoch"] - t0
     spot.tflops, spot.busy_fraction = v["tflops"], v["busy_fraction"]
     return spot
+
+
+def _gpu_to_itself(ctx: ReadContext) -> Any:
+    """Pause the GPU worker while the load runs elsewhere: no GPU task of its may start meanwhile."""
+    try:
+        worker = ctx.worker
+    except Exception:  # no GPU worker in this run: nothing else can run either
+        return nullcontext()
+    return worker.paused() if hasattr(worker, "paused") else nullcontext()
+
+
+def _run_load(ctx: ReadContext, spot: SpotCheck) -> Any:
+    """The load's TaskResult: torch-free first, else through torch; None (with spot.reason) when
+    neither can run."""
+    args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
+    light = ctx.load_worker
+    if light is not None:
+        with _gpu_to_itself(ctx):
+            result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)
+        if result.ok or result.timed_out:  # a hung GEMM is the finding, not a reason to try again
+            return result
+        spot.backend_note = f"cuBLAS without torch: {result.problem}"[:300]
+    why = no_cuda_reason(ctx)
+    if why:
+        spot.reason = why
+        return None
+    return ctx.worker.call(LOAD_TASK, {**args, "backend": "torch"}, timeout=TIMEOUT_S)

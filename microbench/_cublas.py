@@ -1,0 +1,217 @@
+"""A GEMM load through the CUDA driver API and cuBLAS alone (ctypes): no torch import.
+
+Why: ``import torch`` takes 3-5 s, and the preflight's G4 spot check needs only a GEMM, device
+memory and CUDA events. Through libcuda and libcublas directly, the load starts within a second
+of the process, so it runs while the GPU worker is still importing torch.
+
+The libraries are the environment's own: cuBLAS from the NVIDIA wheels torch installed
+(``site-packages/nvidia/*/lib``), then the dynamic linker's search path (``ldconfig``), then
+``/usr/local/cuda``. Nothing here is installed or downloaded. Where no cuBLAS loads, or the driver
+refuses it, :class:`CublasUnavailable` says why and the caller falls back to torch.
+
+Device 0 is the first device CUDA sees (``CUDA_VISIBLE_DEVICES`` applies, as it does for torch).
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import ctypes.util
+import glob
+import importlib.util
+import os
+
+CUDA_SUCCESS = 0
+CUBLAS_STATUS_SUCCESS = 0
+CUBLAS_OP_N = 0
+CUBLAS_GEMM_DEFAULT = -1
+# cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h)
+DATA_TYPES = {"bf16": (14, 2), "fp16": (2, 2), "fp32": (0, 4)}  # dtype -> (cudaDataType, bytes per element)
+CUBLAS_COMPUTE_32F = 68
+# Random values in +-[0.5, 2): random sign and mantissa, exponent fixed to two values (no NaN, no Inf):
+# bits outside the mask are random, the OR sets the exponent's upper bits.
+VALUE_BITS = {"bf16": ("H", 0x80FF, 0x3F00), "fp16": ("H", 0x87FF, 0x3800), "fp32": ("I", 0x80FFFFFF, 0x3F000000)}
+FILL_BLOCK_ELEMENTS = (1 << 18) + 7  # random block tiled over each matrix; odd so rows do not repeat
+
+
+def random_block(dtype: str, elements: int) -> array.array:
+    """``elements`` random values of ``dtype`` (raw bits), each in +-[0.5, 2): never zero, NaN or Inf."""
+    code, mask, bits = VALUE_BITS[dtype]
+    raw = array.array(code, os.urandom(elements * array.array(code).itemsize))
+    return array.array(code, [(x & mask) | bits for x in raw])
+
+
+class CublasUnavailable(RuntimeError):
+    """No usable libcuda/libcublas here (or the driver refused them): use torch instead."""
+
+
+def _site_library_dirs() -> list[str]:
+    """``lib`` folders of the NVIDIA wheels (nvidia-cublas …) without importing torch."""
+    dirs: list[str] = []
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        dirs += sorted(glob.glob(os.path.join(root, "*", "lib")))
+    try:
+        torch_spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        torch_spec = None
+    if torch_spec is not None and torch_spec.origin:
+        dirs.append(os.path.join(os.path.dirname(torch_spec.origin), "lib"))
+    return dirs
+
+
+def cublas_candidates() -> list[str]:
+    """Paths (or sonames) of libcublas to try, best first: the environment's wheels, ldconfig, CUDA."""
+    found: list[str] = []
+    for folder in _site_library_dirs():
+        found += sorted(glob.glob(os.path.join(folder, "libcublas.so.*")), reverse=True)
+    name = ctypes.util.find_library("cublas")
+    if name:
+        found.append(name)
+    for folder in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/sbsa-linux/lib",
+                   "/usr/local/cuda/targets/x86_64-linux/lib"):
+        found += sorted(glob.glob(os.path.join(folder, "libcublas.so.*")), reverse=True)
+    return list(dict.fromkeys(found))
+
+
+class Driver:
+    """The few CUDA driver calls the load needs, with errors as exceptions naming the call."""
+
+    def __init__(self) -> None:
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            raise CublasUnavailable(f"libcuda.so.1 not loadable: {exc}") from None
+
+    def __call__(self, name: str, *args) -> None:
+        rc = getattr(self.lib, name)(*args)
+        if rc != CUDA_SUCCESS:
+            text = ctypes.c_char_p()
+            self.lib.cuGetErrorString(rc, ctypes.byref(text))
+            raise RuntimeError(f"{name} failed: {text.value.decode() if text.value else rc} ({rc})")
+
+
+class Event:
+    """A CUDA event on the default stream, shaped like torch.cuda.Event for the load loop."""
+
+    def __init__(self, driver: Driver):
+        self._driver = driver
+        self.handle = ctypes.c_void_p()
+        driver("cuEventCreate", ctypes.byref(self.handle), 0)
+
+    def record(self) -> None:
+        self._driver("cuEventRecord", self.handle, None)
+
+    def synchronize(self) -> None:
+        self._driver("cuEventSynchronize", self.handle)
+
+    def elapsed_time(self, end: Event) -> float:
+        ms = ctypes.c_float()
+        self._driver("cuEventElapsedTime", ctypes.byref(ms), self.handle, end.handle)
+        return float(ms.value)
+
+    def __del__(self) -> None:
+        try:
+            self._driver.lib.cuEventDestroy_v2(self.handle)
+        except Exception:
+            pass
+
+
+class CublasGemm:
+    """N x N GEMMs (C = A B) in device memory of device 0, through cuBLAS's cublasGemmEx."""
+
+    events_time_the_gpu = True
+
+    def __init__(self, dtype: str = "bf16"):
+        if dtype not in DATA_TYPES:
+            raise ValueError(f"unknown dtype {dtype!r}")
+        self.dtype = dtype
+        self.cuda_type, self.itemsize = DATA_TYPES[dtype]
+        self.driver = Driver()
+        d = self.driver
+        try:
+            d("cuInit", 0)
+            self.device = ctypes.c_int()
+            d("cuDeviceGet", ctypes.byref(self.device), 0)
+            self.context = ctypes.c_void_p()
+            d("cuDevicePrimaryCtxRetain", ctypes.byref(self.context), self.device)
+            d("cuCtxSetCurrent", self.context)
+        except RuntimeError as exc:
+            raise CublasUnavailable(str(exc)) from None
+        name = ctypes.create_string_buffer(256)
+        d("cuDeviceGetName", name, 256, self.device)
+        self.name = name.value.decode(errors="replace")
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        d("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
+        self.free_bytes = int(free.value)
+        self.library, self.cublas, self.handle = self._open_cublas()
+        self._buffers: list[ctypes.c_uint64] = []
+        self.n = 0
+
+    def _open_cublas(self) -> tuple[str, ctypes.CDLL, ctypes.c_void_p]:
+        problems = []
+        for path in cublas_candidates():
+            try:
+                lt = os.path.join(os.path.dirname(path), os.path.basename(path).replace("libcublas", "libcublasLt"))
+                if os.path.isfile(lt):  # its sibling first, so the pair matches whatever the search path holds
+                    ctypes.CDLL(lt, mode=ctypes.RTLD_GLOBAL)
+                lib = ctypes.CDLL(path)
+                handle = ctypes.c_void_p()
+                status = lib.cublasCreate_v2(ctypes.byref(handle))
+                if status == CUBLAS_STATUS_SUCCESS:
+                    return path, lib, handle
+                problems.append(f"{path}: cublasCreate status {status}")
+            except (OSError, AttributeError) as exc:
+                problems.append(f"{path}: {exc}")
+        raise CublasUnavailable("no usable cuBLAS: " + ("; ".join(problems[:3]) or "none found"))
+
+    def allocate(self, n: int) -> None:
+        """A and B random, C empty, each N x N."""
+        self.n = n
+        nbytes = n * n * self.itemsize
+        for _ in range(3):
+            ptr = ctypes.c_uint64()
+            self.driver("cuMemAlloc_v2", ctypes.byref(ptr), ctypes.c_size_t(nbytes))
+            self._buffers.append(ptr)
+        for ptr in self._buffers[:2]:
+            self._fill_random(ptr, n * n)
+
+    def _fill_random(self, ptr: ctypes.c_uint64, elements: int) -> None:
+        block = random_block(self.dtype, FILL_BLOCK_ELEMENTS)
+        block_bytes = min(len(block), elements) * self.itemsize
+        address = block.buffer_info()[0]
+        self.driver("cuMemcpyHtoD_v2", ptr, ctypes.c_void_p(address), ctypes.c_size_t(block_bytes))
+        done, total = block_bytes, elements * self.itemsize
+        while done < total:  # double the filled prefix: log2(total / block) copies on the device
+            step = min(done, total - done)
+            self.driver("cuMemcpyDtoD_v2", ctypes.c_uint64(ptr.value + done), ptr, ctypes.c_size_t(step))
+            done += step
+
+    def gemm(self) -> None:
+        n, t = self.n, self.cuda_type
+        alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        a, b, c = (ctypes.c_void_p(p.value) for p in self._buffers)
+        status = self.cublas.cublasGemmEx(self.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, ctypes.byref(alpha),
+                                          a, t, n, b, t, n, ctypes.byref(beta), c, t, n,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+        if status != CUBLAS_STATUS_SUCCESS:
+            raise RuntimeError(f"cublasGemmEx failed: status {status}")
+
+    def event(self) -> Event:
+        return Event(self.driver)
+
+    def synchronize(self) -> None:
+        self.driver("cuCtxSynchronize")
+
+    def close(self) -> None:
+        lib = self.driver.lib
+        for ptr in self._buffers:
+            lib.cuMemFree_v2(ptr)
+        self._buffers = []
+        if getattr(self, "handle", None) is not None:
+            self.cublas.cublasDestroy_v2(self.handle)
+            self.handle = None
+        lib.cuDevicePrimaryCtxRelease_v2(self.device)

@@ -1,9 +1,8 @@
 """One provider for every reading: read once, record, replay without touching the machine."""
 
+import threading
 from dataclasses import dataclass
 from typing import Optional
-
-import threading
 
 import pytest
 

@@ -19,14 +19,16 @@ def torch_build() -> dict[str, Any]:
     }
     if "torch" in worker_main.PRELOAD_ERRORS:
         out["import_error"] = worker_main.PRELOAD_ERRORS["torch"]
+        out["import_error_file"] = worker_main.PRELOAD_ERROR_FILES.get("torch") or None
         return out
     try:
         t0 = time.perf_counter()
         import torch
-    except ModuleNotFoundError:
-        return {"installed": False}
     except Exception as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
+            return {"installed": False}
         out["import_error"] = f"{type(exc).__name__}: {exc}"
+        out["import_error_file"] = worker_main.failing_file(exc) or None
         return out
     if out["import_seconds"] is None:
         out["import_seconds"] = time.perf_counter() - t0

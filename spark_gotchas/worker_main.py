@@ -23,6 +23,7 @@ _STOP = threading.Event()
 _WRITE_LOCK = threading.Lock()
 PRELOAD_SECONDS: dict[str, float] = {}
 PRELOAD_ERRORS: dict[str, str] = {}
+PRELOAD_ERROR_FILES: dict[str, str] = {}  # the file the import failed in (innermost frame)
 
 
 def should_stop() -> bool:
@@ -41,6 +42,12 @@ def _send(message: dict) -> None:
     with _WRITE_LOCK:
         _OUT.write(json.dumps(message, default=str) + "\n")
         _OUT.flush()
+
+
+def failing_file(exc: BaseException) -> str:
+    """The file an exception was raised in (its innermost frame), '' when none."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return frames[-1].filename if frames else ""
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -66,6 +73,7 @@ def main(argv: list[str]) -> int:
             importlib.import_module(name)
         except Exception as exc:  # a crash (segfault) ends the process: the parent reports it
             PRELOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
+            PRELOAD_ERROR_FILES[name] = failing_file(exc)
         PRELOAD_SECONDS[name] = time.perf_counter() - t0
     _send({"ready": PRELOAD_SECONDS, "t_epoch": time.time()})
     for raw in sys.stdin:

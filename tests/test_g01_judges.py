@@ -100,6 +100,23 @@ def test_import_error_naming_cudart_12_fails_with_the_hint():
                                       "libcudart.so.12: cannot open shared object file")
 
 
+def test_an_import_failing_in_another_package_names_it_instead_of_reinstalling_torch():
+    broken = TorchBuild(installed=True, import_error="AttributeError: module 'pynvml' has no attribute 'nvmlInit'",
+                        import_error_file="/venv/lib/python3.12/site-packages/pynvml.py")
+    verdict = g01.judge_torch(broken, inventory("gb10_580.95.05"), GB10)
+    assert verdict.line == ("G1 FAIL: import torch fails in /venv/lib/python3.12/site-packages/pynvml.py: "
+                            "AttributeError: module 'pynvml' has no attribute 'nvmlInit'")
+    assert verdict.fix.startswith("/venv/lib/python3.12/site-packages/pynvml.py is not part of torch: repair or "
+                                  "remove the package it belongs to")
+
+
+def test_an_import_failing_inside_torch_keeps_the_reinstall_fix():
+    broken = TorchBuild(installed=True, import_error="OSError: libcudnn.so.9: cannot open shared object file",
+                        import_error_file="/venv/lib/python3.12/site-packages/torch/__init__.py")
+    verdict = g01.judge_torch(broken, inventory("gb10_580.95.05"), GB10)
+    assert verdict.summary.startswith("import torch fails: OSError") and verdict.fix == g01.FIX_INDEX
+
+
 def test_a_worker_crash_while_importing_torch_fails_naming_the_signal():
     crashed = TorchBuild(installed=True, worker_problem="child process killed by SIGSEGV")
     verdict = g01.judge_torch(crashed, inventory("gb10_580.95.05"), GB10)
@@ -192,3 +209,23 @@ def test_many_offenders_are_capped_in_the_line():
     verdict = g01.judge_extensions(ExtensionScan(shared_objects=9, linked=linked), inventory("gb10_580.95.05"), GB10)
     assert verdict.summary.endswith("pkg5 (libcudart.so.12); +3 more")
     assert "pkg8" in verdict.fix  # the fix names every package to reinstall
+
+
+def test_the_worker_names_the_file_a_torch_import_failed_in(tmp_path):
+    import os
+
+    from spark_gotchas.worker import Worker
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("import pynvml\n")
+    (tmp_path / "pynvml.py").write_text("raise AttributeError(\"module 'pynvml' has no attribute 'nvmlInit'\")\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    worker = Worker(preload=("torch",), env=env)
+    try:
+        result = worker.call("spark_gotchas.tasks:torch_build", timeout=60)
+    finally:
+        worker.close()
+    reading = from_jsonable(TorchBuild, result.value)
+    assert reading.import_error_file == str(tmp_path / "pynvml.py")
+    assert g01.judge_torch(reading, inventory("gb10_580.95.05"), GB10).line.startswith(
+        f"G1 FAIL: import torch fails in {tmp_path / 'pynvml.py'}: AttributeError")

@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Optional
 
 from ..profiles import Profile
@@ -24,6 +25,15 @@ from ..readers.torchinfo import FirstLaunch, TorchBuild
 from ..verdict import Status, Verdict
 
 G = 1
+def _outside_torch(path: Optional[str]) -> str:
+    """``path`` when an import of torch failed in a file of another package (a broken pynvml that
+    torch imports, say), else ''."""
+    if not path or path.startswith("<"):
+        return ""
+    parts = PurePath(path).parts
+    return "" if "torch" in parts or "torchgen" in parts else path
+
+
 FIX_INDEX = (
     "reinstall torch for the driver's CUDA: pip install --force-reinstall torch "
     "--index-url https://download.pytorch.org/whl/cu130 (or use a matched NGC container)"
@@ -48,6 +58,12 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
         return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem}",
                        fix=FIX_INDEX, readings=readings)
     if build.import_error:
+        elsewhere = _outside_torch(build.import_error_file)
+        if elsewhere:
+            return Verdict(G, Status.FAIL, f"import torch fails in {elsewhere}: {build.import_error}"[:300],
+                           fix=f"{elsewhere} is not part of torch: repair or remove the package it belongs to "
+                               f"(pip show -f, pip uninstall); reinstalling torch will not help",
+                           readings=readings)
         hint = " (a CUDA 12 build on a CUDA 13 system)" if "so.12" in build.import_error else ""
         return Verdict(G, Status.FAIL, f"import torch fails{hint}: {build.import_error}"[:300], fix=FIX_INDEX,
                        readings=readings)

@@ -35,6 +35,7 @@ class TorchBuild:
     devices: list[TorchDevice] = field(default_factory=list)
     import_seconds: Optional[float] = None
     import_error: Optional[str] = None  # import raised (e.g. libcudart.so.12 missing)
+    import_error_file: Optional[str] = None  # the file it was raised in: torch's own, or another package's
     cuda_error: Optional[str] = None
     cuda_query_seconds: Optional[float] = None
     worker_problem: Optional[str] = None  # the child died or hung while importing/querying

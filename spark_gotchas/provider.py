@@ -127,6 +127,12 @@ class Provider:
         except (TypeError, ValueError, KeyError) as exc:
             self._errors[key] = f"recorded reading does not fit {getattr(spec.returns, '__name__', spec.returns)}: {exc}"
             raise ReadingUnavailable(key, self._errors[key]) from None
+        if self.replay is not None and spec.replay_input is not None and spec.replay_input[0] in self.options.explicit:
+            try:
+                value = from_jsonable(spec.returns, to_jsonable(spec.replay_input[1](self.ctx, value)))
+            except ReadingUnavailable as exc:
+                self._raised[key] = exc
+                raise
         self._cache[key] = value
         return value
 

@@ -91,3 +91,18 @@ def test_live_then_replay_gives_the_same_verdicts(tmp_path, github):
     assert {k: (v["status"], v["summary"], v["fix"]) for k, v in replay.items()} == \
         {k: (v["status"], v["summary"], v["fix"]) for k, v in live.items()}
     assert "replayed " in out
+
+    # replay with inputs named anew: G10 reviews the newly named file against the recorded machine,
+    # G8 narrows to a recorded playbook and says it cannot answer for one the run did not look up
+    again, out = run_suite(tmp_path, "--spark-replay", str(snap),
+                           "--spark-launch-config", str(FIXTURES / "g10" / "broken.yaml"),
+                           "--spark-playbook", "nccl", SPARK_GOTCHAS_GITHUB_API="http://127.0.0.1:9", PYTHONPATH="")
+    review = again["test_g10_launch_config_review"]["summary"]
+    assert "broken.yaml" in review and "vllm_tp2.sh" not in review, review
+    assert not again["test_g8_playbook_open_issues"]["summary"].startswith("unsloth")
+    narrowed, out = run_suite(tmp_path, "--spark-replay", str(snap), "--spark-playbook", "vllm",
+                              SPARK_GOTCHAS_GITHUB_API="http://127.0.0.1:9", PYTHONPATH="")
+    assert narrowed["test_g8_playbook_open_issues"]["status"] == "SKIP"
+    assert narrowed["test_g8_playbook_open_issues"]["summary"] == (
+        "could not read github.playbook_issues: the snapshot looked up playbooks: unsloth, nccl; not vllm "
+        "(run live to look them up)")

@@ -29,8 +29,8 @@ def register(monkeypatch):
     """Register test readers for one test only."""
     readers.load_all()
 
-    def add(key, func, returns=Clock, prepare=None):
-        monkeypatch.setitem(readers.READERS, key, ReaderSpec(key, func, returns, "", prepare))
+    def add(key, func, returns=Clock, prepare=None, replay_input=None):
+        monkeypatch.setitem(readers.READERS, key, ReaderSpec(key, func, returns, "", prepare, replay_input))
 
     return add
 
@@ -196,3 +196,16 @@ def test_prepare_does_nothing_in_a_replay_or_for_an_unknown_key(register):
     provider.prepare("test.clock")
     Provider(RunOptions()).prepare("no.such.reading")
     assert calls.count == 0 and provider.read("test.clock").sm_mhz == 1500
+
+
+def test_a_replay_reads_inputs_named_anew_on_the_command_line_and_keeps_the_rest(register):
+    def redo(ctx, recorded):
+        return Clock(sm_mhz=len(ctx.options.spark_launch_config), capability=recorded.capability)
+
+    register("test.clock", lambda ctx: Clock(1), replay_input=("spark_launch_config", redo))
+    replay = Snapshot(readings={"test.clock": {"sm_mhz": 1500, "capability": [12, 1]}}, path="s.json")
+    as_recorded = Provider(RunOptions(spark_launch_config=("a.yaml", "b.sh")), replay=replay)
+    assert as_recorded.read("test.clock") == Clock(1500, (12, 1))  # not set on the command line: recorded
+    named = Provider(RunOptions(spark_launch_config=("a.yaml", "b.sh"), explicit=frozenset({"spark_launch_config"})),
+                     replay=replay)
+    assert named.read("test.clock") == Clock(2, (12, 1))

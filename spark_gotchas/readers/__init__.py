@@ -46,24 +46,31 @@ class ReaderSpec:
     returns: Any
     doc: str
     prepare: Optional[Callable[[ReadContext], None]] = None  # a quick step started early (see Provider.prepare)
+    # In a replay where the command line sets ``option`` anew: ``redo(ctx, recorded) -> reading``
+    # (inputs the user names, such as config files, are read again; machine state stays recorded).
+    replay_input: Optional[tuple[str, Callable[[ReadContext, Any], Any]]] = None
 
 
 READERS: dict[str, ReaderSpec] = {}
 _LOADED = False
 
 
-def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None) -> Callable[[Callable], Callable]:
+def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
+           replay_input: Optional[tuple[str, Callable[[ReadContext, Any], Any]]] = None) -> Callable[[Callable], Callable]:
     """Register ``func(ctx) -> Reading`` under ``key`` (its return annotation is the type).
 
     ``prepare(ctx)``, if given, starts work the reading will need (compiling kernels, say) and
     returns at once; without it, preparing a reading takes it in a background thread.
+    ``replay_input=(option, redo)``: in a replay whose command line sets ``option``, the reading
+    is ``redo(ctx, recorded_reading)`` instead of the recorded one (it may raise
+    ReadingUnavailable to say the snapshot cannot answer for that option).
     """
 
     def register(func: Callable) -> Callable:
         if key in READERS and READERS[key].func is not func:
             raise ValueError(f"reader {key!r} registered twice")
         returns = get_type_hints(func).get("return", Any)
-        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "", prepare)
+        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "", prepare, replay_input)
         return func
 
     return register

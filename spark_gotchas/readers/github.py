@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -340,10 +340,28 @@ def listing(api: str, token: Optional[str], budget: float) -> dict[str, Any]:
     raise FetchError("timeout", f"no answer within {budget:g} s (DNS or connect stalled)")
 
 
-@reader("github.playbook_issues")
+def recorded_playbooks_only(ctx: ReadContext, recorded: PlaybookIssues) -> PlaybookIssues:
+    """In a replay, ``--spark-playbook`` may only name playbooks the snapshot's run looked up."""
+    asked = _playbook_names(ctx.options.spark_playbook)
+    missing = [p for p in asked if p not in recorded.playbooks]
+    if missing:
+        from ..provider import ReadingUnavailable
+
+        have = ", ".join(recorded.playbooks) or "none"
+        raise ReadingUnavailable("github.playbook_issues",
+                                 f"the snapshot looked up playbooks: {have}; not {', '.join(missing)} (run live to "
+                                 "look them up)")
+    return replace(recorded, playbooks=asked, by_playbook={p: recorded.by_playbook.get(p, []) for p in asked})
+
+
+def _playbook_names(options: tuple[str, ...] | list[str]) -> list[str]:
+    return list(dict.fromkeys(p.strip().strip("/").removeprefix("nvidia/") for p in options))
+
+
+@reader("github.playbook_issues", replay_input=("spark_playbook", recorded_playbooks_only))
 def read_playbook_issues(ctx: ReadContext) -> PlaybookIssues:
     """Open issues of NVIDIA/dgx-spark-playbooks mentioning each ``--spark-playbook`` (newest first)."""
-    playbooks = list(dict.fromkeys(p.strip().strip("/").removeprefix("nvidia/") for p in ctx.options.spark_playbook))
+    playbooks = _playbook_names(ctx.options.spark_playbook)
     api = os.environ.get("SPARK_GOTCHAS_GITHUB_API", DEFAULT_API).rstrip("/")
     token = os.environ.get("GITHUB_TOKEN") or None
     out = PlaybookIssues(playbooks=playbooks, api=api, authenticated=token is not None)

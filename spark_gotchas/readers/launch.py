@@ -412,7 +412,12 @@ def review_files(paths: list[str] | tuple[str, ...]) -> list[LaunchFile]:
     return files
 
 
-@reader("launch.review")
+def review_named_files(ctx: ReadContext, recorded: LaunchReview) -> LaunchReview:
+    """In a replay, the files named on this command line, with the recorded run's environment."""
+    return LaunchReview(files=review_files(ctx.options.spark_launch_config), environment=recorded.environment)
+
+
+@reader("launch.review", replay_input=("spark_launch_config", review_named_files))
 def read_launch_review(ctx: ReadContext) -> LaunchReview:
     """The ``--spark-launch-config`` files and the launch variables of this process's environment."""
     return LaunchReview(

@@ -49,6 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "soak: sustained-load check, minutes to hours; runs only with -m soak")
     config.addinivalue_line("markers", "multinode: needs a multi-process/multi-node launch; runs only with -m multinode")
     config.addinivalue_line(
+        "markers", "scan: CPU-only check of installed files or records, not of the machine's live state; runs after the "
+                   "live checks, alongside the prepared GPU readings (the G4 load)")
+    config.addinivalue_line(
         "markers", "gpu(prepare=KEYS): check that runs work in the GPU worker; runs after the CPU-only checks so the "
                    "torch import overlaps them; the readings named in prepare are started as soon as it is collected")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
@@ -156,9 +159,11 @@ class SessionState:
         return self._load_worker
 
     def close(self) -> None:
-        for worker in (self._worker, self._load_worker):
-            if worker is not None:
-                worker.close()
+        workers = [w for w in (self._worker, self._load_worker) if w is not None]
+        for worker in workers:
+            worker.end_input()  # both start leaving at once
+        for worker in workers:
+            worker.close()
         self._worker = self._load_worker = None
 
     @property
@@ -183,6 +188,16 @@ def aims_at_checks(config: pytest.Config) -> bool:
         if "tests_gotchas" in path.parts or (path.is_dir() and (path / "tests_gotchas").is_dir()):
             return True
     return False
+
+
+def run_phase(item: pytest.Item) -> int:
+    """0: CPU-only check of the machine's live state, 1: a ``scan`` of files, 2: a ``gpu`` check.
+    Other tests are phase 0: their order is left alone."""
+    if gotcha_of(item) is None:
+        return 0
+    if item.get_closest_marker("gpu") is not None:
+        return 2
+    return 1 if item.get_closest_marker("scan") is not None else 0
 
 
 def gotcha_of(item: pytest.Item) -> Optional[int]:
@@ -224,8 +239,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items[:] = keep
     for index, item in enumerate(items):
         item.stash[ORDER_KEY] = index
-    # CPU-only checks first: the worker imports torch (seconds, cold) while they run.
-    items.sort(key=lambda i: gotcha_of(i) is not None and i.get_closest_marker("gpu") is not None)
+    # CPU-only checks first, while the worker imports torch (seconds, cold): those that read the
+    # machine's live state, then the scans of files, during which the prepared readings (the G4
+    # load) start; the GPU checks last.
+    items.sort(key=run_phase)
     if any(gotcha_of(i) is not None for i in items):
         state.active = True
         if state.replay is None:
@@ -245,10 +262,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """At the first GPU check (the CPU-only checks have read the machine at rest), start the readings
-    the GPU checks prepare: they overlap the worker's torch import instead of following it."""
+    """Once the checks of the machine's live state are done (at the first scan or GPU check), start
+    the readings the GPU checks prepare: they overlap the worker's torch import, not follow it."""
     state = item.config.stash.get(STATE_KEY, None)
-    if state is None or not state.prepare_keys or gotcha_of(item) is None or item.get_closest_marker("gpu") is None:
+    if state is None or not state.prepare_keys or run_phase(item) == 0:
         return
     keys, state.prepare_keys = state.prepare_keys, []
     for key in keys:

@@ -164,6 +164,13 @@ class Worker:
             self._stderr.close()
             self._stderr = None
 
+    def end_input(self) -> None:
+        """Close the child's stdin: an idle worker leaves at once (``close`` then waits for it)."""
+        proc = self._proc
+        if proc is not None and proc.stdin is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+
     def interrupt(self) -> None:
         """Ask the running task to stop early (SIGINT to the child; tasks poll should_stop())."""
         if self.alive:

@@ -572,6 +572,14 @@ PREPARED_CHECKS = {
         def test_cpu_first(spark):
             spark.report(Verdict(3, Status.PASS, f"{spark.read('test.logged').sm_mhz} MHz"))
     """,
+    "test_g01_scan": """
+        import pytest
+        from spark_gotchas.verdict import Status, Verdict
+        pytestmark = [pytest.mark.fast, pytest.mark.scan]
+
+        def test_scan_second(spark):
+            spark.report(Verdict(1, Status.PASS, "scanned"))
+    """,
     "test_g05_gpu": """
         import pytest
         from spark_gotchas.verdict import Status, Verdict
@@ -584,21 +592,24 @@ PREPARED_CHECKS = {
 }
 
 
-def test_a_gpu_checks_prepare_keys_start_when_the_gpu_checks_begin(pytester, prepared_reader):
+def test_checks_run_live_then_scans_then_gpu_and_prepared_readings_start_after_the_live_ones(
+        pytester, prepared_reader):
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
     result = run(pytester, "--json-report", "--json-report-file=report.json")
-    result.assert_outcomes(passed=2)
-    # the CPU-only check read the machine first; the GPU check's reading was prepared before it ran
+    result.assert_outcomes(passed=3)
+    # the live check read the machine first; the GPU check's reading was prepared at the scan
     assert prepared_reader == ["clock read", "prepared", "clock read"]
     timing = json.loads((pytester.path / "report.json").read_text())["spark_gotchas"]["timing"]
-    assert [c["nodeid"].split("::")[1] for c in timing["checks"]] == ["test_cpu_first", "test_gpu_later"]
+    assert [c["nodeid"].split("::")[1] for c in timing["checks"]] == [
+        "test_cpu_first", "test_scan_second", "test_gpu_later"]
+    assert glines(result) == ["G1 PASS: scanned", "G3 PASS: 1980 MHz", "G5 PASS: 1980 MHz"]  # file order
     assert all(c["start_s"] >= 0 and c["seconds"] >= 0 for c in timing["checks"])
     assert timing["worker"] is None or isinstance(timing["worker"]["tasks"], list)
 
 
 def test_a_deselected_gpu_check_prepares_nothing(pytester, prepared_reader):
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
-    run(pytester, "-k", "cpu_first").assert_outcomes(passed=1, deselected=1)
+    run(pytester, "-k", "cpu_first or scan").assert_outcomes(passed=2, deselected=1)
     assert prepared_reader == ["clock read"]
 
 
@@ -607,5 +618,5 @@ def test_a_replay_prepares_nothing(pytester, prepared_reader):
     save(Snapshot(readings={"test.prepared": {"sm_mhz": 1500}, "test.logged": {"sm_mhz": 1400}}),
          str(pytester.path / "snap.json"))
     result = run(pytester, "--spark-replay", "snap.json")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     assert prepared_reader == [] and "G5 PASS: 1500 MHz" in glines(result)

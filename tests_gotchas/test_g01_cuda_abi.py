@@ -12,6 +12,7 @@ def test_g1_torch_cuda_matches_driver(spark):
     spark.report(g01.judge_torch(spark.read("torch.build"), spark.try_read("gpu.inventory"), spark.profile))
 
 
+@pytest.mark.scan
 def test_g1_extensions_link_driver_cuda(spark):
     spark.report(g01.judge_extensions(spark.read("env.cuda_extensions"), spark.try_read("gpu.inventory"), spark.profile))
 

@@ -17,6 +17,7 @@ def test_g4_clocks_under_load(spark):
 
 
 @pytest.mark.fast
+@pytest.mark.scan
 def test_g4_last_soak_ended(spark):
     spark.report(g04.judge_reboot(spark.read("thermal.reboot")))
 

@@ -7,5 +7,6 @@ from spark_gotchas.judges import g08_playbooks as g08
 pytestmark = pytest.mark.fast
 
 
+@pytest.mark.scan
 def test_g8_playbook_open_issues(spark):
     spark.report(g08.judge_playbooks(spark.read("github.playbook_issues")))

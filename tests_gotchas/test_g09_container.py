@@ -4,7 +4,7 @@ import pytest
 
 from spark_gotchas.judges import g09_container as g09
 
-pytestmark = pytest.mark.fast
+pytestmark = [pytest.mark.fast, pytest.mark.scan]
 
 
 def test_g9_container_and_consistency(spark):

@@ -6,6 +6,7 @@ from spark_gotchas.judges import g10_parallelism as g10
 
 
 @pytest.mark.fast
+@pytest.mark.scan
 def test_g10_launch_config_review(spark):
     spark.report(g10.judge_launch(spark.read("launch.review"), spark.profile, spark.try_read("gpu.inventory")))
 

@@ -572,7 +572,7 @@ PREPARED_CHECKS = {
         def test_cpu_first(spark):
             spark.report(Verdict(3, Status.PASS, f"{spark.read('test.logged').sm_mhz} MHz"))
     """,
-    "test_g01_scan": """
+    "test_g01_files_here": """
         import pytest
         from spark_gotchas.verdict import Status, Verdict
         pytestmark = [pytest.mark.fast, pytest.mark.scan]

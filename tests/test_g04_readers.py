@@ -222,7 +222,9 @@ def test_spot_check_falls_back_to_torch_where_cublas_cannot_run(fake_nvml, fake_
         light.close()
     assert reading.backend == "torch" and not reading.load_problem
     assert reading.backend_note == "cuBLAS without torch: RuntimeError: no usable cuBLAS: none found"
-    assert g04.judge_spot_check(reading, GB10).status.value == "PASS"
+    verdict = g04.judge_spot_check(reading, GB10)
+    assert verdict.status.value == "PASS" and verdict.readings["load_backend"] == "torch"
+    assert verdict.readings["load_backend_note"] == reading.backend_note
 
 
 def test_spot_check_torch_free_load_crash_falls_back_but_a_torch_load_crash_fails(fake_nvml, monkeypatch, worker):

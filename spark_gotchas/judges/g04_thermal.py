@@ -214,7 +214,7 @@ def judge_spot_check(spot: SpotCheck, profile: Profile) -> Verdict:
         return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
     if spot.load_problem:
         return Verdict(G, Status.FAIL, f"the BF16 GEMM load failed under test: {spot.load_problem}"[:300], fix=FIX_LOAD,
-                       readings={"load_problem": spot.load_problem})
+                       readings={"load_problem": spot.load_problem, "load_backend_note": spot.backend_note or None})
     under = spot.under_load()
     clocks = _present([s.sm_clock_mhz for s in under])
     seconds = (spot.load_end_s or 0.0) - (spot.load_start_s or 0.0)
@@ -229,7 +229,8 @@ def judge_spot_check(spot: SpotCheck, profile: Profile) -> Verdict:
     temps = _present([s.temperature_c for s in under])
     readings = {"sm_clock_median_mhz": clock, "floor_mhz": floor, "power_median_w": power,
                 "temperature_max_c": max(temps) if temps else None, "tflops": spot.tflops, "busy": busy,
-                "samples_under_load": len(under), "counter_deltas_us": deltas}
+                "samples_under_load": len(under), "counter_deltas_us": deltas,
+                "load_backend": spot.backend or None, "load_backend_note": spot.backend_note or None}
     if not clocks:
         why = spot.unavailable.get("sm_clock_mhz", "no sample fell inside the load window")
         return Verdict(G, Status.SKIP, f"no SM clock read under load ({why}); {load} ran at {tflops} TFLOP/s",

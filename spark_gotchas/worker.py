@@ -9,7 +9,7 @@ Protocol: JSON lines. The parent writes ``{"id", "task", "args"}`` to the child'
 child answers on a private pipe (its stdout proper is redirected to stderr so that library
 prints cannot corrupt the protocol) with zero or more ``{"id", "progress"}`` lines and then
 one ``{"id", "ok", "value" | "error"}`` line. Once its preload imports are done the child sends
-one ``{"ready": {module: seconds}, "warmups", "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
+one ``{"ready": {module: seconds}, "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,6 @@ class Timeline:
     starts: list[float] = field(default_factory=list)
     ready: list[float] = field(default_factory=list)
     preload_seconds: dict[str, float] = field(default_factory=dict)
-    warmups: dict[str, Any] = field(default_factory=dict)  # spark_gotchas.warmup's results when the imports ended
     tasks: list[dict] = field(default_factory=list)  # task, start, seconds, ok
 
     def to_json(self, origin: float) -> dict[str, Any]:
@@ -77,7 +76,6 @@ class Timeline:
             "worker_starts_s": [rel(t) for t in self.starts],
             "worker_ready_s": [rel(t) for t in self.ready],
             "preload_s": {k: round(v, 3) for k, v in self.preload_seconds.items()},
-            "warmups": dict(self.warmups),
             "tasks": [{"task": t["task"], "start_s": rel(t["start"]), "seconds": round(t["seconds"], 3), "ok": t["ok"]}
                       for t in self.tasks],
         }
@@ -311,8 +309,6 @@ class Worker:
         if isinstance(message.get("ready"), dict):
             self.timeline.preload_seconds.update(
                 {str(k): float(v) for k, v in message["ready"].items() if isinstance(v, (int, float))})
-        if isinstance(message.get("warmups"), dict):
-            self.timeline.warmups.update(message["warmups"])
         if isinstance(message.get("t_epoch"), (int, float)):
             self.timeline.ready.append(float(message["t_epoch"]))
 

@@ -17,16 +17,13 @@ import time
 import traceback
 from typing import Any
 
-from . import warmup
-
 _OUT: Any = None
 _CURRENT_ID: int | None = None
 _STOP = threading.Event()
 _WRITE_LOCK = threading.Lock()
 PRELOAD_SECONDS: dict[str, float] = {}
 PRELOAD_ERRORS: dict[str, str] = {}
-PRELOAD_ERROR_FILES: dict[str, str] = {}
-WARMUPS: dict[str, object] = {}  # spark_gotchas.warmup's results, as they finish  # the file the import failed in (innermost frame)
+PRELOAD_ERROR_FILES: dict[str, str] = {}  # the file the import failed in (innermost frame)
 
 
 def should_stop() -> bool:
@@ -70,10 +67,6 @@ def main(argv: list[str]) -> int:
     sys.stdout = sys.stderr  # library prints must not reach the protocol pipe
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    if "torch" in argv:  # while torch imports: the CUDA context, and (asked for) the libraries read ahead
-        threading.Thread(target=warmup.cuda_context, args=(WARMUPS,), daemon=True).start()
-        if os.environ.get("SPARK_GOTCHAS_READ_AHEAD") == "1":
-            threading.Thread(target=warmup.page_cache, args=(WARMUPS,), daemon=True).start()
     for name in argv:
         t0 = time.perf_counter()
         try:
@@ -82,7 +75,7 @@ def main(argv: list[str]) -> int:
             PRELOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
             PRELOAD_ERROR_FILES[name] = failing_file(exc)
         PRELOAD_SECONDS[name] = time.perf_counter() - t0
-    _send({"ready": PRELOAD_SECONDS, "warmups": dict(WARMUPS), "t_epoch": time.time()})
+    _send({"ready": PRELOAD_SECONDS, "t_epoch": time.time()})
     for raw in sys.stdin:
         try:
             request = json.loads(raw)

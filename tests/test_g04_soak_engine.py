@@ -70,7 +70,8 @@ def test_a_soak_records_samples_and_windows_and_its_csv_gives_back_the_verdict(t
     said = []
     reading = run(worker, gpu, plan(tmp_path, 1.2), said)
     assert reading.end_reason == "completed" and not reading.interrupted and reading.attempted
-    assert len(reading.windows) >= 5 and reading.samples >= 20 and reading.sampler_errors == 0
+    # 1.2 s of 0.25 s windows makes five, but a busy machine's late windows may leave room for four
+    assert len(reading.windows) >= 4 and reading.samples >= 20 and reading.sampler_errors == 0
     w = reading.windows[2]
     assert w.samples >= 3 and w.temperature_max_c > 55 and w.sm_clock_median_mhz == 2450.0
     assert w.counter_deltas_us["sw_power_cap"] > 0 and w.worker_rss_bytes == 1_000_000

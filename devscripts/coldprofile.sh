@@ -7,22 +7,14 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/spark-gotchas-coldprofile}"
 mkdir -p "$OUT"
-LIBS="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sysconfig.get_paths()["stdlib"])')"
-fast() {  # name, env...
-  local name="$1"; shift
-  local start=$(date +%s.%N)
-  env "$@" python3 -m pytest -m fast -q -p no:cacheprovider --durations=0 --durations-min=0.02 \
-      --json-report --json-report-file="$OUT/$name.json" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  echo "== $name: $(python3 -c "print(f'{$(date +%s.%N) - $start:.2f}')") s wall, exit $rc, $(tail -n 1 "$OUT/$name.txt")"
-  python3 devscripts/timeline.py "$OUT/$name.json"
-}
+. devscripts/lib.sh
+fast() { timed_fast "$@"; python3 devscripts/timeline.py "$OUT/$1.json"; }
 fast cold
 fast warm
 fast triton-empty TRITON_CACHE_DIR="$(mktemp -d)"
-python3 devscripts/evict.py $LIBS /usr/local/cuda* 2>/dev/null
+evict_libraries
 fast evicted TRITON_CACHE_DIR="$(mktemp -d)"
-python3 devscripts/evict.py $LIBS /usr/local/cuda* 2>/dev/null
+evict_libraries
 fast evicted-triton-warm
 fast warm2
 sed -n '/slowest/,/^=/p' "$OUT/warm.txt" | head -40

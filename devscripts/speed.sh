@@ -8,24 +8,15 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/spark-gotchas-speed}"
 mkdir -p "$OUT"
-LIBS="$(python3 -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"], p["platlib"], p["stdlib"])')"
-fast() {  # name, env...
-  local name="$1"; shift
-  export T0=$(date +%s.%N)
-  env "$@" PYTHONPATH=devscripts python3 -m pytest -p traceplug -m fast -q --durations=0 --durations-min=0.05 \
-      --json-report --json-report-file="$OUT/$name.json" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  echo "== $name: $(python3 -c "import os; print(f'{$(date +%s.%N) - float(os.environ[\"T0\"]):.2f}')") s wall, exit $rc, $(tail -n 1 "$OUT/$name.txt")"
-  grep "^\[trace\]" "$OUT/$name.txt" | tr '\n' ' ' | sed 's/\[trace\]/|/g'; echo
-  python3 devscripts/timeline.py "$OUT/$name.json"
-}
+. devscripts/lib.sh
+fast() { timed_fast "$@"; python3 devscripts/timeline.py "$OUT/$1.json"; }
 fast cold
 fast warm1
 fast warm2
 sed -n '/spark-gotchas =/,$p' "$OUT/warm2.txt"
-python3 devscripts/evict.py $LIBS /usr/local/cuda* 2>/dev/null
+evict_libraries
 fast evicted-triton-empty TRITON_CACHE_DIR="$(mktemp -d)"
-python3 devscripts/evict.py $LIBS /usr/local/cuda* 2>/dev/null
+evict_libraries
 fast evicted
 fast warm3
 echo "== G4 load: cuBLAS through ctypes (no torch) against torch, 5 s each"

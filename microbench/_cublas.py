@@ -141,15 +141,20 @@ class CublasGemm:
             d("cuCtxSetCurrent", self.context)
         except RuntimeError as exc:
             raise CublasUnavailable(str(exc)) from None
-        name = ctypes.create_string_buffer(256)
-        d("cuDeviceGetName", name, 256, self.device)
-        self.name = name.value.decode(errors="replace")
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        d("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
-        self.free_bytes = int(free.value)
-        self.library, self.cublas, self.handle = self._open_cublas()
         self._buffers: list[ctypes.c_uint64] = []
+        self.handle = None
         self.n = 0
+        try:
+            name = ctypes.create_string_buffer(256)
+            d("cuDeviceGetName", name, 256, self.device)
+            self.name = name.value.decode(errors="replace")
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            d("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
+            self.free_bytes = int(free.value)
+            self.library, self.cublas, self.handle = self._open_cublas()
+        except Exception:
+            self.close()  # the context retained above is released again
+            raise
 
     def _open_cublas(self) -> tuple[str, ctypes.CDLL, ctypes.c_void_p]:
         problems = []
@@ -211,7 +216,7 @@ class CublasGemm:
         for ptr in self._buffers:
             lib.cuMemFree_v2(ptr)
         self._buffers = []
-        if getattr(self, "handle", None) is not None:
+        if self.handle is not None:
             self.cublas.cublasDestroy_v2(self.handle)
             self.handle = None
         lib.cuDevicePrimaryCtxRelease_v2(self.device)

@@ -260,6 +260,9 @@ def main(argv: list[str]) -> int:
     except CublasUnavailable as exc:
         print(f"the cublas backend cannot run here: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # a backend or device the load does not offer
+        print(f"soak_load: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         summary = {k: v for k, v in summary.items() if k != "windows"}
         print(json.dumps(summary, indent=1))

@@ -25,6 +25,7 @@ import pytest
 from . import __version__, platform, scrub
 from .options import OPTION_SPECS, RunOptions, from_config, parse_duration
 from .provider import Provider, ReadingUnavailable
+from .readers import load_all as load_readers
 from .snapshot import Snapshot, SnapshotError, now_iso
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
@@ -53,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
                    "live checks, alongside the prepared GPU readings (the G4 load)")
     config.addinivalue_line(
         "markers", "gpu(prepare=KEYS): check that runs work in the GPU worker; runs after the CPU-only checks so the "
-                   "torch import overlaps them; the readings named in prepare are started as soon as it is collected")
+                   "torch import overlaps them; the readings named in prepare start with the first scan or GPU check")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
     try:
         options = from_config(config)
@@ -250,14 +251,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Note the readings the collected GPU checks name in ``gpu(prepare=...)``."""
+    """Note the readings the collected GPU checks name in ``gpu(prepare=...)`` (a name no reader
+    has is a usage error, as a missing speed marker is)."""
     state = session.config.stash.get(STATE_KEY, None)
-    if state is None or not state.active or state.replay is not None:
+    if state is None or not state.active:
         return
+    known = load_readers()
     for item in session.items:
         marker = item.get_closest_marker("gpu") if gotcha_of(item) is not None else None
-        for key in (marker.kwargs.get("prepare", ()) if marker is not None else ()):
-            if key not in state.prepare_keys:
+        keys = marker.kwargs.get("prepare", ()) if marker is not None else ()
+        for key in [keys] if isinstance(keys, str) else keys:
+            if key not in known:
+                raise pytest.UsageError(f"spark-gotchas: {item.nodeid} prepares {key!r}, which no reader provides")
+            if state.replay is None and key not in state.prepare_keys:
                 state.prepare_keys.append(key)
 
 
@@ -433,6 +439,7 @@ def timing(state: SessionState) -> dict[str, Any]:
     return {
         "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
                    for nodeid, start, seconds in state.check_times],
+        "prepare_errors": dict(state._provider.prepare_errors) if state._provider is not None else {},
         **{name: w.timeline.to_json(origin) if w is not None else None for name, w in workers.items()},
     }
 

@@ -257,13 +257,9 @@ class Worker:
             self._proc.stdin.flush()
             return self._next_id
 
-    def _call(
-        self,
-        task: str,
-        args: dict[str, Any] | None = None,
-        timeout: float = 60.0,
-        on_progress: Callable[[Any], None] | None = None,
-    ) -> TaskResult:
+    def _call(self, task: str, args: dict[str, Any] | None, timeout: float,
+              on_progress: Callable[[Any], None] | None) -> TaskResult:
+        """One request and its reply; :meth:`call` adds the pause, the turn and the timeline."""
         start = time.monotonic()
         try:
             request_id = self._send(task, args)

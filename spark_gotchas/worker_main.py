@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import sysconfig
 import threading
 import time
 import traceback
@@ -45,9 +46,18 @@ def _send(message: dict) -> None:
 
 
 def failing_file(exc: BaseException) -> str:
-    """The file an exception was raised in (its innermost frame), '' when none."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return frames[-1].filename if frames else ""
+    """The innermost file outside Python's own library that an exception passed through ('' when
+    none): for ``import torch`` that is torch's ``__init__.py`` when its ``ctypes.CDLL`` of a CUDA
+    library fails, and ``pynvml.py`` when a broken pynvml raises on import."""
+    paths = sysconfig.get_paths()
+    stdlib = (paths["stdlib"], paths["platstdlib"])
+    installed = (paths["purelib"], paths["platlib"])  # under stdlib with some layouts (pyenv)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.startswith("<") or (name.startswith(stdlib) and not name.startswith(installed)):
+            continue
+        return name
+    return ""
 
 
 def _on_signal(signum: int, frame: Any) -> None:

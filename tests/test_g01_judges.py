@@ -100,23 +100,6 @@ def test_import_error_naming_cudart_12_fails_with_the_hint():
                                       "libcudart.so.12: cannot open shared object file")
 
 
-def test_an_import_failing_in_another_package_names_it_instead_of_reinstalling_torch():
-    broken = TorchBuild(installed=True, import_error="AttributeError: module 'pynvml' has no attribute 'nvmlInit'",
-                        import_error_file="/venv/lib/python3.12/site-packages/pynvml.py")
-    verdict = g01.judge_torch(broken, inventory("gb10_580.95.05"), GB10)
-    assert verdict.line == ("G1 FAIL: import torch fails in /venv/lib/python3.12/site-packages/pynvml.py: "
-                            "AttributeError: module 'pynvml' has no attribute 'nvmlInit'")
-    assert verdict.fix.startswith("/venv/lib/python3.12/site-packages/pynvml.py is not part of torch: repair or "
-                                  "remove the package it belongs to")
-
-
-def test_an_import_failing_inside_torch_keeps_the_reinstall_fix():
-    broken = TorchBuild(installed=True, import_error="OSError: libcudnn.so.9: cannot open shared object file",
-                        import_error_file="/venv/lib/python3.12/site-packages/torch/__init__.py")
-    verdict = g01.judge_torch(broken, inventory("gb10_580.95.05"), GB10)
-    assert verdict.summary.startswith("import torch fails: OSError") and verdict.fix == g01.FIX_INDEX
-
-
 def test_a_worker_crash_while_importing_torch_fails_naming_the_signal():
     crashed = TorchBuild(installed=True, worker_problem="child process killed by SIGSEGV")
     verdict = g01.judge_torch(crashed, inventory("gb10_580.95.05"), GB10)
@@ -211,14 +194,23 @@ def test_many_offenders_are_capped_in_the_line():
     assert "pkg8" in verdict.fix  # the fix names every package to reinstall
 
 
-def test_the_worker_names_the_file_a_torch_import_failed_in(tmp_path):
+BROKEN_PYNVML = "raise AttributeError(\"module 'pynvml' has no attribute 'nvmlInit'\")\n"
+MISSING_CUDNN = "import ctypes\nctypes.CDLL('libcudnn.so.9-not-here')\n"  # as torch loads its CUDA libraries
+
+
+@pytest.mark.parametrize("torch_init,other_files,fails_in,fix", [
+    ("import pynvml\n", {"pynvml.py": BROKEN_PYNVML}, "pynvml.py", "not part of torch: repair or remove the package"),
+    (MISSING_CUDNN, {}, None, g01.FIX_INDEX),
+], ids=["a broken pynvml torch imports", "a CUDA library torch cannot load"])
+def test_an_import_of_torch_that_fails_names_the_package_to_repair(tmp_path, torch_init, other_files, fails_in, fix):
     import os
 
     from spark_gotchas.worker import Worker
 
     (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text("import pynvml\n")
-    (tmp_path / "pynvml.py").write_text("raise AttributeError(\"module 'pynvml' has no attribute 'nvmlInit'\")\n")
+    (tmp_path / "torch" / "__init__.py").write_text(torch_init)
+    for name, text in other_files.items():
+        (tmp_path / name).write_text(text)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     worker = Worker(preload=("torch",), env=env)
     try:
@@ -226,6 +218,10 @@ def test_the_worker_names_the_file_a_torch_import_failed_in(tmp_path):
     finally:
         worker.close()
     reading = from_jsonable(TorchBuild, result.value)
-    assert reading.import_error_file == str(tmp_path / "pynvml.py")
-    assert g01.judge_torch(reading, inventory("gb10_580.95.05"), GB10).line.startswith(
-        f"G1 FAIL: import torch fails in {tmp_path / 'pynvml.py'}: AttributeError")
+    verdict = g01.judge_torch(reading, inventory("gb10_580.95.05"), GB10)
+    assert verdict.status is Status.FAIL and fix in verdict.fix
+    if fails_in:  # the line names the other package's file
+        assert verdict.line.startswith(f"G1 FAIL: import torch fails in {tmp_path / fails_in}: AttributeError")
+    else:  # torch's own file (ctypes, in Python's library, is passed over): reinstall torch
+        assert reading.import_error_file == str(tmp_path / "torch" / "__init__.py")
+        assert verdict.line.startswith("G1 FAIL: import torch fails: OSError: libcudnn.so.9-not-here")

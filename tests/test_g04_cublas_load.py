@@ -64,3 +64,9 @@ def test_in_a_worker_an_unusable_cublas_is_an_error_result_not_a_crash(monkeypat
         assert result.value["backend"].startswith(("/", "libcublas")) and result.value["gemms"] > 0
     else:
         assert not result.crashed and result.error.startswith("CublasUnavailable: ")
+
+
+def test_the_command_line_refuses_a_device_the_cublas_backend_does_not_offer(capsys, monkeypatch):
+    monkeypatch.setattr(soak_load.signal, "signal", lambda *args: None)  # keep pytest's own Ctrl-C handler
+    assert soak_load.main(["--backend", "cublas", "--device", "cpu", "--seconds", "1"]) == 2
+    assert capsys.readouterr().err.strip() == "soak_load: the cublas backend runs on cuda:0 only, not cpu"

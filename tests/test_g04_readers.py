@@ -252,3 +252,15 @@ def test_a_paused_worker_starts_no_task_until_the_pause_ends(worker):
         assert started == [] and worker.timeline.tasks == []
     caller.join(10)
     assert started and started[0].ok
+
+
+def test_spot_check_with_neither_load_says_why_of_both(fake_nvml, fake_load, worker):
+    fake_nvml(FakeGpu())
+    cpu = TorchBuild(installed=True, version="2.13.0+cpu", compiled_with_cuda=False)
+    light = light_worker(FAKE_NO_CUBLAS="1")
+    try:
+        verdict = g04.judge_spot_check(spot(worker, cpu, light=light), GB10)
+    finally:
+        light.close()
+    assert verdict.line == ("G4 SKIP: no load spot check: torch 2.13.0+cpu is a CPU build; cuBLAS without torch: "
+                            "RuntimeError: no usable cuBLAS: none found")

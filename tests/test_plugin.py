@@ -620,3 +620,18 @@ def test_a_replay_prepares_nothing(pytester, prepared_reader):
     result = run(pytester, "--spark-replay", "snap.json")
     result.assert_outcomes(passed=3)
     assert prepared_reader == [] and "G5 PASS: 1500 MHz" in glines(result)
+
+
+def test_a_gpu_check_preparing_a_reading_nobody_provides_is_a_usage_error(pytester):
+    pytester.makepyfile(test_g05_typo="""
+        import pytest
+
+        @pytest.mark.fast
+        @pytest.mark.gpu(prepare="bench.bandwith")
+        def test_typo(spark):
+            pass
+    """)
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: spark-gotchas: test_g05_typo.py::test_typo prepares 'bench.bandwith', "
+                                 "which no reader provides"])

@@ -25,6 +25,8 @@ from ..readers.torchinfo import FirstLaunch, TorchBuild
 from ..verdict import Status, Verdict
 
 G = 1
+
+
 def _outside_torch(path: Optional[str]) -> str:
     """``path`` when an import of torch failed in a file of another package (a broken pynvml that
     torch imports, say), else ''."""

@@ -96,8 +96,9 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
     with sampler:
         result = _run_load(ctx, spot)
         time.sleep(SAMPLE_INTERVAL_S)  # one sample after the load's end
-    if result is None:
-        return SpotCheck(attempted=False, reason=spot.reason)
+    if result is None:  # neither load could run: say why of both
+        return SpotCheck(attempted=False, reason="; ".join(filter(None, (spot.reason, spot.backend_note))),
+                         backend_note=spot.backend_note)
     spot.counters_after = read_counters(handle, index)
     spot.sampler_errors = sampler.errors
     if not result.ok:
@@ -113,11 +114,12 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
 
 def _gpu_to_itself(ctx: ReadContext) -> Any:
     """Pause the GPU worker while the load runs elsewhere: no GPU task of its may start meanwhile."""
+    from ..provider import ReadingUnavailable
+
     try:
-        worker = ctx.worker
-    except Exception:  # no GPU worker in this run: nothing else can run either
+        return ctx.worker.paused()
+    except ReadingUnavailable:  # no GPU worker in this run: nothing else can run either
         return nullcontext()
-    return worker.paused() if hasattr(worker, "paused") else nullcontext()
 
 
 def _run_load(ctx: ReadContext, spot: SpotCheck) -> Any:

@@ -9,7 +9,9 @@ rows = [(c["start_s"], c["seconds"], "check  " + c["nodeid"].split("::")[-1]) fo
 worker = timing.get("worker")
 if worker:
     print(f"   worker start {worker['worker_starts_s']} ready {worker['worker_ready_s']} preload {worker['preload_s']}")
+    rows += [(w.get("start_s") or 0, w.get("seconds") or 0, f"warmup {name}: {w.get('result')}")
+             for name, w in worker.get("warmups", {}).items()]
     rows += [(t["start_s"], t["seconds"], "worker " + t["task"] + ("" if t["ok"] else " (failed)")) for t in worker["tasks"]]
 for start, seconds, what in sorted(rows):
-    if seconds >= 0.02 or what.startswith("worker"):
+    if seconds >= 0.02 or what.startswith(("worker", "warmup")):
         print(f"   {start:7.2f} +{seconds:5.2f}  {what}")

@@ -138,11 +138,16 @@ def launcher(method: str, config, sms: int, arrays: dict, scalar: float, fill_va
 
 
 def compile_ahead(method: str, config, n: int, float32, scalar: float, fill_value: float) -> None:
-    """Compile ``method``'s kernel for ``n`` fp32 elements without launching it (Triton's warmup).
+    """Compile and load ``method``'s kernel for ``n`` fp32 elements without launching it (Triton's warmup).
 
     The launch in :func:`launcher` then finds it in Triton's cache, provided ``n`` specialises the
     same way (a multiple of 16 under 2**31). ``float32`` is ``torch.float32``: a pointer argument.
     """
     args = {"read": (float32, float32, n), "write": (float32, fill_value, n), "copy": (float32, float32, n),
             "triad": (float32, float32, float32, scalar, n)}[method]
-    KERNELS[method].warmup(*args, grid=(1,), **_options(method, config))
+    kernel = KERNELS[method].warmup(*args, grid=(1,), **_options(method, config))
+    # Load it on the device and build its launcher now too (Triton does both at the first launch;
+    # the launcher is C compiled on a machine's first run): a private step, skipped if it moves.
+    init = getattr(kernel, "_init_handles", None)
+    if callable(init):
+        init()

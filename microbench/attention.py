@@ -119,7 +119,7 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
     }
     if hasattr(cuda, "cudnn_sdp_enabled"):
         enabled["cudnn"] = bool(cuda.cudnn_sdp_enabled())
-    out: dict[str, Any] = {"torch": torch.__version__, "enabled": enabled, "ran": {}}
+    out: dict[str, Any] = {"torch": torch.__version__, "enabled": enabled, "ran": {}, "seconds": {}}
     if not torch.cuda.is_available():
         out["gpu_reason"] = "torch sees no CUDA device"
         return out
@@ -133,6 +133,7 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
         if backend is None:
             out["ran"][name] = "not in this torch"
             continue
+        began = time.perf_counter()  # a backend's first call loads its library and kernels (cold: ~1 s)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -142,6 +143,7 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
             out["ran"][name] = "ok" if bool(torch.isfinite(result).all().item()) else "non-finite output"
         except Exception as exc:
             out["ran"][name] = _first_line(exc, 160)
+        out["seconds"][name] = round(time.perf_counter() - began, 4)
     return out
 
 

@@ -203,10 +203,10 @@ AHEAD_WAIT_S = 120.0
 def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
     """Compile the probe's Triton kernels in a background thread of the worker, and return at once.
 
-    A machine's first probe otherwise spends about 2 s compiling them (docs/benchmarks.md). The
-    suite starts this with the scans (``gpu(prepare=...)``), so the compile overlaps the checks
-    before G5; :func:`probe` and :func:`sweep` wait for it before they time anything. Compiling is
-    host-side work: nothing runs on the GPU.
+    A machine's first probe otherwise spends about 2 s compiling them and building their
+    launchers (docs/benchmarks.md). The suite starts this with the scans (``gpu(prepare=...)``),
+    so the work overlaps the checks before G5; :func:`probe` and :func:`sweep` wait for it before
+    they time anything. It is host-side work but for loading each kernel's module on the device.
     """
     if _AHEAD["thread"] is not None:
         return {"started": False, "why": "already started"}

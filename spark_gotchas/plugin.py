@@ -74,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
     if replay is None and aims_at_checks(config):
-        state.worker().start()  # torch imports (seconds, cold) while pytest collects
+        state.start_worker()  # torch imports (seconds, cold) while pytest collects
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -110,6 +110,7 @@ class SessionState:
     configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
     check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
     prepare_keys: list[str] = field(default_factory=list)  # readings to start when the GPU checks begin
+    warmups_sent: set[str] = field(default_factory=set)  # spark_gotchas.warmup names asked of the GPU worker
     _worker: Any = None
     _load_worker: Any = None
     _provider: Optional[Provider] = None
@@ -147,6 +148,24 @@ class SessionState:
 
             self._worker = Worker(preload=("torch",) if torch_installed() else ())
         return self._worker
+
+    def start_worker(self) -> None:
+        """Start the GPU worker, and the warm-ups that may run from its start (not the GPU's)."""
+        self.worker().start()
+        self.warm_up(at_rest=True)
+
+    def warm_up(self, at_rest: bool = False) -> None:
+        """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`): with
+        ``at_rest`` only those that leave the GPU alone, which the at-rest readings allow."""
+        from . import warmup
+
+        worker = self._worker
+        if worker is None or "torch" not in worker.preload:
+            return
+        for name in warmup.chosen():
+            if name not in self.warmups_sent and (not at_rest or name not in warmup.TOUCH_THE_GPU):
+                if worker.warm_up(name):
+                    self.warmups_sent.add(name)
 
     def load_worker(self) -> Any:
         """A worker that imports nothing up front: the G4 spot check's load runs there while the
@@ -247,7 +266,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if any(gotcha_of(i) is not None for i in items):
         state.active = True
         if state.replay is None:
-            state.worker().start()  # no-op when configure started it already
+            state.start_worker()  # no-op when configure started it already
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -271,7 +290,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Once the checks of the machine's live state are done (at the first scan or GPU check), start
     the readings the GPU checks prepare: they overlap the worker's torch import, not follow it."""
     state = item.config.stash.get(STATE_KEY, None)
-    if state is None or not state.prepare_keys or run_phase(item) == 0:
+    if state is None or run_phase(item) == 0:
+        return
+    if state.replay is None:
+        state.warm_up()  # the CUDA context too, now that the at-rest readings are taken
+    if not state.prepare_keys:
         return
     keys, state.prepare_keys = state.prepare_keys, []
     for key in keys:

@@ -9,7 +9,9 @@ Protocol: JSON lines. The parent writes ``{"id", "task", "args"}`` to the child'
 child answers on a private pipe (its stdout proper is redirected to stderr so that library
 prints cannot corrupt the protocol) with zero or more ``{"id", "progress"}`` lines and then
 one ``{"id", "ok", "value" | "error"}`` line. Once its preload imports are done the child sends
-one ``{"ready": {module: seconds}, "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
+one ``{"ready": {module: seconds}, "warmups", "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
+A second pipe carries the names of warm-ups (:meth:`Worker.warm_up`) that the child starts at once,
+even mid-import; each answers with a ``{"warmups": {name: result}}`` line when it ends.
 """
 
 from __future__ import annotations
@@ -56,6 +58,16 @@ class TaskResult:
         return self.error
 
 
+def _warmup_json(entry: Any, rel: Callable[[float], float]) -> dict[str, Any]:
+    """A warm-up's result, when it started (seconds from the origin) and how long it took."""
+    if not isinstance(entry, dict):
+        return {"result": entry}
+    start, end = entry.get("t_start_epoch"), entry.get("t_end_epoch")
+    timed = isinstance(start, (int, float)) and isinstance(end, (int, float))
+    return {"result": entry.get("result"), "start_s": rel(start) if timed else None,
+            "seconds": round(end - start, 3) if timed else None}
+
+
 @dataclass
 class Timeline:
     """When the worker started, finished its imports and ran each task: where a preflight's time goes.
@@ -66,6 +78,7 @@ class Timeline:
     starts: list[float] = field(default_factory=list)
     ready: list[float] = field(default_factory=list)
     preload_seconds: dict[str, float] = field(default_factory=dict)
+    warmups: dict[str, Any] = field(default_factory=dict)  # name -> spark_gotchas.warmup's result ("running" until it ends)
     tasks: list[dict] = field(default_factory=list)  # task, start, seconds, ok
 
     def to_json(self, origin: float) -> dict[str, Any]:
@@ -76,6 +89,7 @@ class Timeline:
             "worker_starts_s": [rel(t) for t in self.starts],
             "worker_ready_s": [rel(t) for t in self.ready],
             "preload_s": {k: round(v, 3) for k, v in self.preload_seconds.items()},
+            "warmups": {name: _warmup_json(entry, rel) for name, entry in self.warmups.items()},
             "tasks": [{"task": t["task"], "start_s": rel(t["start"]), "seconds": round(t["seconds"], 3), "ok": t["ok"]}
                       for t in self.tasks],
         }
@@ -105,6 +119,7 @@ class Worker:
         self.env = env
         self._proc: subprocess.Popen | None = None
         self._reply_fd: int | None = None
+        self._warmup_fd: int | None = None  # the write end of the child's warm-up pipe
         self._stderr: Any = None
         self._buffer = b""
         self._next_id = 0
@@ -122,20 +137,24 @@ class Worker:
             return
         self.close()
         read_fd, write_fd = os.pipe()
+        warmup_read, warmup_write = os.pipe()
         self._stderr = tempfile.TemporaryFile()
         env = dict(os.environ if self.env is None else self.env)
         env["SPARK_GOTCHAS_REPLY_FD"] = str(write_fd)
+        env["SPARK_GOTCHAS_WARMUP_FD"] = str(warmup_read)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "spark_gotchas.worker_main", *self.preload],
             stdin=subprocess.PIPE,
             stdout=self._stderr,
             stderr=self._stderr,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd, warmup_read),
             env=env,
             start_new_session=True,
         )
         os.close(write_fd)
+        os.close(warmup_read)
+        self._warmup_fd = warmup_write
         self._reply_fd = read_fd
         self._buffer = b""
         self.starts += 1
@@ -160,6 +179,9 @@ class Worker:
         if self._reply_fd is not None:
             os.close(self._reply_fd)
             self._reply_fd = None
+        if self._warmup_fd is not None:
+            os.close(self._warmup_fd)
+            self._warmup_fd = None
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -170,6 +192,18 @@ class Worker:
         if proc is not None and proc.stdin is not None and proc.poll() is None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
+
+    def warm_up(self, name: str) -> bool:
+        """Have the child start the warm-up ``name`` (:mod:`spark_gotchas.warmup`) in a thread now,
+        even while it still imports. False when there is no child to ask (nothing is started)."""
+        fd = self._warmup_fd
+        if fd is None or not self.alive:
+            return False
+        try:
+            os.write(fd, name.encode() + b"\n")
+        except OSError:
+            return False
+        return True
 
     def interrupt(self) -> None:
         """Ask the running task to stop early (SIGINT to the child; tasks poll should_stop())."""
@@ -283,7 +317,7 @@ class Worker:
                         ok=False, timed_out=True, seconds=seconds, stderr_tail=tail, progress=progress
                     )
                 return self._dead(start, progress)
-            if "ready" in message:
+            if "ready" in message or ("warmups" in message and "id" not in message):
                 self._note_ready(message)
                 continue
             if message.get("id") != request_id:
@@ -305,7 +339,10 @@ class Worker:
         if isinstance(message.get("ready"), dict):
             self.timeline.preload_seconds.update(
                 {str(k): float(v) for k, v in message["ready"].items() if isinstance(v, (int, float))})
-        if isinstance(message.get("t_epoch"), (int, float)):
+        if isinstance(message.get("warmups"), dict):  # a result never goes back to "running"
+            self.timeline.warmups.update({k: v for k, v in message["warmups"].items()
+                                          if v != "running" or k not in self.timeline.warmups})
+        if "ready" in message and isinstance(message.get("t_epoch"), (int, float)):
             self.timeline.ready.append(float(message["t_epoch"]))
 
     def _dead(self, start: float, progress: list) -> TaskResult:

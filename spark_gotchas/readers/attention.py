@@ -80,6 +80,7 @@ class Sdpa:
     torch: Optional[str] = None
     enabled: dict[str, bool] = field(default_factory=dict)
     ran: dict[str, str] = field(default_factory=dict)  # backend -> "ok" or the error
+    seconds: dict[str, float] = field(default_factory=dict)  # backend -> its tiny call, first use included
     device: Optional[str] = None
     problem: Optional[str] = None  # no device, or the worker failed
 
@@ -185,7 +186,7 @@ def read_sdpa(ctx: ReadContext) -> Sdpa:
         return Sdpa(torch_installed=True, problem=result.problem)
     v = result.value
     return Sdpa(torch_installed=True, torch=v.get("torch"), enabled=v.get("enabled", {}), ran=v.get("ran", {}),
-                device=v.get("device"), problem=v.get("gpu_reason"))
+                seconds=v.get("seconds", {}), device=v.get("device"), problem=v.get("gpu_reason"))
 
 
 _INTERFACE = re.compile(r"from\s+flash_attn\.flash_attn_interface\s+import\s+(\w+)")

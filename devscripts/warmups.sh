@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The worker's warm-ups (spark_gotchas/warmup.py) measured on one machine: this tree's first run
+# (cold) with every warm-up, then the code before them (.ab/old.tar, a git archive carried to the
+# device) against this tree without warm-ups, with the CUDA context, and with the context and the
+# library read-ahead, alternately, with the Python and CUDA libraries dropped from the page cache
+# and an empty Triton cache (devscripts/evict.py); then each warm. Runtime: about 4 minutes on one H200.
+set -u
+cd "$(dirname "$0")/.."
+NEW="$PWD"
+OUT="${OUT:-/tmp/spark-gotchas-warmups}"
+mkdir -p "$OUT" /tmp/old && tar -xf .ab/old.tar -C /tmp/old
+. devscripts/lib.sh
+declare -A WARM=([old]="" [none]=none [ctx]=cuda_context [all]=cuda_context,page_cache)
+fast() {  # name, variant, env...
+  local name="$1" variant="$2"; shift 2
+  local tree="$NEW"; [ "$variant" = old ] && tree=/tmp/old
+  TREE="$tree" timed_fast "$name" SPARK_GOTCHAS_WARMUPS="${WARM[$variant]}" \
+    PYTEST_ADDOPTS="--spark-snapshot=$OUT/$name.snap.json" "$@"
+  grep -E "^G(4|5) " "$OUT/$name.txt" | cut -c1-100
+  python3 - "$OUT/$name.snap.json" "$OUT/$name.json" <<'PY'
+import json, sys
+snap, report = (json.load(open(p)) for p in sys.argv[1:])
+sdpa = snap.get("readings", {}).get("attention.sdpa", {})
+worker = report["spark_gotchas"].get("timing", {}).get("worker") or {}
+print("   sdpa seconds", sdpa.get("seconds"), "| warmups", worker.get("warmups"), "| ready", worker.get("worker_ready_s"))
+PY
+}
+fast cold-all all
+python3 devscripts/timeline.py "$OUT/cold-all.json"
+for i in 1 2; do
+  for variant in old none ctx all; do
+    evict_libraries
+    fast "evicted-$variant-$i" $variant TRITON_CACHE_DIR="$(mktemp -d)"
+  done
+done
+python3 devscripts/timeline.py "$OUT/evicted-all-2.json"
+for i in 1 2; do
+  for variant in old ctx all; do
+    fast "warm-$variant-$i" $variant
+  done
+done
+python3 devscripts/timeline.py "$OUT/warm-ctx-2.json"
+echo "== the suite's own tests of the worker and its warm-ups here"
+python3 -m pytest -q -p no:cacheprovider tests/test_warmup.py tests/test_worker.py tests/test_g04_cublas_load.py 2>&1 | tail -3

@@ -1,0 +1,126 @@
+"""Work the GPU worker does in background threads while it imports torch (seconds, cold).
+
+The parent names each warm-up on a pipe of its own (:meth:`spark_gotchas.worker.Worker.warm_up`),
+when it is time for it; the child runs it in a thread beside the import:
+
+- ``cuda_context``: the CUDA driver's initialisation and device 0's primary context, through
+  libcuda directly (ctypes releases the interpreter lock, so the import goes on meanwhile).
+  torch's CUDA runtime later finds that context and uses it: the first GPU task skips the
+  0.3-0.5 s it would otherwise spend creating it. The suite asks for it once the checks of the
+  machine's state at rest are done: a context changes what NVML reads at rest.
+- ``page_cache``: ask the kernel to read the environment's CUDA libraries ahead
+  (``posix_fadvise(WILLNEED)``), for a machine whose page cache does not hold them yet.
+
+All are best effort: a failure leaves the work to the import and the tasks, as without them.
+Which ones run is :data:`DEFAULT` unless ``SPARK_GOTCHAS_WARMUPS`` names others (comma-separated;
+``none`` for none).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import threading
+import time
+from typing import Any, Callable
+
+ENV = "SPARK_GOTCHAS_WARMUPS"
+DEFAULT = ("cuda_context",)
+TOUCH_THE_GPU = frozenset({"cuda_context"})  # asked for only once the at-rest readings are taken
+
+
+def chosen(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The warm-ups this run asks for: ``SPARK_GOTCHAS_WARMUPS`` or :data:`DEFAULT`."""
+    value = (os.environ if environ is None else environ).get(ENV)
+    if value is None:
+        return DEFAULT
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    return () if names in ((), ("none",)) else names
+
+
+def library_dirs() -> list[str]:
+    """``lib`` folders of the NVIDIA wheels (nvidia-cublas …) and of torch, without importing torch."""
+    dirs: list[str] = []
+    for name in ("nvidia", "torch"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            continue
+        if name == "nvidia":
+            for root in spec.submodule_search_locations or []:
+                dirs += sorted(glob.glob(os.path.join(root, "*", "lib")))
+        elif spec.origin:
+            dirs.append(os.path.join(os.path.dirname(spec.origin), "lib"))
+    return dirs
+
+
+def cuda_context() -> Any:
+    """cuInit and device 0's primary context (kept for the process's life): seconds, or why not."""
+    t0 = time.perf_counter()
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        for name, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(device), 0)),
+                           ("cuDevicePrimaryCtxRetain", (ctypes.byref(context), device))):
+            rc = getattr(lib, name)(*args)
+            if rc != 0:
+                return f"{name} returned {rc}"
+    except (OSError, AttributeError) as exc:
+        return f"not available: {exc}"
+    return round(time.perf_counter() - t0, 3)
+
+
+def page_cache(dirs: list[str] | None = None) -> dict[str, Any]:
+    """Read-ahead advice for every shared library in ``dirs`` (default :func:`library_dirs`)."""
+    t0 = time.perf_counter()
+    total = 0
+    for folder in dirs if dirs is not None else library_dirs():
+        for path in glob.glob(os.path.join(folder, "*.so*")):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                total += os.fstat(fd).st_size
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return {"bytes": total, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+WARMUPS: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context, "page_cache": page_cache}
+
+
+def serve(fd: int, results: dict[str, Any], send: Callable[[dict], None]) -> None:
+    """Child side: run each warm-up named on ``fd`` (one name per line) in a thread of its own,
+    note ``{"result", "t_start_epoch", "t_end_epoch"}`` in ``results`` ("running" until then) and
+    ``send`` it as ``{"warmups": {name: that}}``. Until EOF."""
+
+    def run(name: str) -> None:
+        func, began = WARMUPS.get(name), time.time()
+        try:
+            result = func() if func is not None else "no such warm-up"
+        except Exception as exc:  # best effort: say what went wrong, never stop the worker
+            result = f"{type(exc).__name__}: {exc}"
+        results[name] = entry = {"result": result, "t_start_epoch": began, "t_end_epoch": time.time()}
+        try:
+            send({"warmups": {name: entry}})
+        except (OSError, ValueError):
+            pass
+
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        buffer = b""
+        while chunk := pipe.read(256):
+            buffer += chunk
+            *names, buffer = buffer.split(b"\n")
+            for raw in names:
+                name = raw.decode(errors="replace").strip()
+                if name and name not in results:
+                    results[name] = "running"
+                    threading.Thread(target=run, args=(name,), name=f"warmup-{name}", daemon=True).start()

@@ -1,0 +1,105 @@
+"""The worker's warm-ups beside the torch import: asked for by name, best effort, and reported."""
+
+import ctypes.util
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_gotchas import warmup
+from spark_gotchas.plugin import SessionState
+from spark_gotchas.worker import Worker
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+
+
+def test_read_ahead_counts_the_libraries_it_advised(tmp_path):
+    (tmp_path / "libcublas.so.13").write_bytes(b"\0" * 4096)
+    (tmp_path / "libtorch_cuda.so").write_bytes(b"\0" * 1024)
+    (tmp_path / "README.txt").write_text("not a library")
+    result = warmup.page_cache([str(tmp_path), str(tmp_path / "missing")])
+    assert result["bytes"] == 5120 and result["seconds"] >= 0
+
+
+def test_without_a_driver_the_cuda_context_says_why(monkeypatch):
+    def no_driver(name):
+        raise OSError("libcuda.so.1: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(warmup.ctypes, "CDLL", no_driver)
+    assert warmup.cuda_context().startswith("not available: libcuda.so.1: cannot open shared object file")
+
+
+@pytest.mark.skipif(ctypes.util.find_library("cuda") is None, reason="needs the CUDA driver (a GPU machine)")
+def test_with_a_driver_the_cuda_context_takes_seconds():
+    assert isinstance(warmup.cuda_context(), float)
+
+
+def test_library_folders_are_found_without_importing_torch(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    (tmp_path / "nvidia" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = "torch" in sys.modules
+    assert str(tmp_path / "nvidia" / "cu13" / "lib") in warmup.library_dirs()
+    assert ("torch" in sys.modules) == before
+
+
+@pytest.mark.parametrize("value, names", [(None, warmup.DEFAULT), ("none", ()), ("", ()),
+                                          ("page_cache, cuda_context", ("page_cache", "cuda_context"))])
+def test_the_environment_chooses_the_warm_ups(value, names):
+    assert warmup.chosen({} if value is None else {warmup.ENV: value}) == names
+
+
+def test_a_warm_up_runs_while_the_worker_still_imports_and_reaches_the_timeline():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    worker = Worker(preload=("worker_slow_import",), env=env)  # an import of 1 s
+    try:
+        worker.start()
+        started = time.monotonic()
+        assert worker.warm_up("no_such_warm_up")
+        result = worker.call("worker_tasks:echo")
+        assert result.ok and time.monotonic() - started >= 0.9
+        timeline = worker.timeline.to_json(worker.timeline.starts[0])
+    finally:
+        worker.close()
+    entry = timeline["warmups"]["no_such_warm_up"]
+    assert entry["result"] == "no such warm-up"
+    assert entry["start_s"] < timeline["worker_ready_s"][0] - 0.5  # during the import, not after it
+    assert not worker.warm_up("no_such_warm_up")  # no child: nothing to ask
+
+
+class FakeWorker:
+    def __init__(self, preload):
+        self.preload = preload
+        self.asked: list[str] = []
+
+    def start(self):
+        pass
+
+    def warm_up(self, name):
+        self.asked.append(name)
+        return True
+
+
+def test_the_gpu_is_left_alone_until_the_at_rest_readings_are_taken(monkeypatch):
+    monkeypatch.setenv(warmup.ENV, "cuda_context,page_cache")
+    state = SessionState(config=None, options=None)
+    state._worker = FakeWorker(("torch",))
+    state.start_worker()
+    assert state._worker.asked == ["page_cache"]  # at the worker's start: reading files only
+    state.warm_up()
+    state.warm_up()
+    assert state._worker.asked == ["page_cache", "cuda_context"]  # each once
+
+
+def test_without_torch_there_is_nothing_to_warm_up(monkeypatch):
+    monkeypatch.delenv(warmup.ENV, raising=False)
+    state = SessionState(config=None, options=None)
+    state._worker = FakeWorker(())
+    state.start_worker()
+    state.warm_up()
+    assert state._worker.asked == []

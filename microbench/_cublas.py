@@ -18,9 +18,8 @@ import array
 import ctypes
 import ctypes.util
 import glob
+import importlib.util
 import os
-
-from spark_gotchas.warmup import library_dirs
 
 CUDA_SUCCESS = 0
 CUBLAS_STATUS_SUCCESS = 0
@@ -46,10 +45,28 @@ class CublasUnavailable(RuntimeError):
     """No usable libcuda/libcublas here (or the driver refused them): use torch instead."""
 
 
+def _site_library_dirs() -> list[str]:
+    """``lib`` folders of the NVIDIA wheels (nvidia-cublas …) without importing torch."""
+    dirs: list[str] = []
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        dirs += sorted(glob.glob(os.path.join(root, "*", "lib")))
+    try:
+        torch_spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        torch_spec = None
+    if torch_spec is not None and torch_spec.origin:
+        dirs.append(os.path.join(os.path.dirname(torch_spec.origin), "lib"))
+    return dirs
+
+
 def cublas_candidates() -> list[str]:
     """Paths (or sonames) of libcublas to try, best first: the environment's wheels, ldconfig, CUDA."""
     found: list[str] = []
-    for folder in library_dirs():
+    for folder in _site_library_dirs():
         found += sorted(glob.glob(os.path.join(folder, "libcublas.so.*")), reverse=True)
     name = ctypes.util.find_library("cublas")
     if name:

@@ -29,6 +29,7 @@ import argparse
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -135,6 +136,7 @@ class BandwidthResult:
     backend: str = ""  # "triton 3.6.0" | "torch (triton: <why not>)"
     seconds: float = 0.0  # the whole probe: setup, checks, timing
     setup_seconds: float = 0.0  # allocation and initialisation
+    compile_wait_seconds: float = 0.0  # waiting for the kernels compiled ahead (compile_ahead), before setup
 
     def method(self, name: str) -> Optional[MethodResult]:
         for result in self.methods:
@@ -214,16 +216,25 @@ def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
     if version is None:
         return {"started": False, "why": f"Triton not usable: {why}"}
 
+    def one(method: str) -> None:
+        import torch
+
+        from . import _stream_triton
+
+        n = FAST_ARRAY_BYTES // ELEMENT_BYTES  # the fast probe's size class: a multiple of 16 under 2**31
+        _stream_triton.compile_ahead(method, DEFAULT_CONFIGS[method], n, torch.float32, SCALAR, FILL_VALUE)
+        _AHEAD["compiled"].append(method)
+
     def work() -> None:
+        # One thread per kernel: much of a cold compile is ptxas and the C compiler building each
+        # launcher, in processes of their own (Triton compiles from thread pools itself).
         try:
-            import torch
+            from triton.runtime import driver
 
-            from . import _stream_triton
-
-            n = FAST_ARRAY_BYTES // ELEMENT_BYTES  # the fast probe's size class: a multiple of 16 under 2**31
-            for method in methods:
-                _stream_triton.compile_ahead(method, DEFAULT_CONFIGS[method], n, torch.float32, SCALAR, FILL_VALUE)
-                _AHEAD["compiled"].append(method)
+            driver.active.get_current_target()  # the driver's own set-up once, before the threads
+            with ThreadPoolExecutor(max_workers=len(methods), thread_name_prefix="bandwidth-compile") as pool:
+                for done in [pool.submit(one, m) for m in methods]:
+                    done.result()
         except Exception as exc:  # the probe compiles (and reports) for itself
             _AHEAD["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -233,10 +244,12 @@ def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
     return {"started": True, "triton": version}
 
 
-def _wait_for_compile_ahead() -> None:
-    thread = _AHEAD["thread"]
+def _wait_for_compile_ahead() -> float:
+    """Wait for :func:`compile_ahead` to end; the seconds waited."""
+    thread, t0 = _AHEAD["thread"], time.perf_counter()
     if thread is not None:
         thread.join(AHEAD_WAIT_S)
+    return time.perf_counter() - t0
 
 
 # -- the probe ----------------------------------------------------------------------------------
@@ -422,7 +435,7 @@ def _probe(mode, size_mb, backend, references, methods, warmup_ms, rep_ms, unifi
            configs, device: str = "cuda", clock: Any = None) -> BandwidthResult:
     import torch
 
-    _wait_for_compile_ahead()
+    waited = _wait_for_compile_ahead()
     t0 = time.perf_counter()
     clock = clock or TorchClock()
     facts = _device_facts(torch, unified_memory)
@@ -436,6 +449,7 @@ def _probe(mode, size_mb, backend, references, methods, warmup_ms, rep_ms, unifi
         device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
         unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing,
         mode="sized" if requested else mode, backend=backend_text, setup_seconds=setup,
+        compile_wait_seconds=waited,
     )
     try:
         for method in methods:

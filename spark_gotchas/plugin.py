@@ -150,22 +150,20 @@ class SessionState:
         return self._worker
 
     def start_worker(self) -> None:
-        """Start the GPU worker, and the warm-ups that may run from its start (not the GPU's)."""
+        """Start the GPU worker: it imports torch (seconds, cold) while pytest goes on."""
         self.worker().start()
-        self.warm_up(at_rest=True)
 
-    def warm_up(self, at_rest: bool = False) -> None:
-        """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`): with
-        ``at_rest`` only those that leave the GPU alone, which the at-rest readings allow."""
+    def warm_up(self) -> None:
+        """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`), once each.
+        They touch the GPU: only once the checks of its state at rest are done."""
         from . import warmup
 
         worker = self._worker
         if worker is None or "torch" not in worker.preload:
             return
         for name in warmup.chosen():
-            if name not in self.warmups_sent and (not at_rest or name not in warmup.TOUCH_THE_GPU):
-                if worker.warm_up(name):
-                    self.warmups_sent.add(name)
+            if name not in self.warmups_sent and worker.warm_up(name):
+                self.warmups_sent.add(name)
 
     def load_worker(self) -> Any:
         """A worker that imports nothing up front: the G4 spot check's load runs there while the

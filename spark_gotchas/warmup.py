@@ -8,19 +8,16 @@ when it is time for it; the child runs it in a thread beside the import:
   torch's CUDA runtime later finds that context and uses it: the first GPU task skips the
   0.3-0.5 s it would otherwise spend creating it. The suite asks for it once the checks of the
   machine's state at rest are done: a context changes what NVML reads at rest.
-- ``page_cache``: ask the kernel to read the environment's CUDA libraries ahead
-  (``posix_fadvise(WILLNEED)``), for a machine whose page cache does not hold them yet.
 
-All are best effort: a failure leaves the work to the import and the tasks, as without them.
-Which ones run is :data:`DEFAULT` unless ``SPARK_GOTCHAS_WARMUPS`` names others (comma-separated;
+Reading the CUDA libraries ahead (``posix_fadvise(WILLNEED)``) was measured too, and made a cold
+preflight slower (docs/benchmarks.md). A warm-up is best effort: a failure leaves the work to the
+import and the tasks, as without it. Which ones run is :data:`DEFAULT` unless ``SPARK_GOTCHAS_WARMUPS`` names others (comma-separated;
 ``none`` for none).
 """
 
 from __future__ import annotations
 
 import ctypes
-import glob
-import importlib.util
 import os
 import threading
 import time
@@ -28,7 +25,6 @@ from typing import Any, Callable
 
 ENV = "SPARK_GOTCHAS_WARMUPS"
 DEFAULT = ("cuda_context",)
-TOUCH_THE_GPU = frozenset({"cuda_context"})  # asked for only once the at-rest readings are taken
 
 
 def chosen(environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -38,24 +34,6 @@ def chosen(environ: dict[str, str] | None = None) -> tuple[str, ...]:
         return DEFAULT
     names = tuple(n.strip() for n in value.split(",") if n.strip())
     return () if names in ((), ("none",)) else names
-
-
-def library_dirs() -> list[str]:
-    """``lib`` folders of the NVIDIA wheels (nvidia-cublas …) and of torch, without importing torch."""
-    dirs: list[str] = []
-    for name in ("nvidia", "torch"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            continue
-        if name == "nvidia":
-            for root in spec.submodule_search_locations or []:
-                dirs += sorted(glob.glob(os.path.join(root, "*", "lib")))
-        elif spec.origin:
-            dirs.append(os.path.join(os.path.dirname(spec.origin), "lib"))
-    return dirs
 
 
 def cuda_context() -> Any:
@@ -74,27 +52,7 @@ def cuda_context() -> Any:
     return round(time.perf_counter() - t0, 3)
 
 
-def page_cache(dirs: list[str] | None = None) -> dict[str, Any]:
-    """Read-ahead advice for every shared library in ``dirs`` (default :func:`library_dirs`)."""
-    t0 = time.perf_counter()
-    total = 0
-    for folder in dirs if dirs is not None else library_dirs():
-        for path in glob.glob(os.path.join(folder, "*.so*")):
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-                total += os.fstat(fd).st_size
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    return {"bytes": total, "seconds": round(time.perf_counter() - t0, 3)}
-
-
-WARMUPS: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context, "page_cache": page_cache}
+WARMUPS: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context}
 
 
 def serve(fd: int, results: dict[str, Any], send: Callable[[dict], None]) -> None:

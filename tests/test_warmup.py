@@ -15,14 +15,6 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 
 
-def test_read_ahead_counts_the_libraries_it_advised(tmp_path):
-    (tmp_path / "libcublas.so.13").write_bytes(b"\0" * 4096)
-    (tmp_path / "libtorch_cuda.so").write_bytes(b"\0" * 1024)
-    (tmp_path / "README.txt").write_text("not a library")
-    result = warmup.page_cache([str(tmp_path), str(tmp_path / "missing")])
-    assert result["bytes"] == 5120 and result["seconds"] >= 0
-
-
 def test_without_a_driver_the_cuda_context_says_why(monkeypatch):
     def no_driver(name):
         raise OSError("libcuda.so.1: cannot open shared object file: No such file or directory")
@@ -36,19 +28,8 @@ def test_with_a_driver_the_cuda_context_takes_seconds():
     assert isinstance(warmup.cuda_context(), float)
 
 
-def test_library_folders_are_found_without_importing_torch(tmp_path, monkeypatch):
-    import sys
-
-    (tmp_path / "nvidia" / "cu13" / "lib").mkdir(parents=True)
-    (tmp_path / "nvidia" / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    before = "torch" in sys.modules
-    assert str(tmp_path / "nvidia" / "cu13" / "lib") in warmup.library_dirs()
-    assert ("torch" in sys.modules) == before
-
-
 @pytest.mark.parametrize("value, names", [(None, warmup.DEFAULT), ("none", ()), ("", ()),
-                                          ("page_cache, cuda_context", ("page_cache", "cuda_context"))])
+                                          ("cuda_context, other", ("cuda_context", "other"))])
 def test_the_environment_chooses_the_warm_ups(value, names):
     assert warmup.chosen({} if value is None else {warmup.ENV: value}) == names
 
@@ -85,15 +66,15 @@ class FakeWorker:
         return True
 
 
-def test_the_gpu_is_left_alone_until_the_at_rest_readings_are_taken(monkeypatch):
-    monkeypatch.setenv(warmup.ENV, "cuda_context,page_cache")
+def test_the_cuda_context_waits_for_the_at_rest_checks_and_is_asked_for_once(monkeypatch):
+    monkeypatch.delenv(warmup.ENV, raising=False)
     state = SessionState(config=None, options=None)
     state._worker = FakeWorker(("torch",))
     state.start_worker()
-    assert state._worker.asked == ["page_cache"]  # at the worker's start: reading files only
+    assert state._worker.asked == []  # the worker imports; the GPU is left at rest
     state.warm_up()
     state.warm_up()
-    assert state._worker.asked == ["page_cache", "cuda_context"]  # each once
+    assert state._worker.asked == ["cuda_context"]
 
 
 def test_without_torch_there_is_nothing_to_warm_up(monkeypatch):

@@ -53,9 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "scan: CPU-only check of installed files or records, not of the machine's live state; runs after the "
                    "live checks, alongside the prepared GPU readings (the G4 load)")
     config.addinivalue_line(
-        "markers", "gpu(prepare=KEYS, late=False): check that runs work in the GPU worker; runs after the CPU-only "
-                   "checks so the torch import overlaps them; the readings named in prepare start with the first scan "
-                   "or GPU check; late=True runs it after the other GPU checks (its prepared work needs the time)")
+        "markers", "gpu(prepare=KEYS): check that runs work in the GPU worker; runs after the CPU-only checks so the "
+                   "torch import overlaps them; the readings named in prepare start with the first scan or GPU check")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
     try:
         options = from_config(config)
@@ -210,13 +209,12 @@ def aims_at_checks(config: pytest.Config) -> bool:
 
 
 def run_phase(item: pytest.Item) -> int:
-    """0: CPU-only check of the machine's live state, 1: a ``scan`` of files, 2: a ``gpu`` check,
-    3: a ``gpu(late=True)`` check. Other tests are phase 0: their order is left alone."""
+    """0: CPU-only check of the machine's live state, 1: a ``scan`` of files, 2: a ``gpu`` check.
+    Other tests are phase 0: their order is left alone."""
     if gotcha_of(item) is None:
         return 0
-    gpu = item.get_closest_marker("gpu")
-    if gpu is not None:
-        return 3 if gpu.kwargs.get("late") else 2
+    if item.get_closest_marker("gpu") is not None:
+        return 2
     return 1 if item.get_closest_marker("scan") is not None else 0
 
 

@@ -6,13 +6,13 @@ from spark_gotchas.judges import g05_bandwidth as g05
 
 
 @pytest.mark.fast
-@pytest.mark.gpu(prepare=["bench.bandwidth"], late=True)  # its kernels compile in the worker meanwhile
+@pytest.mark.gpu(prepare=["bench.bandwidth"])
 def test_g5_bandwidth_budget(spark):
     spark.report(g05.judge_bandwidth(spark.read("bench.bandwidth"), spark.try_read("gpu.inventory"), spark.profile))
 
 
 @pytest.mark.fast
-@pytest.mark.gpu(late=True)
+@pytest.mark.gpu
 def test_g5_decode_ceiling(spark):
     spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.options.spark_model_gb))
 

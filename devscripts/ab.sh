@@ -5,27 +5,26 @@
 # archive of the commit to compare with, carried to the device). Runtime: about 3 minutes on one H200.
 set -u
 cd "$(dirname "$0")/.."
-NEW="$PWD"
 OUT="${OUT:-/tmp/spark-gotchas-ab}"
-mkdir -p "$OUT" /tmp/old && tar -xf .ab/old.tar -C /tmp/old
 . devscripts/lib.sh
+unpack_old
 fast() {  # name, tree, env...
   local name="$1" tree="$2"; shift 2
   TREE="$tree" timed_fast "$name" "$@"
   grep -E "^G(4|5) " "$OUT/$name.txt" | cut -c1-110
   python3 -c "import json; print('   report has timing (new code):', 'timing' in json.load(open('$OUT/$name.json'))['spark_gotchas'])"
 }
-fast new-cold "$NEW"
+fast new-cold "$REPO"
 python3 devscripts/timeline.py "$OUT/new-cold.json"
-fast new-warm "$NEW"
+fast new-warm "$REPO"
 for i in 1 2; do
   for tree in old new; do
     evict_libraries
-    fast "$tree-evicted-$i" "$( [ $tree = old ] && echo /tmp/old || echo "$NEW")" TRITON_CACHE_DIR="$(mktemp -d)"
+    fast "$tree-evicted-$i" "$( [ $tree = old ] && echo /tmp/old || echo "$REPO")" TRITON_CACHE_DIR="$(mktemp -d)"
   done
 done
 for i in 1 2 3; do
   fast "old-warm-$i" /tmp/old
-  fast "new-warm-$i" "$NEW"
+  fast "new-warm-$i" "$REPO"
 done
 python3 devscripts/timeline.py "$OUT/new-warm-3.json"

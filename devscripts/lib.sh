@@ -4,6 +4,8 @@
 #                                    the given environment; writes $OUT/NAME.{txt,json}; prints the
 #                                    wall time, pytest's stages (devscripts/traceplug.py) and its summary
 #   evict_libraries                  drops site-packages, the standard library and /usr/local/cuda*
+#   unpack_old                       unpacks .ab/old.tar (a git archive of the commit to compare
+#                                    with, carried to the device) into /tmp/old; makes $OUT
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LIBS="$(python3 -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"], p["platlib"], p["stdlib"])')"
 
@@ -20,4 +22,8 @@ timed_fast() {
 
 evict_libraries() {
   python3 "$REPO/devscripts/evict.py" $LIBS /usr/local/cuda* > /dev/null 2>&1
+}
+
+unpack_old() {
+  mkdir -p "$OUT" /tmp/old && tar -xf "$REPO/.ab/old.tar" -C /tmp/old
 }

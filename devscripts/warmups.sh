@@ -8,14 +8,13 @@
 # about 4 minutes on one H200.
 set -u
 cd "$(dirname "$0")/.."
-NEW="$PWD"
 OUT="${OUT:-/tmp/spark-gotchas-warmups}"
-mkdir -p "$OUT" /tmp/old && tar -xf .ab/old.tar -C /tmp/old
 . devscripts/lib.sh
+unpack_old
 declare -A WARM=([old]="" [none]=none [ctx]=cuda_context)
 fast() {  # name, variant, env...
   local name="$1" variant="$2"; shift 2
-  local tree="$NEW"; [ "$variant" = old ] && tree=/tmp/old
+  local tree="$REPO"; [ "$variant" = old ] && tree=/tmp/old
   TREE="$tree" timed_fast "$name" SPARK_GOTCHAS_WARMUPS="${WARM[$variant]}" \
     PYTEST_ADDOPTS="--spark-snapshot=$OUT/$name.snap.json" "$@"
   grep -E "^G(4|5) " "$OUT/$name.txt" | cut -c1-100

@@ -74,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
     if replay is None and aims_at_checks(config):
-        state.start_worker()  # torch imports (seconds, cold) while pytest collects
+        state.worker().start()  # torch imports (seconds, cold) while pytest collects
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -148,10 +148,6 @@ class SessionState:
 
             self._worker = Worker(preload=("torch",) if torch_installed() else ())
         return self._worker
-
-    def start_worker(self) -> None:
-        """Start the GPU worker: it imports torch (seconds, cold) while pytest goes on."""
-        self.worker().start()
 
     def warm_up(self) -> None:
         """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`), once each.
@@ -264,7 +260,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if any(gotcha_of(i) is not None for i in items):
         state.active = True
         if state.replay is None:
-            state.start_worker()  # no-op when configure started it already
+            state.worker().start()  # no-op when configure started it already
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

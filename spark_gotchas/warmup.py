@@ -11,8 +11,8 @@ when it is time for it; the child runs it in a thread beside the import:
 
 Reading the CUDA libraries ahead (``posix_fadvise(WILLNEED)``) was measured too, and made a cold
 preflight slower (docs/benchmarks.md). A warm-up is best effort: a failure leaves the work to the
-import and the tasks, as without it. Which ones run is :data:`DEFAULT` unless ``SPARK_GOTCHAS_WARMUPS`` names others (comma-separated;
-``none`` for none).
+import and the tasks, as without it. Which ones run is :data:`DEFAULT` unless
+``SPARK_GOTCHAS_WARMUPS`` names others (comma-separated; ``none`` for none).
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ def cuda_context() -> Any:
 WARMUPS: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context}
 
 
-def serve(fd: int, results: dict[str, Any], send: Callable[[dict], None]) -> None:
-    """Child side: run each warm-up named on ``fd`` (one name per line) in a thread of its own,
-    note ``{"result", "t_start_epoch", "t_end_epoch"}`` in ``results`` ("running" until then) and
-    ``send`` it as ``{"warmups": {name: that}}``. Until EOF."""
+def serve(fd: int, send: Callable[[dict], None]) -> None:
+    """Child side: run each warm-up named on ``fd`` (one name per line, each once) in a thread of
+    its own, and ``send`` ``{"warmups": {name: {"result", "t_start_epoch", "t_end_epoch"}}}`` when
+    it ends. Until EOF."""
 
     def run(name: str) -> None:
         func, began = WARMUPS.get(name), time.time()
@@ -66,12 +66,13 @@ def serve(fd: int, results: dict[str, Any], send: Callable[[dict], None]) -> Non
             result = func() if func is not None else "no such warm-up"
         except Exception as exc:  # best effort: say what went wrong, never stop the worker
             result = f"{type(exc).__name__}: {exc}"
-        results[name] = entry = {"result": result, "t_start_epoch": began, "t_end_epoch": time.time()}
+        entry = {"result": result, "t_start_epoch": began, "t_end_epoch": time.time()}
         try:
             send({"warmups": {name: entry}})
         except (OSError, ValueError):
             pass
 
+    started: set[str] = set()
     with os.fdopen(fd, "rb", buffering=0) as pipe:
         buffer = b""
         while chunk := pipe.read(256):
@@ -79,6 +80,6 @@ def serve(fd: int, results: dict[str, Any], send: Callable[[dict], None]) -> Non
             *names, buffer = buffer.split(b"\n")
             for raw in names:
                 name = raw.decode(errors="replace").strip()
-                if name and name not in results:
-                    results[name] = "running"
+                if name and name not in started:
+                    started.add(name)
                     threading.Thread(target=run, args=(name,), name=f"warmup-{name}", daemon=True).start()

@@ -9,9 +9,10 @@ Protocol: JSON lines. The parent writes ``{"id", "task", "args"}`` to the child'
 child answers on a private pipe (its stdout proper is redirected to stderr so that library
 prints cannot corrupt the protocol) with zero or more ``{"id", "progress"}`` lines and then
 one ``{"id", "ok", "value" | "error"}`` line. Once its preload imports are done the child sends
-one ``{"ready": {module: seconds}, "warmups", "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
+one ``{"ready": {module: seconds}, "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
 A second pipe carries the names of warm-ups (:meth:`Worker.warm_up`) that the child starts at once,
-even mid-import; each answers with a ``{"warmups": {name: result}}`` line when it ends.
+even mid-import; each answers with a ``{"warmups": {name: {"result", "t_start_epoch", "t_end_epoch"}}}``
+line when it ends.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Timeline:
     starts: list[float] = field(default_factory=list)
     ready: list[float] = field(default_factory=list)
     preload_seconds: dict[str, float] = field(default_factory=dict)
-    warmups: dict[str, Any] = field(default_factory=dict)  # name -> spark_gotchas.warmup's result ("running" until it ends)
+    warmups: dict[str, Any] = field(default_factory=dict)  # name -> "running" when asked, the child's entry when done
     tasks: list[dict] = field(default_factory=list)  # task, start, seconds, ok
 
     def to_json(self, origin: float) -> dict[str, Any]:
@@ -203,6 +204,7 @@ class Worker:
             os.write(fd, name.encode() + b"\n")
         except OSError:
             return False
+        self.timeline.warmups.setdefault(name, "running")  # until the child's answer replaces it
         return True
 
     def interrupt(self) -> None:
@@ -339,9 +341,8 @@ class Worker:
         if isinstance(message.get("ready"), dict):
             self.timeline.preload_seconds.update(
                 {str(k): float(v) for k, v in message["ready"].items() if isinstance(v, (int, float))})
-        if isinstance(message.get("warmups"), dict):  # a result never goes back to "running"
-            self.timeline.warmups.update({k: v for k, v in message["warmups"].items()
-                                          if v != "running" or k not in self.timeline.warmups})
+        if isinstance(message.get("warmups"), dict):
+            self.timeline.warmups.update(message["warmups"])
         if "ready" in message and isinstance(message.get("t_epoch"), (int, float)):
             self.timeline.ready.append(float(message["t_epoch"]))
 

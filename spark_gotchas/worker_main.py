@@ -27,7 +27,6 @@ _WRITE_LOCK = threading.Lock()
 PRELOAD_SECONDS: dict[str, float] = {}
 PRELOAD_ERRORS: dict[str, str] = {}
 PRELOAD_ERROR_FILES: dict[str, str] = {}  # the file the import failed in (innermost frame)
-WARMUPS: dict[str, object] = {}  # spark_gotchas.warmup's results, as they finish
 
 
 def should_stop() -> bool:
@@ -82,7 +81,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     warmup_fd = os.environ.pop("SPARK_GOTCHAS_WARMUP_FD", None)
     if warmup_fd is not None:  # the warm-ups the parent names, beside the imports
-        threading.Thread(target=warmup.serve, args=(int(warmup_fd), WARMUPS, _send), name="warmups",
+        threading.Thread(target=warmup.serve, args=(int(warmup_fd), _send), name="warmups",
                          daemon=True).start()
     for name in argv:
         t0 = time.perf_counter()
@@ -92,7 +91,7 @@ def main(argv: list[str]) -> int:
             PRELOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
             PRELOAD_ERROR_FILES[name] = failing_file(exc)
         PRELOAD_SECONDS[name] = time.perf_counter() - t0
-    _send({"ready": PRELOAD_SECONDS, "warmups": dict(WARMUPS), "t_epoch": time.time()})
+    _send({"ready": PRELOAD_SECONDS, "t_epoch": time.time()})
     for raw in sys.stdin:
         try:
             request = json.loads(raw)

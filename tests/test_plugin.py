@@ -607,6 +607,16 @@ def test_checks_run_live_then_scans_then_gpu_and_prepared_readings_start_after_t
     assert timing["worker"] is None or isinstance(timing["worker"]["tasks"], list)
 
 
+def test_the_workers_warm_up_waits_for_the_checks_of_the_machine_at_rest(pytester, prepared_reader, monkeypatch):
+    from spark_gotchas.plugin import SessionState
+
+    monkeypatch.setattr(SessionState, "warm_up", lambda self: EVENTS.append("warm-up"))
+    pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
+    run(pytester).assert_outcomes(passed=3)
+    # asked for (it touches the GPU) only after the live check read the machine at rest
+    assert prepared_reader[:3] == ["clock read", "warm-up", "prepared"]
+
+
 def test_a_deselected_gpu_check_prepares_nothing(pytester, prepared_reader):
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
     run(pytester, "-k", "cpu_first or scan").assert_outcomes(passed=2, deselected=1)

@@ -28,6 +28,17 @@ def test_with_a_driver_the_cuda_context_takes_seconds():
     assert isinstance(warmup.cuda_context(), float)
 
 
+def test_asked_for_a_warm_up_the_report_says_running_until_the_answer():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    worker = Worker(preload=(), env=env)
+    try:
+        worker.start()
+        assert worker.warm_up("no_such_warm_up")
+        assert worker.timeline.to_json(0.0)["warmups"] == {"no_such_warm_up": {"result": "running"}}
+    finally:
+        worker.close()
+
+
 @pytest.mark.parametrize("value, names", [(None, warmup.DEFAULT), ("none", ()), ("", ()),
                                           ("cuda_context, other", ("cuda_context", "other"))])
 def test_the_environment_chooses_the_warm_ups(value, names):
@@ -66,12 +77,10 @@ class FakeWorker:
         return True
 
 
-def test_the_cuda_context_waits_for_the_at_rest_checks_and_is_asked_for_once(monkeypatch):
+def test_the_cuda_context_is_asked_for_once(monkeypatch):
     monkeypatch.delenv(warmup.ENV, raising=False)
     state = SessionState(config=None, options=None)
     state._worker = FakeWorker(("torch",))
-    state.start_worker()
-    assert state._worker.asked == []  # the worker imports; the GPU is left at rest
     state.warm_up()
     state.warm_up()
     assert state._worker.asked == ["cuda_context"]
@@ -81,6 +90,5 @@ def test_without_torch_there_is_nothing_to_warm_up(monkeypatch):
     monkeypatch.delenv(warmup.ENV, raising=False)
     state = SessionState(config=None, options=None)
     state._worker = FakeWorker(())
-    state.start_worker()
     state.warm_up()
     assert state._worker.asked == []

@@ -1,4 +1,4 @@
-"""Print a run's timeline (checks and GPU worker) from its JSON report, in start order (devscripts)."""
+"""Print a run's timeline (checks and the workers) from its JSON report, in start order (devscripts)."""
 import json
 import sys
 
@@ -12,6 +12,11 @@ if worker:
     rows += [(w.get("start_s") or 0, w.get("seconds") or 0, f"warmup {name}: {w.get('result')}")
              for name, w in worker.get("warmups", {}).items()]
     rows += [(t["start_s"], t["seconds"], "worker " + t["task"] + ("" if t["ok"] else " (failed)")) for t in worker["tasks"]]
+for name in ("load_worker", "build_worker"):
+    other = timing.get(name)
+    if other:
+        rows += [(t["start_s"], t["seconds"], f"{name} {t['task']}" + ("" if t["ok"] else " (failed)"))
+                 for t in other["tasks"]]
 for start, seconds, what in sorted(rows):
-    if seconds >= 0.02 or what.startswith(("worker", "warmup")):
+    if seconds >= 0.02 or what.startswith(("worker", "warmup", "load_worker", "build_worker")):
         print(f"   {start:7.2f} +{seconds:5.2f}  {what}")

@@ -1,4 +1,5 @@
-"""What every microbenchmark's command line checks first: is there a CUDA device to measure."""
+"""What every microbenchmark's command line checks first (is there a CUDA device to measure), and how
+an error reads in a result: one line."""
 
 from __future__ import annotations
 
@@ -23,3 +24,9 @@ def require_cuda() -> bool:
     if reason:
         print(reason, file=sys.stderr)
     return reason is None
+
+
+def first_line(exc: BaseException, limit: int = 240) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters: an error as a result shows it."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:limit]

@@ -20,14 +20,11 @@ import time
 import warnings
 from typing import Any
 
+from ._cli import first_line
+
 TOLERANCE_FACTOR = 2.0
 TOLERANCE_FLOOR = 1e-3
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
-
-
-def _first_line(exc: BaseException, limit: int = 240) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:limit]
 
 
 def _problem(seqlen: int, heads: int, head_dim: int, dtype_name: str, device: str = "cuda") -> tuple[Any, Any, Any]:
@@ -59,7 +56,7 @@ def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtyp
     try:
         module = importlib.import_module("flash_attn")
     except Exception as exc:  # ImportError: libcudart.so.12 …, undefined symbol …
-        out["import_error"] = _first_line(exc)
+        out["import_error"] = first_line(exc)
         return out
     out["imported"] = True
     out["import_seconds"] = time.perf_counter() - t0
@@ -72,7 +69,7 @@ def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtyp
             out["interface"] = name
             break
         except Exception as exc:
-            out["interface_error"] = _first_line(exc)
+            out["interface_error"] = first_line(exc)
     import torch
 
     if device == "cuda":
@@ -98,7 +95,7 @@ def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtyp
             torch.cuda.synchronize()
         out["call_seconds"] = time.perf_counter() - t1
     except Exception as exc:  # "no kernel image is available", "FlashAttention only supports …"
-        out["gpu_error"] = _first_line(exc)
+        out["gpu_error"] = first_line(exc)
         return out
     out["finite"] = bool(torch.isfinite(flash).all().item())
     out["max_abs_err_flash"] = float((flash.float() - reference).abs().max().item())
@@ -142,7 +139,7 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
                 torch.cuda.synchronize()
             out["ran"][name] = "ok" if bool(torch.isfinite(result).all().item()) else "non-finite output"
         except Exception as exc:
-            out["ran"][name] = _first_line(exc, 160)
+            out["ran"][name] = first_line(exc, 160)
         out["seconds"][name] = round(time.perf_counter() - began, 4)
     return out
 

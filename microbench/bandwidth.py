@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from ._cli import require_cuda
+from ._cli import first_line, require_cuda
 from ._timing import Timing, TorchClock, bench
 
 METHODS = ("read", "write", "copy", "triad")
@@ -202,6 +202,49 @@ _AHEAD: dict[str, Any] = {"thread": None, "compiled": [], "error": ""}
 AHEAD_WAIT_S = 120.0
 
 
+def fill_triton_cache(capability: list[int], methods: tuple[str, ...] | list[str] = METHODS) -> dict:
+    """Compile the fast probe's Triton kernels for a device of ``capability`` and build their
+    launchers into Triton's on-disk cache, in this process, which must not import torch.
+
+    The suite runs this in a worker of its own while the GPU worker imports torch, so that
+    :func:`compile_ahead` there finds everything built (docs/benchmarks.md). Each kernel in a
+    thread of its own: most of a cold build is ``ptxas`` and the C compiler, in processes of
+    their own. Returns what was built, each part's seconds, and any error (one line each).
+    """
+    from . import _triton_cache
+
+    began = time.perf_counter()
+    out: dict[str, Any] = {"capability": list(capability), "built": [], "errors": {}, "seconds": {}}
+    try:
+        _triton_cache.block_torch()
+        import triton
+
+        from . import _stream_triton
+    except Exception as exc:  # no Triton, a broken install, or torch already here
+        out["errors"]["setup"] = first_line(exc, 300)
+        return out
+    out["triton"] = triton.__version__
+    n = FAST_ARRAY_BYTES // ELEMENT_BYTES  # the fast probe's size class, as compile_ahead uses
+
+    def one(name: str) -> None:
+        t0 = time.perf_counter()
+        try:
+            if name == "driver":
+                _triton_cache.build_driver_module()
+            else:
+                _stream_triton.fill_cache(name, DEFAULT_CONFIGS[name], n, capability, SCALAR, FILL_VALUE)
+            out["built"].append(name)
+        except Exception as exc:  # the worker compiles for itself
+            out["errors"][name] = first_line(exc, 300)
+        out["seconds"][name] = round(time.perf_counter() - t0, 3)
+
+    parts = ["driver", *methods]
+    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="triton-cache") as pool:
+        list(pool.map(one, parts))
+    out["total_seconds"] = round(time.perf_counter() - began, 3)
+    return out
+
+
 def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
     """Compile the probe's Triton kernels in a background thread of the worker, and return at once.
 
@@ -209,12 +252,10 @@ def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
     launchers (docs/benchmarks.md). The suite starts this with the scans (``gpu(prepare=...)``),
     so the work overlaps the checks before G5; :func:`probe` and :func:`sweep` wait for it before
     they time anything. It is host-side work but for loading each kernel's module on the device.
+    Even importing Triton happens in the thread: the worker's next task need not wait for it.
     """
     if _AHEAD["thread"] is not None:
         return {"started": False, "why": "already started"}
-    version, why = _triton_version()
-    if version is None:
-        return {"started": False, "why": f"Triton not usable: {why}"}
 
     def one(method: str) -> None:
         import torch
@@ -226,6 +267,10 @@ def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
         _AHEAD["compiled"].append(method)
 
     def work() -> None:
+        version, why = _triton_version()
+        if version is None:
+            _AHEAD["error"] = f"Triton not usable: {why}"
+            return
         # One thread per kernel: much of a cold compile is ptxas and the C compiler building each
         # launcher, in processes of their own (Triton compiles from thread pools itself).
         try:
@@ -241,7 +286,7 @@ def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
     thread = threading.Thread(target=work, name="bandwidth-compile-ahead", daemon=True)
     _AHEAD["thread"] = thread
     thread.start()
-    return {"started": True, "triton": version}
+    return {"started": True}
 
 
 def _wait_for_compile_ahead() -> float:

@@ -113,12 +113,13 @@ class SessionState:
     warmups_sent: set[str] = field(default_factory=set)  # spark_gotchas.warmup names asked of the GPU worker
     _worker: Any = None
     _load_worker: Any = None
+    _build_worker: Any = None
     _provider: Optional[Provider] = None
 
     @property
     def provider(self) -> Provider:
         if self._provider is None:
-            self._provider = Provider(self.options, self.replay, self.worker, self.load_worker)
+            self._provider = Provider(self.options, self.replay, self.worker, self.load_worker, self.build_worker)
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
         return self._provider
@@ -164,21 +165,31 @@ class SessionState:
     def load_worker(self) -> Any:
         """A worker that imports nothing up front: the G4 spot check's load runs there while the
         GPU worker is still importing torch."""
-        if self.replay is not None:
-            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
         if self._load_worker is None:
-            from .worker import Worker
-
-            self._load_worker = Worker(preload=())
+            self._load_worker = self._bare_worker()
         return self._load_worker
 
+    def build_worker(self) -> Any:
+        """A worker that imports nothing up front and never torch: G5's Triton kernels are built
+        there while the GPU worker is still importing torch."""
+        if self._build_worker is None:
+            self._build_worker = self._bare_worker()
+        return self._build_worker
+
+    def _bare_worker(self) -> Any:
+        if self.replay is not None:
+            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
+        from .worker import Worker
+
+        return Worker(preload=())
+
     def close(self) -> None:
-        workers = [w for w in (self._worker, self._load_worker) if w is not None]
+        workers = [w for w in (self._worker, self._load_worker, self._build_worker) if w is not None]
         for worker in workers:
-            worker.end_input()  # both start leaving at once
+            worker.end_input()  # all start leaving at once
         for worker in workers:
             worker.close()
-        self._worker = self._load_worker = None
+        self._worker = self._load_worker = self._build_worker = None
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -452,7 +463,7 @@ def timing(state: SessionState) -> dict[str, Any]:
     """Where the run's time went, in seconds after pytest configured the run: each check's call, and
     the GPU worker's start, imports and tasks (null when no worker ran)."""
     origin = state.configured_epoch
-    workers = {"worker": state._worker, "load_worker": state._load_worker}
+    workers = {"worker": state._worker, "load_worker": state._load_worker, "build_worker": state._build_worker}
     return {
         "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
                    for nodeid, start, seconds in state.check_times],

@@ -34,6 +34,7 @@ class Provider:
         replay: Snapshot | None = None,
         worker_factory: Callable[[], Any] | None = None,
         load_worker_factory: Callable[[], Any] | None = None,
+        build_worker_factory: Callable[[], Any] | None = None,
     ):
         self.options = options
         self.replay = replay
@@ -49,7 +50,8 @@ class Provider:
         self._prefetching: dict[str, threading.Thread] = {}
         self._raised: dict[str, ReadingUnavailable] = {}
         self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self,
-                                        load_worker_factory=load_worker_factory)
+                                        load_worker_factory=load_worker_factory,
+                                        build_worker_factory=build_worker_factory)
 
     @property
     def live(self) -> bool:

@@ -268,10 +268,13 @@ class Worker:
                 self._pauses -= 1
                 self._pause_change.notify_all()
 
-    def submit(self, task: str, args: dict[str, Any] | None = None) -> bool:
+    def submit(self, task: str, args: dict[str, Any] | None = None, start: bool = True) -> bool:
         """Queue ``task`` without waiting for it; its reply is dropped. For tasks that only start
         background work in the child (compiling kernels) and return at once. False if it could not
-        be sent (the next call starts a fresh worker as usual)."""
+        be sent (the next call starts a fresh worker as usual). ``start=False``: only to a child
+        that is running now (a late head start must not start a worker the run has closed)."""
+        if not start and not self.alive:
+            return False
         try:
             self._send(task, args)  # no call waits for its id: the reply is skipped like any other
         except OSError:

@@ -119,9 +119,13 @@ class FakeWorker:
         self.answers = answers
         self.progress = progress or {}
         self.calls: list[str] = []
+        self.args: dict[str, Any] = {}  # task -> the arguments of its last call
+        self.submitted: list[tuple[str, bool]] = []  # task, start
+        self.ended = False
 
     def call(self, task: str, args: dict | None = None, timeout: float = 60.0, on_progress=None) -> TaskResult:
         self.calls.append(task)
+        self.args[task] = args
         for item in self.progress.get(task, []):
             if on_progress is not None:
                 on_progress(item)
@@ -131,6 +135,14 @@ class FakeWorker:
         if answer is None:
             return TaskResult(ok=False, error=f"no recorded answer for {task}")
         return TaskResult(ok=True, value=to_jsonable(answer))
+
+    def submit(self, task: str, args: dict | None = None, start: bool = True) -> bool:
+        self.submitted.append((task, start))
+        self.calls.append(f"submit {task}")
+        return True
+
+    def end_input(self) -> None:
+        self.ended = True
 
     def start(self) -> None:
         pass

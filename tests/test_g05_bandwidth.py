@@ -227,3 +227,52 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
     assert len(rows) == 1 + len(sweep.points)
     assert artifacts == {"G5 bandwidth sweep (CSV)": got.csv_path}
     assert g05.judge_sweep(got, fk.gb10_inventory(), profiles.GB10).status is Status.PASS
+
+
+# -- the kernels' head start: built without torch, then loaded by the GPU worker -------------------
+class InventoryOnly:
+    def __init__(self, inventory):
+        self.inventory = inventory
+
+    def try_read(self, key):
+        return self.inventory if key == "gpu.inventory" else None
+
+
+def head_start(inventory, build_answer=None, with_build_worker=True):
+    from spark_gotchas.options import RunOptions
+    from spark_gotchas.readers import ReadContext
+    from spark_gotchas.readers.bench import compile_kernels_ahead
+
+    gpu = fk.FakeWorker({})
+    build = fk.FakeWorker({"microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
+    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: gpu, provider=InventoryOnly(inventory),
+                      build_worker_factory=(lambda: build) if with_build_worker else None)
+    thread = compile_kernels_ahead(ctx)
+    if thread is not None:
+        thread.join(10)
+    return gpu, build
+
+
+def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads():
+    gpu, build = head_start(fk.gb10_inventory())
+    assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
+    assert build.args["microbench.bandwidth:fill_triton_cache"] == {"capability": [12, 1]} and build.ended
+    assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]  # only to a worker still running
+
+
+def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself():
+    gpu, build = head_start(fk.h200_inventory(), build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"))
+    assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
+    assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+
+
+def test_gpus_of_two_capabilities_or_no_nvml_leave_the_compile_to_the_gpu_worker():
+    mixed = replace(fk.h200_inventory(), devices=[*fk.h200_inventory().devices, *fk.gb10_inventory().devices])
+    for inventory in (mixed, None):
+        gpu, build = head_start(inventory)
+        assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+
+
+def test_without_a_build_worker_the_gpu_worker_compiles_at_once():
+    gpu, build = head_start(fk.h200_inventory(), with_build_worker=False)
+    assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]

@@ -134,6 +134,15 @@ def test_a_submitted_task_runs_first_and_its_reply_never_answers_a_call(worker):
     assert [t["task"] for t in worker.timeline.tasks] == ["worker_tasks:slow_echo", "worker_tasks:echo"]
 
 
+def test_a_late_submit_never_starts_a_worker_the_run_has_closed(worker):
+    assert not worker.submit("worker_tasks:echo", {"x": 1}, start=False)
+    assert not worker.alive and worker.starts == 0 and worker.timeline.tasks == []
+    worker.start()
+    assert worker.submit("worker_tasks:echo", {"x": 1}, start=False) and worker.starts == 1
+    worker.close()
+    assert not worker.submit("worker_tasks:echo", {"x": 1}, start=False) and worker.starts == 1
+
+
 def test_calls_from_two_threads_take_turns(worker):
     results = {}
 

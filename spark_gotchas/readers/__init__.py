@@ -28,6 +28,7 @@ class ReadContext:
     add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
     load_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for loads that need none
+    build_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for building kernels
 
     @property
     def worker(self) -> Any:
@@ -37,6 +38,12 @@ class ReadContext:
     def load_worker(self) -> Any:
         """A second worker that imports nothing up front (None where the run has none)."""
         return self.load_worker_factory() if self.load_worker_factory is not None else None
+
+    @property
+    def build_worker(self) -> Any:
+        """A worker that never imports torch, for host-side builds (G5's Triton kernels) while the
+        GPU worker imports it (None where the run has none)."""
+        return self.build_worker_factory() if self.build_worker_factory is not None else None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -70,9 +71,40 @@ def _failed(result) -> dict:
     return {"problem": result.problem, "crashed": bool(result.crashed or result.timed_out)}
 
 
-def compile_kernels_ahead(ctx: ReadContext) -> None:
-    """Have the worker compile the probe's Triton kernels in the background while earlier checks run."""
-    ctx.worker.submit("microbench.bandwidth:compile_ahead")
+BUILD_TIMEOUT_S = 60.0
+
+
+def single_capability(ctx: ReadContext) -> Optional[tuple[int, int]]:
+    """The compute capability of every GPU NVML lists, when they all share one (else None: which
+    of them the worker's device 0 is would be a guess)."""
+    inventory = ctx.provider.try_read("gpu.inventory") if ctx.provider is not None else None
+    capabilities = {d.capability for d in inventory.devices} if inventory is not None else set()
+    return capabilities.pop() if len(capabilities) == 1 and None not in capabilities else None
+
+
+def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
+    """Give the probe's Triton kernels a head start: built into Triton's cache by the build worker
+    (no torch) while the GPU worker imports torch, then loaded by the GPU worker in the background
+    while earlier checks run. Without a build worker or one known capability, the GPU worker
+    compiles them itself, as it would at the probe anyway. Returns the thread that waits for the
+    build, if any."""
+    worker = ctx.worker
+    if ctx.build_worker_factory is None:
+        worker.submit("microbench.bandwidth:compile_ahead")
+        return None
+
+    def build_then_load() -> None:
+        capability = single_capability(ctx)
+        if capability is not None:
+            build_worker = ctx.build_worker  # made only here: the report's build_worker is null otherwise
+            build_worker.call("microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
+                              timeout=BUILD_TIMEOUT_S)
+            build_worker.end_input()  # its one job is done; it holds no GPU context
+        worker.submit("microbench.bandwidth:compile_ahead", start=False)
+
+    thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)
+    thread.start()
+    return thread
 
 
 @reader("bench.bandwidth", prepare=compile_kernels_ahead)

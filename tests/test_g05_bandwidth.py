@@ -1,6 +1,7 @@
 """G5 as a user meets it: the G-line, status and fix for recorded H200 and public GB10
 bandwidth readings, the decode ceiling, the sweep, bad input, and a snapshot -> replay run."""
 
+import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -238,7 +239,7 @@ class InventoryOnly:
         return self.inventory if key == "gpu.inventory" else None
 
 
-def head_start(inventory, build_answer=None, with_build_worker=True):
+def head_start(inventory, build_answer=None, with_build_worker=True, triton=True, monkeypatch=None):
     from spark_gotchas.options import RunOptions
     from spark_gotchas.readers import ReadContext
     from spark_gotchas.readers.bench import compile_kernels_ahead
@@ -247,32 +248,37 @@ def head_start(inventory, build_answer=None, with_build_worker=True):
     build = fk.FakeWorker({"microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
     ctx = ReadContext(options=RunOptions(), worker_factory=lambda: gpu, provider=InventoryOnly(inventory),
                       build_worker_factory=(lambda: build) if with_build_worker else None)
+    if monkeypatch is not None:
+        real = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a: (object() if triton else None) if name == "triton" else real(name, *a))
     thread = compile_kernels_ahead(ctx)
     if thread is not None:
         thread.join(10)
     return gpu, build
 
 
-def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads():
-    gpu, build = head_start(fk.gb10_inventory())
+def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads(monkeypatch):
+    gpu, build = head_start(fk.gb10_inventory(), monkeypatch=monkeypatch)
     assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
     assert build.args["microbench.bandwidth:fill_triton_cache"] == {"capability": [12, 1]} and build.ended
     assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]  # only to a worker still running
 
 
-def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself():
-    gpu, build = head_start(fk.h200_inventory(), build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"))
+def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself(monkeypatch):
+    gpu, build = head_start(fk.h200_inventory(), build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"),
+                            monkeypatch=monkeypatch)
     assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
     assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
 
 
-def test_gpus_of_two_capabilities_or_no_nvml_leave_the_compile_to_the_gpu_worker():
+def test_two_capabilities_no_nvml_or_no_triton_leave_the_compile_to_the_gpu_worker(monkeypatch):
     mixed = replace(fk.h200_inventory(), devices=[*fk.h200_inventory().devices, *fk.gb10_inventory().devices])
-    for inventory in (mixed, None):
-        gpu, build = head_start(inventory)
-        assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+    for inventory, triton in ((mixed, True), (None, True), (fk.gb10_inventory(), False)):
+        gpu, build = head_start(inventory, triton=triton, monkeypatch=monkeypatch)
+        assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]
 
 
-def test_without_a_build_worker_the_gpu_worker_compiles_at_once():
-    gpu, build = head_start(fk.h200_inventory(), with_build_worker=False)
+def test_without_a_build_worker_the_gpu_worker_compiles_at_once(monkeypatch):
+    gpu, build = head_start(fk.h200_inventory(), with_build_worker=False, monkeypatch=monkeypatch)
     assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]

@@ -7,6 +7,7 @@ runs, so the figures a check judges are the figures a user can reproduce by hand
 from __future__ import annotations
 
 import csv
+import importlib.util
 import os
 import threading
 from dataclasses import dataclass
@@ -85,22 +86,22 @@ def single_capability(ctx: ReadContext) -> Optional[tuple[int, int]]:
 def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
     """Give the probe's Triton kernels a head start: built into Triton's cache by the build worker
     (no torch) while the GPU worker imports torch, then loaded by the GPU worker in the background
-    while earlier checks run. Without a build worker or one known capability, the GPU worker
-    compiles them itself, as it would at the probe anyway. Returns the thread that waits for the
-    build, if any."""
+    while earlier checks run. Without a build worker, Triton or one known capability, the GPU
+    worker compiles them itself, as it would at the probe anyway. Returns the thread that waits
+    for the build, if any."""
     worker = ctx.worker
-    if ctx.build_worker_factory is None:
+    capability = single_capability(ctx) if ctx.build_worker_factory is not None else None
+    if capability is None or importlib.util.find_spec("triton") is None:
         worker.submit("microbench.bandwidth:compile_ahead")
         return None
+    worker.start()  # importing torch now, if it was not already
+    build_worker = ctx.build_worker
 
     def build_then_load() -> None:
-        capability = single_capability(ctx)
-        if capability is not None:
-            build_worker = ctx.build_worker  # made only here: the report's build_worker is null otherwise
-            build_worker.call("microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
-                              timeout=BUILD_TIMEOUT_S)
-            build_worker.end_input()  # its one job is done; it holds no GPU context
-        worker.submit("microbench.bandwidth:compile_ahead", start=False)
+        build_worker.call("microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
+                          timeout=BUILD_TIMEOUT_S)
+        build_worker.end_input()  # its one job is done; it holds no GPU context
+        worker.submit("microbench.bandwidth:compile_ahead", start=False)  # not after the run closed it
 
     thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)
     thread.start()

@@ -44,6 +44,7 @@ class TaskResult:
     seconds: float = 0.0
     stderr_tail: str = ""
     progress: list = field(default_factory=list)
+    beside: tuple[str, ...] = ()  # warm-ups still running in the child when it died or was killed
 
     @property
     def problem(self) -> str:
@@ -51,12 +52,19 @@ class TaskResult:
         if self.ok:
             return ""
         if self.timed_out:
-            return f"timed out after {self.seconds:.0f} s (killed)"
+            return f"timed out after {self.seconds:.0f} s (killed)" + self._beside_text
         if self.crashed:
             how = f"killed by {self.signal}" if self.signal else "exited"
             tail = self.stderr_tail.strip().splitlines()[-1:] if self.stderr_tail else []
-            return f"child process {how}" + (f": {tail[0][:200]}" if tail else "")
+            return f"child process {how}" + (f": {tail[0][:200]}" if tail else "") + self._beside_text
         return self.error
+
+    @property
+    def _beside_text(self) -> str:
+        if not self.beside:
+            return ""
+        return (f" (the warm-up {', '.join(self.beside)} was running beside it; "
+                f"SPARK_GOTCHAS_WARMUPS=none runs without)")
 
 
 def _warmup_json(entry: Any, rel: Callable[[float], float]) -> dict[str, Any]:
@@ -94,6 +102,9 @@ class Timeline:
             "tasks": [{"task": t["task"], "start_s": rel(t["start"]), "seconds": round(t["seconds"], 3), "ok": t["ok"]}
                       for t in self.tasks],
         }
+
+
+WARMUP_CUT_SHORT = "cut short: the worker died or was killed first"
 
 
 class _StartFailed(OSError):
@@ -318,9 +329,8 @@ class Worker:
                     tail = self._stderr_tail()
                     self._kill(self._proc)
                     self.close()
-                    return TaskResult(
-                        ok=False, timed_out=True, seconds=seconds, stderr_tail=tail, progress=progress
-                    )
+                    return TaskResult(ok=False, timed_out=True, seconds=seconds, stderr_tail=tail,
+                                      progress=progress, beside=self._warmups_cut_short())
                 return self._dead(start, progress)
             if "ready" in message or ("warmups" in message and "id" not in message):
                 self._note_ready(message)
@@ -368,7 +378,16 @@ class Worker:
             seconds=time.monotonic() - start,
             stderr_tail=tail,
             progress=progress,
+            beside=self._warmups_cut_short(),
         )
+
+    def _warmups_cut_short(self) -> tuple[str, ...]:
+        """The warm-ups the ended child was still running (a crash may have been theirs); each is
+        marked as cut short, so a later child's failure does not name it again."""
+        names = tuple(n for n, entry in self.timeline.warmups.items() if entry == "running")
+        for name in names:
+            self.timeline.warmups[name] = WARMUP_CUT_SHORT
+        return names
 
     def _read_message(self, deadline: float) -> dict | None:
         assert self._reply_fd is not None

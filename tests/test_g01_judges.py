@@ -107,6 +107,24 @@ def test_a_worker_crash_while_importing_torch_fails_naming_the_signal():
                             "child process killed by SIGSEGV")
 
 
+def test_a_crash_with_the_cuda_context_warm_up_beside_it_says_how_to_tell_them_apart(monkeypatch):
+    from bench_fakes import FakeWorker
+
+    from spark_gotchas.options import RunOptions
+    from spark_gotchas.readers import ReadContext
+    from spark_gotchas.readers.torchinfo import read_torch_build
+    from spark_gotchas.worker import TaskResult
+
+    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    worker = FakeWorker({"spark_gotchas.tasks:torch_build": TaskResult(
+        ok=False, crashed=True, signal="SIGSEGV", beside=("cuda_context",))})
+    build = read_torch_build(ReadContext(options=RunOptions(), worker_factory=lambda: worker))
+    verdict = g01.judge_torch(build, inventory("gb10_580.95.05"), GB10)
+    assert verdict.line == ("G1 FAIL: import torch crashed or hung in a child process: child process killed by "
+                            "SIGSEGV (the warm-up cuda_context was running beside it; SPARK_GOTCHAS_WARMUPS=none "
+                            "runs without)")
+
+
 def test_torch_not_installed_skips():
     assert g01.judge_torch(TorchBuild(installed=False), None, GB10).line == (
         "G1 SKIP: torch is not installed: no torch CUDA build to check")

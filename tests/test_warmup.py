@@ -64,6 +64,23 @@ def test_a_warm_up_runs_while_the_worker_still_imports_and_reaches_the_timeline(
     assert not worker.warm_up("no_such_warm_up")  # no child: nothing to ask
 
 
+def test_a_crash_names_the_warm_up_that_was_running_beside_it_and_only_once():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    worker = Worker(preload=("worker_slow_warmup",), env=env)
+    try:
+        assert worker.call("worker_tasks:echo").ok  # imported: the slow warm-up is registered
+        assert worker.warm_up("slow")
+        crashed = worker.call("worker_tasks:segfault")
+        again = worker.call("worker_tasks:segfault")  # a fresh child, with no warm-up asked of it
+    finally:
+        worker.close()
+    assert crashed.crashed and crashed.beside == ("slow",)
+    assert crashed.problem.startswith("child process killed by SIGSEGV")
+    assert crashed.problem.endswith("(the warm-up slow was running beside it; SPARK_GOTCHAS_WARMUPS=none runs without)")
+    assert again.crashed and again.beside == () and "warm-up" not in again.problem
+    assert worker.timeline.to_json(0.0)["warmups"]["slow"]["result"].startswith("cut short")
+
+
 class FakeWorker:
     def __init__(self, preload):
         self.preload = preload

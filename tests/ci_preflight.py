@@ -12,6 +12,7 @@ import atexit
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -72,8 +73,9 @@ def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, **env_overrides: st
     """Run one step of the job as the runner would: its shell, the job's variables, a summary file."""
     bindir = base / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
-    if not (bindir / "python3").exists():
-        (bindir / "python3").symlink_to(sys.executable)
+    if not (bindir / "python3").exists():  # this interpreter by its own path: a venv's finds its pyvenv.cfg
+        (bindir / "python3").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        (bindir / "python3").chmod(0o755)
     reports = base / "reports"
     reports.mkdir(exist_ok=True)
     summary = base / "step_summary.md"

@@ -13,7 +13,7 @@ from bench_fakes import WallClock
 from gline_block import glines
 
 from microbench import gemm
-from spark_gotchas import profiles
+from spark_gotchas import nvml, profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
 from spark_gotchas.readers.bench import GemmReading
 from spark_gotchas.readers.kernels import read_fp4_kernels
@@ -265,6 +265,9 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
     monkeypatch.setattr(plugin.SessionState, "worker", lambda self: worker)
+    # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
+    monkeypatch.setattr(nvml, "_STATE", {"tried": True, "error": nvml.NotAvailable("NVML library not found"),
+                                         "module": None})
     pytester.makepyfile(test_g07_check=(ROOT / "tests_gotchas" / "test_g07_nvfp4.py").read_text())
 
     def run(*args):

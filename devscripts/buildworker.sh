@@ -34,12 +34,12 @@ for i in 1 2; do
   done
 done
 python3 devscripts/timeline.py "$OUT/evicted-new-2.json"
-for i in 1 2; do
+for i in 1 2 3; do
   for variant in old new; do
     fast "warm-$variant-$i" $variant
   done
 done
-python3 devscripts/timeline.py "$OUT/warm-new-2.json"
+python3 devscripts/timeline.py "$OUT/warm-new-3.json"
 echo "== the build worker's own result, in a fresh Triton cache"
 TRITON_CACHE_DIR="$(mktemp -d)" python3 -c "
 import json

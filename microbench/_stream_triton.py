@@ -143,9 +143,10 @@ def arguments(method: str, pointer, n: int, scalar: float, fill_value: float) ->
             "triad": (pointer, pointer, pointer, scalar, n)}[method]
 
 
-def fill_cache(method: str, config, n: int, capability, scalar: float, fill_value: float) -> str:
+def fill_cache(method: str, config, n: int, capability, scalar: float, fill_value: float) -> bool:
     """Put ``method``'s kernel and launcher for ``n`` fp32 elements into Triton's cache, from a
-    process without torch (:mod:`microbench._triton_cache`); :func:`compile_ahead` then loads them."""
+    process without torch (:mod:`microbench._triton_cache`); :func:`compile_ahead` then loads them.
+    False when the cache held them already."""
     from . import _triton_cache
 
     args = arguments(method, _triton_cache.mock_pointer(), n, scalar, fill_value)

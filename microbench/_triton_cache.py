@@ -43,11 +43,31 @@ def mock_pointer() -> Any:
     return MockTensor(tl.float32)
 
 
-def build_driver_module() -> None:
-    """Triton's own CUDA helper module (C, built once per machine and cached)."""
-    from triton.backends.nvidia.driver import CudaUtils
+def module_cached(src: str, name: str) -> bool:
+    """Whether Triton's cache already holds the C module ``name`` built from ``src``, under the key
+    Triton's ``compile_module_from_src`` uses. Then it need not be loaded here: loading it links
+    libcuda, a cost for nothing on a machine that has built it before."""
+    import hashlib
+    import sysconfig
 
-    CudaUtils()
+    from triton.runtime.build import platform_key
+    from triton.runtime.cache import get_cache_manager
+
+    key = hashlib.sha256((src + platform_key()).encode("utf-8")).hexdigest()
+    return get_cache_manager(key).get_file(f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}") is not None
+
+
+def build_driver_module() -> bool:
+    """Triton's own CUDA helper module (C, built once per machine and cached). True when built
+    now, False when it was in the cache already."""
+    from pathlib import Path
+
+    from triton.backends.nvidia import driver
+
+    if module_cached((Path(driver.__file__).parent / "driver.c").read_text(), "cuda_utils"):
+        return False
+    driver.CudaUtils()
+    return True
 
 
 def compile_kernel(kernel: Any, args: tuple, options: dict[str, Any], capability: tuple[int, int] | list[int]) -> Any:
@@ -70,15 +90,32 @@ def compile_kernel(kernel: Any, args: tuple, options: dict[str, Any], capability
     return triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=tgt, options=parsed.__dict__)
 
 
-def build_launcher(compiled: Any) -> None:
-    """Build (or find) the compiled kernel's launcher module in the cache; it links libcuda."""
+def launcher_source(compiled: Any) -> str | None:
+    """The C source of ``compiled``'s launcher, as ``CudaLauncher`` generates it (None if that moved)."""
+    try:
+        from triton.backends.nvidia.driver import make_launcher
+
+        src = compiled.src
+        arg_index = {name: i for i, name in enumerate(src.fn.arg_names)}
+        constants = {(arg_index[k],) if isinstance(k, str) else k: v for k, v in getattr(src, "constants", {}).items()}
+        return make_launcher(constants, dict(src.signature), getattr(compiled.metadata, "tensordesc_meta", None))
+    except Exception:
+        return None
+
+
+def build_launcher(compiled: Any) -> bool:
+    """Build the compiled kernel's launcher module into the cache (it links libcuda). True when
+    built now, False when it was in the cache already."""
     from triton.backends.nvidia.driver import CudaLauncher
 
+    source = launcher_source(compiled)
+    if source is not None and module_cached(source, "__triton_launcher"):
+        return False
     CudaLauncher(compiled.src, compiled.metadata)
+    return True
 
 
-def fill(kernel: Any, args: tuple, options: dict[str, Any], capability: tuple[int, int] | list[int]) -> str:
-    """:func:`compile_kernel` then :func:`build_launcher`; the compiled kernel's cache hash."""
-    compiled = compile_kernel(kernel, args, options, capability)
-    build_launcher(compiled)
-    return compiled.hash
+def fill(kernel: Any, args: tuple, options: dict[str, Any], capability: tuple[int, int] | list[int]) -> bool:
+    """:func:`compile_kernel` (a cache hit when compiled before) then :func:`build_launcher`. True
+    when the launcher was built now, False when the cache held it."""
+    return build_launcher(compile_kernel(kernel, args, options, capability))

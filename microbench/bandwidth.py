@@ -209,12 +209,14 @@ def fill_triton_cache(capability: list[int], methods: tuple[str, ...] | list[str
     The suite runs this in a worker of its own while the GPU worker imports torch, so that
     :func:`compile_ahead` there finds everything built (docs/benchmarks.md). Each kernel in a
     thread of its own: most of a cold build is ``ptxas`` and the C compiler, in processes of
-    their own. Returns what was built, each part's seconds, and any error (one line each).
+    their own. A part whose C module the cache holds already is not loaded (that would link
+    libcuda for nothing). Returns what was built, what was cached, each part's seconds, and any
+    error (one line each).
     """
     from . import _triton_cache
 
     began = time.perf_counter()
-    out: dict[str, Any] = {"capability": list(capability), "built": [], "errors": {}, "seconds": {}}
+    out: dict[str, Any] = {"capability": list(capability), "built": [], "cached": [], "errors": {}, "seconds": {}}
     try:
         _triton_cache.block_torch()
         import triton
@@ -230,10 +232,10 @@ def fill_triton_cache(capability: list[int], methods: tuple[str, ...] | list[str
         t0 = time.perf_counter()
         try:
             if name == "driver":
-                _triton_cache.build_driver_module()
+                built = _triton_cache.build_driver_module()
             else:
-                _stream_triton.fill_cache(name, DEFAULT_CONFIGS[name], n, capability, SCALAR, FILL_VALUE)
-            out["built"].append(name)
+                built = _stream_triton.fill_cache(name, DEFAULT_CONFIGS[name], n, capability, SCALAR, FILL_VALUE)
+            out["built" if built else "cached"].append(name)
         except Exception as exc:  # the worker compiles for itself
             out["errors"][name] = first_line(exc, 300)
         out["seconds"][name] = round(time.perf_counter() - t0, 3)

@@ -2,6 +2,7 @@
 GPU worker's own compile looks for. Each side runs in a process of its own (blocking torch is
 for a whole process); on a machine without Triton these skip."""
 
+import ctypes.util
 import importlib.util
 import json
 import os
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from microbench import bandwidth
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")
@@ -78,3 +81,13 @@ def test_the_build_refuses_a_process_that_already_has_torch(tmp_path):
             "from microbench import bandwidth\nprint(json.dumps(bandwidth.fill_triton_cache([12, 1])))")
     out = _run(code, tmp_path / "cache")
     assert out["built"] == [] and "torch is already imported" in out["errors"]["setup"]
+
+
+@needs_triton
+@pytest.mark.skipif(ctypes.util.find_library("cuda") is None, reason="launchers link libcuda (a GPU machine)")
+def test_a_second_build_finds_every_part_in_the_cache_and_loads_none(tmp_path):
+    code = "import json\nfrom microbench import bandwidth\nprint(json.dumps(bandwidth.fill_triton_cache([9, 0])))"
+    first, second = _run(code, tmp_path / "cache"), _run(code, tmp_path / "cache")
+    parts = ["driver", *bandwidth.METHODS]
+    assert first["errors"] == {} and sorted(first["built"]) == sorted(parts) and first["cached"] == []
+    assert second["errors"] == {} and second["built"] == [] and sorted(second["cached"]) == sorted(parts)

@@ -105,11 +105,13 @@ def preflight() -> CiRun:
 
 @functools.cache
 def replayed_as_gb10() -> Path:
-    """That snapshot replayed as if on a Spark (--spark-profile=gb10): a second real run that judges differently."""
+    """That snapshot replayed as if on a Spark (--spark-profile=gb10) about to load 400 GB of weights: a
+    second real run that judges worse on any machine (G3's headroom, whatever else the Spark profile finds)."""
     out = fresh_dir() / "gb10.json"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "fast", "-q", "-p", "no:hypothesispytest", "-p", "no:benchmark",
-         f"--spark-replay={preflight().snapshot}", "--spark-profile=gb10", f"--spark-snapshot={out}"],
+         f"--spark-replay={preflight().snapshot}", "--spark-profile=gb10", "--spark-model-gb=400",
+         f"--spark-snapshot={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     return out

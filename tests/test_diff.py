@@ -1,7 +1,8 @@
 """``python -m spark_gotchas diff``: on real snapshots and reports of this machine, and edited copies.
 
-A is the workflow's preflight run here (live); B is that snapshot replayed as if on a Spark
-(``--spark-profile=gb10``), a second real run that judges differently. Edited copies add the
+A is the workflow's preflight run here (live); B is that snapshot replayed as if on a Spark about
+to load 400 GB of weights (``--spark-profile=gb10 --spark-model-gb=400``), a second real run that
+judges worse on any machine. Edited copies add the
 readings a GPU run has (figures from the one H200 measured for the project, spark-facts.md).
 """
 
@@ -61,14 +62,14 @@ def test_judged_as_a_spark_the_same_machine_is_worse(capsys):
     a, b = preflight().snapshot, replayed_as_gb10()
     expected_worse = [gid for gid, status in worst_by_gotcha(load(b)).items()
                       if sgdiff.SEVERITY.get(status, 0) > sgdiff.SEVERITY.get(worst_by_gotcha(load(a)).get(gid), 0)]
-    assert expected_worse, "a CPU-only machine judged as a GB10 should FAIL somewhere (G1: no CUDA 13 torch)"
+    assert expected_worse, "400 GB of weights judged as a GB10 should FAIL somewhere (G3: no headroom)"
     code, out, _ = run(capsys, a, b)
     assert code == 1
     assert f"Worse in B: {', '.join(expected_worse)} (exit 1)" in out
     for gid in expected_worse:
         line = next(x for x in out.splitlines() if x.startswith(f"  {gid} "))
         assert line.endswith("WORSE") and "-> FAIL" in line or "-> WARN" in line
-    assert "  profile  none -> gb10" in out
+    assert f"  profile  {load(a)['platform']['profile']} -> gb10" in out  # none here, h200 on the H200
     # and the other way round it is better, and not a failure
     code, out, _ = run(capsys, b, a)
     assert code == 0 and f"Statuses (0 worse, {len(expected_worse)} better)" in out

@@ -160,8 +160,9 @@ def test_two_nodes_on_loopback_a_dead_rank_is_reported_by_the_survivor(tmp_path)
     port, runs = free_port(), {}
 
     def node(rank):
+        # both "nodes" are this machine: on NCCL they would share its one GPU, which NCCL refuses
         cfg = CollectiveConfig(nnodes=2, node_rank=rank, master_port=port, timeout_s=15, rendezvous_s=60,
-                               fault="1:exit")
+                               fault="1:exit", backend="gloo")
         runs[rank] = run_collective(cfg, str(tmp_path))
 
     threads = [threading.Thread(target=node, args=(r,)) for r in (0, 1)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -645,3 +646,14 @@ def test_a_gpu_check_preparing_a_reading_nobody_provides_is_a_usage_error(pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: spark-gotchas: test_g05_typo.py::test_typo prepares 'bench.bandwith', "
                                  "which no reader provides"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="needs numpy")
+def test_in_process_runs_survive_a_plugin_that_imports_numpy(pytester, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    pytester.makepyfile(test_inner="def test_ok(): pass")
+    for _ in range(2):
+        pytester.runpytest("-p", "numpy_plugin", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    import numpy
+
+    assert numpy.ones(2).sum() == 2

@@ -1,7 +1,6 @@
 """G5 as a user meets it: the G-line, status and fix for recorded H200 and public GB10
 bandwidth readings, the decode ceiling, the sweep, bad input, and a snapshot -> replay run."""
 
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -234,51 +233,59 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
 class InventoryOnly:
     def __init__(self, inventory):
         self.inventory = inventory
+        self.prepare_errors = {}
 
     def try_read(self, key):
         return self.inventory if key == "gpu.inventory" else None
 
 
-def head_start(inventory, build_answer=None, with_build_worker=True, triton=True, monkeypatch=None):
+def head_start(inventory, monkeypatch, build_answer=None, with_build_worker=True, triton=True):
     from spark_gotchas.options import RunOptions
     from spark_gotchas.readers import ReadContext
     from spark_gotchas.readers.bench import compile_kernels_ahead
 
     gpu = fk.FakeWorker({})
     build = fk.FakeWorker({"microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
-    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: gpu, provider=InventoryOnly(inventory),
+    provider = InventoryOnly(inventory)
+    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: gpu, provider=provider,
                       build_worker_factory=(lambda: build) if with_build_worker else None)
-    if monkeypatch is not None:
-        real = importlib.util.find_spec
-        monkeypatch.setattr(importlib.util, "find_spec",
-                            lambda name, *a: (object() if triton else None) if name == "triton" else real(name, *a))
+    monkeypatch.setattr("spark_gotchas.readers.bench.triton_installed", lambda: triton)
     thread = compile_kernels_ahead(ctx)
     if thread is not None:
         thread.join(10)
-    return gpu, build
+    return gpu, build, provider.prepare_errors
 
 
 def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads(monkeypatch):
-    gpu, build = head_start(fk.gb10_inventory(), monkeypatch=monkeypatch)
+    gpu, build, errors = head_start(fk.gb10_inventory(), monkeypatch)
     assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
     assert build.args["microbench.bandwidth:fill_triton_cache"] == {"capability": [12, 1]} and build.ended
     assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]  # only to a worker still running
+    assert errors == {}
 
 
-def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself(monkeypatch):
-    gpu, build = head_start(fk.h200_inventory(), build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"),
-                            monkeypatch=monkeypatch)
+def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself_and_says_why(monkeypatch):
+    gpu, build, errors = head_start(fk.h200_inventory(), monkeypatch,
+                                    build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"))
     assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
     assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+    assert errors == {"bench.bandwidth": "building G5's kernels without torch: child process killed by SIGSEGV"}
+
+
+def test_a_part_that_failed_to_build_is_named_in_the_reports_prepare_errors(monkeypatch):
+    answer = {"built": ["read"], "cached": [], "errors": {"copy": "CalledProcessError: ptxas exited 255"}}
+    gpu, _, errors = head_start(fk.h200_inventory(), monkeypatch, build_answer=answer)
+    assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+    assert errors == {"bench.bandwidth": "building G5's copy without torch: CalledProcessError: ptxas exited 255"}
 
 
 def test_two_capabilities_no_nvml_or_no_triton_leave_the_compile_to_the_gpu_worker(monkeypatch):
     mixed = replace(fk.h200_inventory(), devices=[*fk.h200_inventory().devices, *fk.gb10_inventory().devices])
     for inventory, triton in ((mixed, True), (None, True), (fk.gb10_inventory(), False)):
-        gpu, build = head_start(inventory, triton=triton, monkeypatch=monkeypatch)
+        gpu, build, _ = head_start(inventory, monkeypatch, triton=triton)
         assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]
 
 
 def test_without_a_build_worker_the_gpu_worker_compiles_at_once(monkeypatch):
-    gpu, build = head_start(fk.h200_inventory(), with_build_worker=False, monkeypatch=monkeypatch)
+    gpu, build, _ = head_start(fk.h200_inventory(), monkeypatch, with_build_worker=False)
     assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]

@@ -83,6 +83,18 @@ def single_capability(ctx: ReadContext) -> Optional[tuple[int, int]]:
     return capabilities.pop() if len(capabilities) == 1 and None not in capabilities else None
 
 
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def _build_problem(result) -> str:
+    """What went wrong in the build worker, in one line ('' when every part was built or cached)."""
+    if not result.ok:
+        return f"building G5's kernels without torch: {result.problem}"
+    errors = (result.value or {}).get("errors") or {}
+    return "; ".join(f"building G5's {part} without torch: {why}" for part, why in errors.items())
+
+
 def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
     """Give the probe's Triton kernels a head start: built into Triton's cache by the build worker
     (no torch) while the GPU worker imports torch, then loaded by the GPU worker in the background
@@ -91,16 +103,19 @@ def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
     for the build, if any."""
     worker = ctx.worker
     capability = single_capability(ctx) if ctx.build_worker_factory is not None else None
-    if capability is None or importlib.util.find_spec("triton") is None:
+    if capability is None or not triton_installed():
         worker.submit("microbench.bandwidth:compile_ahead")
         return None
     worker.start()  # importing torch now, if it was not already
     build_worker = ctx.build_worker
 
     def build_then_load() -> None:
-        build_worker.call("microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
-                          timeout=BUILD_TIMEOUT_S)
+        result = build_worker.call("microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
+                                   timeout=BUILD_TIMEOUT_S)
         build_worker.end_input()  # its one job is done; it holds no GPU context
+        problem = _build_problem(result)
+        if problem:  # the report's prepare_errors; the GPU worker compiles what is missing
+            ctx.provider.prepare_errors["bench.bandwidth"] = problem[:600]
         worker.submit("microbench.bandwidth:compile_ahead", start=False)  # not after the run closed it
 
     thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import pytest
 
 from . import __version__, platform, scrub
+from .text import printable
 from .options import OPTION_SPECS, RunOptions, from_config, parse_duration
 from .provider import Provider, ReadingUnavailable
 from .readers import load_all as load_readers
@@ -69,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
             except ValueError as exc:
                 raise ValueError(f"snapshot {replay.path} records a bad option: {exc}") from None
     except (SnapshotError, ValueError) as exc:
-        raise pytest.UsageError(f"spark-gotchas: {exc}") from None
+        raise pytest.UsageError(f"spark-gotchas: {shown(str(exc))}") from None
     state = SessionState(config=config, options=options, replay=replay)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
@@ -436,7 +437,7 @@ class JsonReportHooks:
     def pytest_json_modifyreport(self, json_report: dict) -> None:
         if self.state.active:
             json_report["spark_gotchas"] = report_section(self.state)
-        cleaned = scrub.scrub(json_report)  # no secret from the environment reaches the file
+        cleaned = scrub.scrub(json_report)  # a masked copy: no credential reaches the file
         json_report.clear()
         json_report.update(cleaned)
 
@@ -523,10 +524,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr = terminalreporter
     tr.write_sep("=", "spark-gotchas")
     desc = platform.describe(state.provider, state.options.spark_profile)
-    tr.write_line(platform.one_line(desc, state.replay.path if state.replay is not None else None))
+    tr.write_line(shown(platform.one_line(desc, state.replay.path if state.replay is not None else None)))
     for top, _group in summarize(state.verdicts):
         for line in summary_lines(v for v in state.verdicts if v.gotcha == top.gotcha):
             markup = _COLOR[top.status] if not line.startswith("    ") else {}
             tr.write_line(line, **markup)
     for note in state.notes:
-        tr.write_line(note)
+        tr.write_line(shown(note))
+
+
+def shown(text: str) -> str:
+    """A line for the terminal: credentials masked, control characters escaped."""
+    return printable(scrub.mask_text(text))

@@ -1,8 +1,19 @@
-"""Keep secrets out of everything the suite writes (JSON report, snapshot, summaries).
+"""Keep secrets out of everything the suite shows or writes.
 
-A variable is secret when its name looks like a credential (HF_TOKEN, GITHUB_TOKEN,
-WANDB_API_KEY, AWS_*, *_PASSWORD …). Its value is replaced by ``***`` wherever it occurs,
-inside any string of the document, not only where the environment is recorded.
+Two kinds of masking, both in :func:`mask_text`, applied to every string of the JSON report, the
+snapshot, the Markdown summary, the soak's files, and (through :mod:`spark_gotchas.verdict`)
+every G-line and fix on the terminal:
+
+- the values of this environment's secret-named variables (``HF_TOKEN``, ``GITHUB_TOKEN``,
+  ``WANDB_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``*_PASSWORD`` …), wherever they occur;
+- credentials by their shape, wherever they occur: URL userinfo (``https://user:***@host``),
+  ``key=value``, ``key: value`` and JSON ``"key": "value"`` with a secret-named key,
+  ``--secret-flag value`` and ``--secret-flag=value``, ``Authorization:`` / ``Bearer`` /
+  ``Basic`` values, and tokens by their prefix (``ghp_``, ``github_pat_``, ``hf_``, ``sk-``,
+  ``xox?-``, ``glpat-``, ``AKIA``).
+
+A name is secret when one of its words is (``token``, ``secret``, ``password``, ``api key`` …):
+``--hf-token`` and ``HF_TOKEN`` are, ``--tokenizer`` and ``max_num_batched_tokens`` are not.
 """
 
 from __future__ import annotations
@@ -11,17 +22,36 @@ import os
 import re
 from typing import Any, Iterable, Mapping
 
-SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|"
-    r"AUTH|COOKIE|SESSION_?KEY|^AWS_|^AZURE_|^GCP_|^GOOGLE_APPLICATION|_KEY$|^KEY$|_PAT$|DSN$)",
-    re.IGNORECASE,
-)
 MASK = "***"
 MIN_SECRET_LEN = 4
 
+_SECRET_WORDS = frozenset({
+    "token", "secret", "password", "passwd", "passphrase", "pwd", "credential", "credentials",
+    "cookie", "apikey", "auth", "authorization", "authtoken", "pat", "dsn", "privatekey",
+    "accesskey", "secretkey", "sessionkey",
+})
+_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "accesskey")
+_KEY_WORDS = frozenset({"api", "access", "private", "secret", "session", "account", "signing",
+                        "encryption", "master", "client", "license", "ssh", "deploy"})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _words(name: str) -> list[str]:
+    """``HF_TOKEN`` -> [hf, token]; ``apiKey`` -> [api, key]; ``--kv-transfer`` -> [kv, transfer]."""
+    return [w.lower() for w in _WORD.findall(name)]
+
 
 def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    """True for a variable, flag or key name that holds a credential."""
+    words = _words(name)
+    if not words:
+        return False
+    for i, word in enumerate(words):
+        if word in _SECRET_WORDS or (word.endswith(_SECRET_SUFFIXES) and word not in ("tokens",)):
+            return True
+        if word == "key" and (i == len(words) - 1 or (i > 0 and words[i - 1] in _KEY_WORDS)):
+            return True
+    return False
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -33,21 +63,103 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def scrub_env(environ: Mapping[str, str]) -> dict[str, str]:
     """A copy of an environment with secret-looking variables' values masked."""
-    return {k: (MASK if is_secret_name(k) else v) for k, v in environ.items()}
+    return {k: (MASK if is_secret_name(k) else mask_text(v)) for k, v in environ.items()}
+
+
+# -- credentials by shape -------------------------------------------------------------------------
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|hf_[A-Za-z0-9]{16,}|"
+    r"sk-[A-Za-z0-9_-]{16,}|xox[abposre]-[A-Za-z0-9-]{8,}|glpat-[A-Za-z0-9_-]{16,}|"
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r")"
+)
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:?#]*)(?::(?P<pw>[^\s/@]*))?@")
+_AUTH_HEADER = re.compile(r"(?i)(?P<head>\b(?:proxy-)?authorization\s*[:=]\s*)(?P<scheme>(?:bearer|basic|token|digest)\s+)?"
+                          r"(?P<val>[^\s\"',;]+)")
+_BEARER = re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
+# key=value, key: value, "key": "value", 'key'='value' (the key is checked by is_secret_name).
+_KEY_VALUE = re.compile(
+    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<kq>["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
+    r"""(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;&}\])]+))"""
+)
+# --flag value and --flag=value (the flag is checked by is_secret_name).
+_FLAG_VALUE = re.compile(r"""(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|[ \t]+)"""
+                         r"""(?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'-][^\s"']*)""")
+
+
+def _mask_userinfo(m: re.Match) -> str:
+    user, pw = m.group("user"), m.group("pw")
+    if pw is not None:
+        return f"{m.group('scheme')}{user}:{MASK}@"
+    if len(user) >= 16 or _TOKEN_SHAPES.fullmatch(user):  # a token used as the user name
+        return f"{m.group('scheme')}{MASK}@"
+    return m.group(0)
+
+
+def _mask_key_value(m: re.Match) -> str:
+    if not is_secret_name(m.group("key")):
+        return m.group(0)
+    head = m.group("key") + m.group("kq") + m.group("sep")
+    if m.group("dq") is not None:
+        return f'{head}"{MASK}"'
+    if m.group("sq") is not None:
+        return f"{head}'{MASK}'"
+    return head + MASK
+
+
+def _mask_flag(m: re.Match) -> str:
+    if not is_secret_name(m.group("flag").lstrip("-")):
+        return m.group(0)
+    val = m.group("val")
+    quote = val[0] if val[:1] in ("'", '"') else ""
+    return f"{m.group('flag')}{m.group('sep')}{quote}{MASK}{quote}"
+
+
+def mask_shapes(text: str) -> str:
+    """``text`` with every credential recognised by its shape masked (no environment needed)."""
+    if not text:
+        return text
+    text = _TOKEN_SHAPES.sub(MASK, text)
+    text = _URL_USERINFO.sub(_mask_userinfo, text)
+    text = _AUTH_HEADER.sub(lambda m: f"{m.group('head')}{m.group('scheme') or ''}{MASK}", text)
+    text = _BEARER.sub(lambda m: f"{m.group('head')}{MASK}", text)
+    text = _FLAG_VALUE.sub(_mask_flag, text)
+    return _KEY_VALUE.sub(_mask_key_value, text)
+
+
+def mask_text(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` with this environment's secret values and every credential shape masked."""
+    for value in secret_values() if secrets is None else secrets:
+        if value and value in text:
+            text = text.replace(value, MASK)
+    return mask_shapes(text)
+
+
+def mask_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with its credentials masked: ``--api-key X`` masks X (a separate token),
+    and every token is masked as text (``--hf-token=X``, ``TOKEN=X``, a JSON argument)."""
+    out: list[str] = []
+    mask_next = False
+    for tok in argv:
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        if tok.startswith("-") and "=" not in tok and is_secret_name(tok.lstrip("-")):
+            mask_next = True
+        out.append(mask_text(tok))
+    return out
 
 
 def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
-    """Return ``obj`` with every secret value masked in every string, key and value alike."""
+    """A copy of ``obj`` (JSON-like: dicts, lists, strings …) with :func:`mask_text` applied to
+    every string, keys and values alike. Always a new object, never ``obj`` itself."""
     values = list(secret_values() if secrets is None else secrets)
-    if not values:
-        return obj
 
     def clean(x: Any) -> Any:
         if isinstance(x, str):
-            for value in values:
-                if value in x:
-                    x = x.replace(value, MASK)
-            return x
+            return mask_text(x, values)
         if isinstance(x, dict):
             return {clean(k): clean(v) for k, v in x.items()}
         if isinstance(x, (list, tuple)):

@@ -6,6 +6,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .scrub import mask_text
+from .text import printable
+
 GOTCHA_IDS = tuple(range(1, 11))
 
 
@@ -40,6 +43,9 @@ class Verdict:
 
     ``summary`` is the one-line finding; ``fix`` is required for FAIL and WARN; ``readings``
     holds the JSON-ready values the judgement was made from (they go to the JSON report).
+    Summary and fix are shown as given, but with credentials masked and control characters
+    escaped (a newline from a process name shows as ``\x0a``): a verdict is always one line of
+    its own, whatever strings from outside it quotes.
     """
 
     gotcha: int
@@ -49,13 +55,13 @@ class Verdict:
     readings: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.gotcha not in GOTCHA_IDS:
+        if isinstance(self.gotcha, bool) or self.gotcha not in GOTCHA_IDS:
             raise ValueError(f"gotcha id must be 1..10, got {self.gotcha!r}")
         object.__setattr__(self, "status", Status(self.status))
         if self.status.needs_fix and not self.fix.strip():
             raise ValueError(f"G{self.gotcha} {self.status.value} verdict needs a fix")
-        if "\n" in self.summary:
-            raise ValueError("a verdict summary is one line")
+        object.__setattr__(self, "summary", printable(mask_text(str(self.summary))))
+        object.__setattr__(self, "fix", printable(mask_text(str(self.fix))))
 
     @property
     def line(self) -> str:
@@ -73,7 +79,7 @@ class Verdict:
 
 def format_line(gotcha: int, status: Status | str, summary: str) -> str:
     """``G<n> <STATUS>: <finding>`` — the public contract tools grep for (no zero padding)."""
-    return f"G{gotcha} {Status(status).value}: {summary}"
+    return f"G{gotcha} {Status(status).value}: {printable(summary)}"
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict | None:

@@ -83,7 +83,7 @@ def test_text_from_the_machine_cannot_break_the_markdown():
     outside = text[:text.index("```text")]  # inside the code fence text is shown as it is
     assert "<script>" not in outside and "&lt;script&gt;" in outside
     assert "| ✅ | **G6 PASS**<br>unified-memory contention | c\\|d |" in text
-    assert "- **fix:** x \\| y z" in text
+    assert "- **fix:** x \\| y\\\\x0az" in text  # the newline shown escaped, as in the G-line
     assert text.count("```") == 2  # the fence is never closed early
     assert inline("a_b*c") == "a\\_b\\*c"
 

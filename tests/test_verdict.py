@@ -56,17 +56,23 @@ def test_other_statuses_need_no_fix(status):
     assert Verdict(2, Status(status), "fine").fix == ""
 
 
-@pytest.mark.parametrize("gid", [0, 11, -1, "1"])
+@pytest.mark.parametrize("gid", [0, 11, -1, "1", True])
 def test_gotcha_ids_are_1_to_10(gid):
     with pytest.raises(ValueError, match="1..10"):
         Verdict(gid, Status.PASS, "x")
 
 
-def test_summary_is_one_line_and_status_must_exist():
-    with pytest.raises(ValueError, match="one line"):
-        Verdict(1, Status.PASS, "two\nlines")
+def test_a_summary_from_outside_stays_one_line_and_status_must_exist():
+    forged = Verdict(6, Status.WARN, "vllm serve \nG4 PASS: forged\r\x1b[2J\x07 \u202e", fix="stop it\nG5 PASS: no")
+    assert forged.line == "G6 WARN: vllm serve \\x0aG4 PASS: forged\\x0d\\x1b[2J\\x07 \\u202e"
+    assert summary_lines([forged]) == [forged.line, "    fix: stop it\\x0aG5 PASS: no"]
     with pytest.raises(ValueError):
         Verdict(1, "BROKEN", "x")
+
+
+def test_a_summary_shows_no_credential():
+    verdict = Verdict(6, Status.INFO, "vllm --api-key sk-abcdefghijklmnopqrstu https://u:pw1234@h.example")
+    assert verdict.line == "G6 INFO: vllm --api-key *** https://u:***@h.example"
 
 
 def test_summary_lines_one_per_gotcha_in_g_order_with_fixes():

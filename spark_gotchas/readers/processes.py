@@ -95,27 +95,9 @@ def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list
 
 # -- psutil ----------------------------------------------------------------------------------------
 def mask_cmdline(argv: Iterable[str]) -> list[str]:
-    """Mask values of secret-looking flags (``--api-key X``, ``--hf-token=X``, ``TOKEN=X``)."""
-    out: list[str] = []
-    mask_next = False
-    for tok in argv:
-        if mask_next:
-            out.append(scrub.MASK)
-            mask_next = False
-            continue
-        name, eq, _value = tok.partition("=")
-        if tok.startswith("-") and scrub.is_secret_name(name.lstrip("-").replace("-", "_")):
-            if eq:
-                out.append(f"{name}={scrub.MASK}")
-            else:
-                out.append(tok)
-                mask_next = True
-            continue
-        if eq and not tok.startswith("-") and name.isidentifier() and scrub.is_secret_name(name):
-            out.append(f"{name}={scrub.MASK}")
-            continue
-        out.append(tok)
-    return out
+    """Mask credentials in a command line (``--api-key X``, ``--hf-token=X``, ``TOKEN=X``, a URL
+    with a password, a JSON argument with an ``api_key``): :func:`spark_gotchas.scrub.mask_argv`."""
+    return scrub.mask_argv(argv)
 
 
 def own_tree(psutil: Any, pid: Optional[int] = None) -> set[int]:

@@ -15,6 +15,7 @@ from . import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("spark_gotchas.diff", "what changed between two runs or machines (JSON reports or snapshots)"),
+    "check-report": ("spark_gotchas.report_check", "fail unless a JSON report holds its tests and a G-line per gotcha"),
 }
 
 

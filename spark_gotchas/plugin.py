@@ -11,6 +11,7 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 import time
@@ -22,7 +23,7 @@ from typing import Any, Optional
 
 import pytest
 
-from . import __version__, platform, scrub
+from . import __version__, atomic, platform, scrub
 from .text import printable
 from .options import OPTION_SPECS, RunOptions, from_config, parse_duration
 from .provider import Provider, ReadingUnavailable
@@ -106,6 +107,7 @@ class SessionState:
     active: bool = False  # True once a gotcha check is collected
     reported: list[Reported] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    output_errors: list[str] = field(default_factory=list)  # outputs asked for and not written
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path, for reports
     current_item: Any = None
     configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
@@ -473,44 +475,68 @@ def timing(state: SessionState) -> dict[str, Any]:
     }
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-json-report has written its file, to check it
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is None or not state.active:
         return
     opts = state.options
     if opts.spark_snapshot:
-        provider = state.provider
-        readings = dict(state.replay.readings) if state.replay is not None else {}
-        readings.update(provider.recorded)
-        snap = Snapshot(
-            readings=readings,
-            options=opts.judged(),
-            platform=platform.describe(provider, opts.spark_profile),
-            verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
-            created=now_iso(),
-            suite_version=__version__,
-        )
-        try:
-            data = scrub.scrub(snap.to_json())
-            path = save_snapshot(Snapshot(**{k: data[k] for k in ("readings", "options", "platform", "verdicts")},
-                                          created=data["created"], suite_version=__version__),
-                                 opts.spark_snapshot)
-            state.notes.append(f"snapshot written to {path}")
-        except OSError as exc:
-            state.notes.append(f"could not write the snapshot {opts.spark_snapshot}: {exc}")
+        write_output(state, "snapshot", opts.spark_snapshot, lambda: save_snapshot(run_snapshot(state), opts.spark_snapshot))
     if opts.spark_summary_md:
-        from .summary_md import render
+        write_output(state, "Markdown summary", opts.spark_summary_md,
+                     lambda: atomic.write_text(opts.spark_summary_md, markdown_summary(state), append=True))
+    report = getattr(session.config.option, "json_report_file", None)
+    if report and getattr(session.config.option, "json_report", False):
+        check_written(state, "JSON report", report)
+    if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-        try:
-            path = Path(opts.spark_summary_md)
-            text = scrub.scrub(render(state.verdicts, platform.describe(state.provider, opts.spark_profile),
-                                      artifacts=state.artifacts,
-                                      replayed_from=state.replay.path if state.replay is not None else None))
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(text)
-            state.notes.append(f"Markdown summary written to {path}")
-        except OSError as exc:
-            state.notes.append(f"could not write the Markdown summary {opts.spark_summary_md}: {exc}")
+
+def run_snapshot(state: SessionState) -> Snapshot:
+    """The run's snapshot: every reading taken (and, in a replay, every reading replayed), masked."""
+    provider, opts = state.provider, state.options
+    readings = dict(state.replay.readings) if state.replay is not None else {}
+    readings.update(provider.recorded)
+    doc = scrub.scrub(Snapshot(
+        readings=readings,
+        options=opts.judged(),
+        platform=platform.describe(provider, opts.spark_profile),
+        verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
+        created=now_iso(),
+        suite_version=__version__,
+    ).to_json())
+    return Snapshot(**{k: doc[k] for k in ("readings", "options", "platform", "verdicts", "created", "suite_version")})
+
+
+def markdown_summary(state: SessionState) -> str:
+    from .summary_md import render
+
+    return scrub.mask_text(render(state.verdicts, platform.describe(state.provider, state.options.spark_profile),
+                                  artifacts=state.artifacts,
+                                  replayed_from=state.replay.path if state.replay is not None else None))
+
+
+def write_output(state: SessionState, what: str, path: str, write: Any) -> None:
+    """Write an output the user asked for; a note says where, or why not. A failed write fails
+    the run: CI must not go green without its artifact."""
+    try:
+        write()
+        state.notes.append(f"{what} written to {path}")
+    except OSError as exc:
+        state.output_errors.append(f"could not write the {what} {path}: {exc.strerror or exc}")
+
+
+def check_written(state: SessionState, what: str, path: str) -> None:
+    """pytest-json-report only prints that it could not save; make that fail the run too."""
+    try:
+        fresh = os.stat(path).st_mtime >= state.configured_epoch - 1.0
+    except OSError as exc:
+        fresh, reason = False, exc.strerror or str(exc)
+    else:
+        reason = "the file was not replaced by this run"
+    if not fresh:
+        state.output_errors.append(f"could not write the {what} {path}: {reason}")
 
 
 _COLOR = {Status.FAIL: {"red": True, "bold": True}, Status.WARN: {"yellow": True, "bold": True},
@@ -531,6 +557,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(line, **markup)
     for note in state.notes:
         tr.write_line(shown(note))
+    for error in state.output_errors:
+        tr.write_line(shown(f"{error} (the run fails: an output it was asked for is missing)"), red=True, bold=True)
 
 
 def shown(text: str) -> str:

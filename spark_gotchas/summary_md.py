@@ -13,6 +13,7 @@ import re
 from typing import Any, Iterable, Mapping, Optional
 
 from .platform import one_line
+from .text import printable
 from .titles import title as gotcha_title
 from .verdict import Status, Verdict, summarize
 
@@ -63,7 +64,7 @@ def render(
     out = [f"## {inline(head)}", ""]
     out.append(" · ".join(f"**{n}** {s}" for s, n in tally.items()) + f" — {len(groups)} gotchas, {len(verdicts)} checks"
                if groups else "No gotcha check reported a verdict.")
-    out += ["", f"Platform: `{one_line(dict(platform), replayed_from).replace('`', chr(39))}`", ""]
+    out += ["", f"Platform: `{printable(one_line(dict(platform), replayed_from)).replace('`', chr(39))}`", ""]
 
     attention = sorted((g for g in groups if g[0].status.needs_fix), key=lambda g: (-g[0].status.rank, g[0].gotcha))
     if attention:
@@ -94,6 +95,6 @@ def render(
 
     if artifacts:
         out += ["### Files this run produced", ""]
-        out.extend(f"- {inline(name)}: `{str(path).replace('`', chr(39))}`" for name, path in sorted(artifacts.items()))
+        out.extend(f"- {inline(name)}: `{printable(path).replace('`', chr(39))}`" for name, path in sorted(artifacts.items()))
         out.append("")
     return "\n".join(out) + "\n"

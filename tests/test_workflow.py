@@ -144,8 +144,20 @@ def test_artifacts_are_uploaded_even_when_the_job_fails():
     assert {"reports/junit.xml", "reports/report.json", "reports/snapshot.json", "reports/soak/"} <= set(paths)
     assert job()["env"]["REPORTS"] == "reports"  # where the pytest steps write them
     assert "github.run_id" in upload["with"]["name"] and "env.MODE" in upload["with"]["name"]
-    fallback = step("Say so when the suite left no report")
-    assert fallback["if"].startswith("always()") and "GITHUB_STEP_SUMMARY" in fallback["run"]
+    assert step("Check that the report is whole")["if"] == "always()"
+
+
+def test_the_report_check_step_passes_a_whole_report_and_fails_an_empty_one():
+    whole = run_step("Check that the report is whole", preflight().reports.parent)
+    assert whole.returncode == 0, whole.output
+    assert "a G-line for each of G1, G2" in whole.output
+    base = fresh_dir()
+    (base / "reports").mkdir()
+    (base / "reports" / "report.json").write_text("{}")  # a file that exists and says nothing
+    empty = run_step("Check that the report is whole", base)
+    assert empty.returncode == 1
+    assert "the report holds no tests" in empty.output
+    assert "no whole report" in empty.summary.read_text() and "the report holds no tests" in empty.summary.read_text()
 
 
 def test_every_step_script_is_valid_bash():

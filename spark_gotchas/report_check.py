@@ -1,0 +1,88 @@
+"""``python -m spark_gotchas check-report REPORT``: is a run's JSON report a whole artifact?
+
+A CI job keeps the JSON report as its record of the run. A report that exists but says nothing
+(``{}``, no tests, no G-lines) is worse than none: it looks like a record. This command fails
+unless the report holds the tests and one G-line for every gotcha asked for (all ten by
+default), and every skipped check says why. Exit 0 when whole, 1 when not, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import stat
+import sys
+from typing import Any, Optional
+
+from .text import printable
+
+GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): \S")
+MAX_REPORT_BYTES = 256 << 20
+
+
+def problems(report: Any, gotchas: list[int]) -> list[str]:
+    """What makes ``report`` (a parsed JSON report) less than whole; empty when it is whole."""
+    if not isinstance(report, dict):
+        return [f"the report is a JSON {type(report).__name__}, not an object"]
+    out: list[str] = []
+    tests = report.get("tests")
+    if not isinstance(tests, list) or not tests:
+        out.append("the report holds no tests")
+        tests = []
+    section = report.get("spark_gotchas")
+    lines = section.get("lines") if isinstance(section, dict) else None
+    if not isinstance(lines, list) or not lines:
+        out.append("the report has no spark_gotchas lines")
+        lines = []
+    seen = {int(m.group(1)) for m in (GLINE.match(str(line)) for line in lines) if m}
+    missing = [g for g in gotchas if g not in seen]
+    if lines and missing:
+        out.append("no G-line for " + ", ".join(f"G{g}" for g in missing))
+    for test in tests:
+        gotcha = (test.get("metadata") or {}).get("gotcha") if isinstance(test, dict) else None
+        if isinstance(gotcha, dict) and gotcha.get("status") == "SKIP" and not str(gotcha.get("summary", "")).strip():
+            out.append(f"{test.get('nodeid')} skipped without a reason")
+    return out
+
+
+def _gotchas(text: str) -> list[int]:
+    """``1-10``, ``1,9`` -> gotcha numbers."""
+    out: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    if not out or any(g not in range(1, 11) for g in out):
+        raise ValueError(text)
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spark_gotchas check-report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("report", help="the JSON report (pytest --json-report-file=PATH)")
+    parser.add_argument("--gotchas", default="1-10", help="gotchas that must each have a line, e.g. 1-10 or 1,9")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing when the report is whole")
+    args = parser.parse_args(argv)
+    try:
+        wanted = _gotchas(args.gotchas)
+    except ValueError:
+        parser.error(f"--gotchas {args.gotchas!r}: give gotcha numbers 1-10, e.g. 1-10 or 1,9")
+    try:
+        if not stat.S_ISREG(os.stat(args.report).st_mode):
+            raise ValueError("not a regular file")
+        with open(args.report, "rb") as fh:
+            data = fh.read(MAX_REPORT_BYTES + 1)
+        if len(data) > MAX_REPORT_BYTES:
+            raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
+        report = json.loads(data)
+    except (OSError, ValueError, RecursionError) as exc:
+        print(printable(f"check-report: {args.report}: not a readable JSON report ({exc})"), file=sys.stderr)
+        return 1
+    found = problems(report, wanted)
+    for problem in found:
+        print(printable(f"check-report: {args.report}: {problem}"), file=sys.stderr)
+    if not found and not args.quiet:
+        tests = len(report["tests"])
+        print(printable(f"{args.report}: {tests} tests, a G-line for each of " + ", ".join(f"G{g}" for g in wanted)))
+    return 1 if found else 0

@@ -1,0 +1,149 @@
+"""Whole-file writes that a reader never sees half done, and two writers never clobber.
+
+``write_text`` writes a unique temporary file in the target's own folder, fsyncs it and renames
+it over the target (``os.replace``, atomic on one file system). A reader at any moment finds
+the old content or the new, never an empty or torn file; two processes writing the same path
+each replace it whole, and the last rename wins. A killed run leaves the old file (and at most
+a stray ``.NAME.*.tmp`` beside it, never under the target's name).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import stat
+import tempfile
+from pathlib import Path
+
+OWN_FD = re.compile(r"^/(?:proc/(self|thread-self|\d+)|dev)/fd/(\d+)$")
+
+def write_text(path: str | os.PathLike, text: str, *, append: bool = False, encoding: str = "utf-8",
+               fsync: bool = True) -> Path:
+    """Replace ``path`` with ``text`` (``append``: with its old content followed by ``text``).
+
+    - a symlink keeps pointing where it did: its target is written;
+    - a path that exists and is no regular file (``/dev/stdout``, a FIFO, a terminal) is written
+      straight through; a FIFO nobody reads is an OSError (ENXIO), never a hang;
+    - a directory raises IsADirectoryError;
+    - any failure removes the temporary file and raises the OSError, naming ``path``.
+
+    ``append`` reads the old content and replaces the file with old + new, so a reader never sees
+    a half-appended file (two runs appending at the same moment: one addition may be lost).
+    ``fsync=False`` skips the flush to disk (frequent small writes such as a heartbeat).
+    """
+    p = Path(path)
+    data = text.encode(encoding)
+    if p.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(p))
+    if _write_through(p):
+        _write_through_to(p, data, append)
+        return p
+    target = Path(os.path.realpath(p))  # a symlink keeps pointing at the file it named
+    try:
+        old = target.read_bytes() if append and target.exists() else b""
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
+    except OSError as exc:
+        raise _naming(exc, p) from None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _naming(exc, p, f"cannot create a file in {target.parent}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(old + data)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes 0600; the file keeps the mode a plain write would give it
+        os.replace(tmp, target)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise _naming(exc, p) from None
+        raise
+    if fsync:
+        _fsync_dir(target.parent)
+    return p
+
+
+def _write_through(p: Path) -> bool:
+    """No regular file there, or a path through /proc (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
+    return (p.exists() and not p.is_file()) or _own_fd(p) is not None or any(
+        hop.startswith("/proc/") for hop in _hops(p))
+
+
+def _hops(p: Path) -> list[str]:
+    """The path and each symlink it goes through, as written (not resolved)."""
+    hops = [str(p.absolute())]
+    while len(hops) < 40 and os.path.islink(hops[-1]):
+        hops.append(os.path.join(os.path.dirname(hops[-1]), os.readlink(hops[-1])))
+    return hops
+
+
+def _own_fd(p: Path) -> int | None:
+    """N when the path names this process's own descriptor N (``/dev/stdout``, ``/dev/fd/2``)."""
+    for hop in _hops(p):
+        match = OWN_FD.match(hop)
+        if match and (match.group(1) in ("self", "thread-self", None) or match.group(1) == str(os.getpid())):
+            return int(match.group(2))
+    return None
+
+
+def _write_through_to(p: Path, data: bytes, append: bool) -> None:
+    own = _own_fd(p)
+    try:
+        if own is not None:  # stdout redirected to a file: write at the shell's offset, on its descriptor
+            fd = os.dup(own)
+        else:
+            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0))
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)  # a reader sets the pace
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise _naming(exc, p, "a FIFO that nothing reads") from None
+        raise _naming(exc, p) from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise _naming(exc, p) from None
+    finally:
+        os.close(fd)
+
+
+def _naming(exc: OSError, p: Path, why: str = "") -> OSError:
+    """The same kind of OSError, naming the path the caller asked for (not a temporary file)."""
+    reason = exc.strerror or str(exc)
+    out = type(exc)(exc.errno, f"{reason} ({why})" if why else reason, str(p))
+    return out
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (/proc/self/status; 022 where unreadable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (a power loss keeps the new name); best effort."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -45,6 +45,11 @@ FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dm
 NAMES = {"bf16": "BF16", "fp8": "FP8", "nvfp4": "NVFP4"}
 
 
+def _name(precision: str) -> str:
+    """BF16, FP8, NVFP4; a precision this suite does not know (a newer run's) as recorded."""
+    return NAMES.get(precision, str(precision))
+
+
 def device_capability(inventory: Optional[GpuInventory], build: Optional[TorchBuild],
                       profile: Profile) -> tuple[Optional[tuple[int, int]], str]:
     """(capability, where it came from)."""
@@ -181,16 +186,16 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, precision: Optional
     }
     wrong = [r for r in res.results if r.supported and r.check not in ("ok", "")]
     if wrong:
-        what = "; ".join(f"{NAMES[r.precision]}: {r.check}" for r in wrong)
+        what = "; ".join(f"{_name(r.precision)}: {r.check}" for r in wrong)
         return Verdict(G, Status.FAIL, f"GEMM results outside tolerance at {size}: {what}"[:300], fix=FIX_WRONG,
                        readings=readings)
     runs = {r.precision: r for r in res.results if r.ok}
     not_run = {r.precision: (r.error or r.check or "no figure") for r in res.results if not r.ok}
-    rates = ", ".join(f"{NAMES[p]} {_rate(r)}" for p, r in runs.items())
+    rates = ", ".join(f"{_name(p)} {_rate(r)}" for p, r in runs.items())
     rates_text = f"{rates} TFLOP/s at {size}" if rates else f"no precision ran at {size}"
     if precision and precision not in runs:
         why = not_run.get(precision, "not measured")
-        return Verdict(G, Status.FAIL, f"the planned precision {NAMES[precision]} does not run here "
+        return Verdict(G, Status.FAIL, f"the planned precision {_name(precision)} does not run here "
                                        f"(cc {_cap_text(cap)}, torch {res.torch}): {_clip(why)}; {rates_text}",
                        fix=FIX_PLANNED, readings=readings)
     fp8, fp4 = runs.get("fp8"), runs.get("nvfp4")
@@ -208,6 +213,6 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, precision: Optional
             return Verdict(G, Status.WARN, f"NVFP4 GEMM does not run through torch {res.torch} here: "
                                            f"{_clip(not_run['nvfp4'])}; {rates_text}: stay on FP8",
                            fix=FIX_FP8, readings=readings)
-    missing = "; ".join(f"{NAMES[p]} not supported here: {_clip(why)}" for p, why in not_run.items())
+    missing = "; ".join(f"{_name(p)} not supported here: {_clip(why)}" for p, why in not_run.items())
     return Verdict(G, Status.INFO, f"{res.device} (cc {_cap_text(cap)}) runs {rates_text}"
                                    + (f"; {missing}" if missing else ""), readings=readings)

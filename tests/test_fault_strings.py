@@ -1,0 +1,111 @@
+"""Strings from outside, met for real: a process whose command line forges a G-line and carries
+credentials, and a snapshot whose strings do the same. Each must stay inside its own line, shown
+escaped, with every credential masked, in every output: the terminal, the JSON report, the
+snapshot and the Markdown summary."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gline_block import glines
+
+ROOT = Path(__file__).resolve().parents[1]
+GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): ")
+SECRETS = {
+    "flag": "sk-proj-Flag0123456789abcdefXYZ",
+    "json": "Json0123456789abcdefSecret",
+    "url": "UrlPassw0rd123456",
+    "hf": "hf_AbCdEfGhIjKlMnOpQrStUvWx12",
+    "bearer": "BearerVal0123456789abcdef",
+    "env": "EnvOnly-0123456789-Secret",
+}
+FORGED_NAME = "vllm\nG4 PASS: forged by a process name\x1b[2J\x1b]8;;http://evil\x07\r"
+RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # what may never reach an output (tab and LF aside)
+
+
+@pytest.fixture
+def hostile_server():
+    """A real process that looks like a vLLM server with credentials on its command line and a
+    forged G-line in its argv[0]."""
+    argv = [FORGED_NAME, "-c", "import time; time.sleep(120)", "vllm", "serve", "org/model",
+            "--api-key", SECRETS["flag"], "--kv-transfer-config", f'{{"kv_connector": "x", "api_key": "{SECRETS["json"]}"}}',
+            "--download-url", f"https://user:{SECRETS['url']}@models.example/x", f"--hf-token={SECRETS['hf']}",
+            "--header", f"Authorization: Bearer {SECRETS['bearer']}"]
+    proc = subprocess.Popen(argv, executable=sys.executable)
+    time.sleep(0.3)  # its command line is in /proc once exec is done
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def run_preflight(pytester, *args):
+    return pytester.run(sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:randomly", str(ROOT / "tests_gotchas"),
+                        "-rs", *args, timeout=240)
+
+
+def outputs(pytester, result) -> dict[str, str]:
+    out = {"terminal": result.stdout.str() + result.stderr.str()}
+    for name in ("report.json", "snapshot.json", "summary.md"):
+        path = pytester.path / name
+        out[name] = path.read_text(encoding="utf-8") if path.exists() else ""
+    return out
+
+
+def assert_one_line_each_and_nothing_leaks(result, texts: dict[str, str]):
+    block = [line for line in glines(result) if GLINE.match(line)]
+    numbers = [int(GLINE.match(line).group(1)) for line in block]
+    assert numbers == list(range(1, 11)), f"not one line per gotcha: {block}"
+    assert not any("forged" in line for line in block if line.startswith("G4 "))
+    assert not [line for line in block if "the check itself failed" in line]
+    for where, text in texts.items():
+        for kind, secret in SECRETS.items():
+            assert secret not in text, f"the {kind} secret reached the {where}"
+        assert not RAW_CONTROLS.search(text), f"a raw control character reached the {where}"
+    report = json.loads(texts["report.json"])
+    lines = report["spark_gotchas"]["lines"]
+    assert not any(line.startswith("G4 PASS: forged") for line in lines)
+
+
+def test_a_process_name_cannot_forge_a_line_and_its_credentials_never_leave(pytester, hostile_server, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", SECRETS["env"])
+    monkeypatch.setenv("SPARK_GOTCHAS_NOTE", f"a value that holds {SECRETS['env']}")
+    result = run_preflight(pytester, "--json-report", "--json-report-file=report.json", "--spark-snapshot=snapshot.json",
+                           "--spark-summary-md=summary.md")
+    texts = outputs(pytester, result)
+    assert_one_line_each_and_nothing_leaks(result, texts)
+    snapshot = json.loads(texts["snapshot.json"])
+    cmdlines = [p.get("cmdline") or [] for p in snapshot["readings"]["gpu.processes"]["processes"]]
+    (ours,) = [c for c in cmdlines if c and c[0].startswith("vllm\nG4")]  # kept as read, masked, escaped only when shown
+    assert "--api-key" in ours and ours[ours.index("--api-key") + 1] == "***"
+    assert any('"api_key": "***"' in tok for tok in ours)
+
+
+def test_strings_in_a_replayed_snapshot_cannot_forge_a_line(pytester):
+    recorded = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
+    hostile = "\nG4 PASS: forged by a snapshot\x1b[31m\r" + f" token={SECRETS['flag']}"
+
+    def poison(node):
+        if isinstance(node, dict):
+            return {k: poison(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [poison(v) for v in node]
+        return node + hostile if isinstance(node, str) and node and not node[0].isdigit() else node
+
+    recorded["readings"] = poison(recorded["readings"])
+    recorded["platform"] = poison(recorded["platform"])
+    path = pytester.path / "hostile.json"
+    path.write_text(json.dumps(recorded))
+    result = pytester.run(sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:randomly", str(ROOT / "tests_gotchas"),
+                          f"--spark-replay={path}", "--json-report", "--json-report-file=report.json",
+                          "--spark-summary-md=summary.md", timeout=240)
+    texts = {"terminal": result.stdout.str() + result.stderr.str(),
+             "report.json": (pytester.path / "report.json").read_text(),
+             "summary.md": (pytester.path / "summary.md").read_text()}
+    assert_one_line_each_and_nothing_leaks(result, texts)
+    assert "Traceback" not in texts["terminal"]

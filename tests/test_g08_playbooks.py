@@ -1,13 +1,10 @@
 """G8 against a real HTTP server on loopback serving recorded GitHub answers: every outcome is quick."""
 
 import json
-import threading
 import time
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from github_fakes import CONTENTS, ISSUES, PROXY_VARS, GitHub, Reply, fixture, recorded
 
 from spark_gotchas.judges import g08_playbooks as g08
 from spark_gotchas.options import RunOptions
@@ -16,89 +13,20 @@ from spark_gotchas.readers.github import PlaybookIssues
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
 
-FIXTURES = Path(__file__).parent / "fixtures" / "g08"
-ISSUES = "/repos/NVIDIA/dgx-spark-playbooks/issues"
-CONTENTS = "/repos/NVIDIA/dgx-spark-playbooks/contents/nvidia"
 TOKEN = "ghp_test0123456789abcdefSECRET"
-
-
-def fixture(name):
-    return (FIXTURES / name).read_bytes()
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes = b"[]"
-    headers: dict = field(default_factory=dict)
-    delay_s: float = 0.0
-    trickle: bool = False  # send the body one byte at a time, slowly
-
-
-class GitHub(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.routes: dict = {}
-        self.seen: list = []
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):  # noqa: N802
-        server: GitHub = self.server  # type: ignore[assignment]
-        server.seen.append((self.path, self.headers.get("Authorization")))
-        key = "page2" if "page=2" in self.path else self.path.split("?")[0]
-        reply = server.routes.get(key, Reply(404, b'{"message": "Not Found"}'))
-        time.sleep(reply.delay_s)
-        self.send_response(reply.status)
-        for k, v in reply.headers.items():
-            self.send_header(k, v.replace("{url}", server.url))
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply.body)))
-        self.end_headers()
-        try:
-            if reply.trickle:
-                for i in range(len(reply.body)):
-                    self.wfile.write(reply.body[i:i + 1])
-                    self.wfile.flush()
-                    time.sleep(0.05)
-            else:
-                self.wfile.write(reply.body)
-        except OSError:
-            pass
 
 
 @pytest.fixture
 def server(monkeypatch, tmp_path):
-    srv = GitHub()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+    srv = GitHub().start()
+    for var in PROXY_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", srv.url)
     monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_TIMEOUT", "1.5")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     yield srv
-    srv.shutdown()
-    srv.server_close()
-
-
-def recorded(srv):
-    srv.routes[ISSUES] = Reply(body=fixture("issues_page1.json"),
-                               headers={"Link": '<{url}' + ISSUES + '?state=open&per_page=100&page=2>; rel="next", '
-                                                '<{url}' + ISSUES + '?state=open&per_page=100&page=2>; rel="last"'})
-    srv.routes["page2"] = Reply(body=fixture("issues_page2.json"))
-    srv.routes[CONTENTS] = Reply(body=fixture("contents_nvidia.json"))
+    srv.stop()
 
 
 def read(*playbooks):
@@ -221,7 +149,7 @@ def test_the_token_is_sent_but_never_recorded(server, monkeypatch):
     recorded(server)
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     reading, _ = read("vllm")
-    assert server.seen[0][1] == f"Bearer {TOKEN}" and reading.authenticated
+    assert server.seen[0].authorization == f"Bearer {TOKEN}" and reading.authenticated
     assert TOKEN not in json.dumps(to_jsonable(reading))
     assert TOKEN not in github._cache_path(server.url).read_text()
 

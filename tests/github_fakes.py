@@ -4,7 +4,10 @@ below HTTP (never answer, trickle, never end, never accept)."""
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,15 +48,18 @@ class GitHub(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, host: str = "127.0.0.1"):
+    def __init__(self, host: str = "127.0.0.1", tls: Optional[ssl.SSLContext] = None):
         super().__init__((host, 0), Handler)
         self.routes: dict = {}
         self.seen: list[Seen] = []
         self.host = host
+        self.scheme = "https" if tls else "http"
+        if tls:
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.server_address[1]}"
+        return f"{self.scheme}://{self.host}:{self.server_address[1]}"
 
     def start(self) -> GitHub:
         threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -115,9 +121,10 @@ class RawServer:
     - ``raw``: answers ``payload`` as it is, then closes.
     """
 
-    def __init__(self, behaviour: str, payload: bytes = b""):
+    def __init__(self, behaviour: str, payload: bytes = b"", tls: Optional[ssl.SSLContext] = None):
         self.behaviour = behaviour
         self.payload = payload
+        self.tls = tls
         self.stop_event = threading.Event()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
@@ -135,7 +142,7 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.sock.getsockname()[1]}"
 
     def _fill_backlog(self) -> None:
         """Connect without accepting until a connection no longer completes: the queue is full."""
@@ -166,6 +173,9 @@ class RawServer:
     def _serve(self, conn: socket.socket) -> None:
         stop = self.stop_event
         try:
+            if self.tls:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+                self.conns.append(conn)
             conn.recv(65536)  # the request
             if self.behaviour == "raw":
                 conn.sendall(self.payload)
@@ -197,3 +207,19 @@ class RawServer:
                 s.close()
             except OSError:
                 pass
+
+
+def self_signed(directory: Path) -> Optional[tuple[Path, ssl.SSLContext]]:
+    """A certificate for 127.0.0.1 made with the openssl command (None without it): the file a
+    client trusts through SSL_CERT_FILE, and the server's TLS context."""
+    if shutil.which("openssl") is None:
+        return None
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                           "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                           "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True, timeout=30)
+    if made.returncode != 0:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return cert, context

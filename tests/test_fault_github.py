@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from github_fakes import CONTENTS, ISSUES, PROXY_VARS, GitHub, RawServer, Reply, fixture, recorded
+from github_fakes import CONTENTS, ISSUES, PROXY_VARS, GitHub, RawServer, Reply, fixture, recorded, self_signed
 from gline_block import glines
 
 from spark_gotchas.judges import g08_playbooks as g08
@@ -258,6 +258,45 @@ def test_a_trickle_that_outlasts_the_budget_is_cut_off_by_the_reader_itself(raw)
     assert reading.error_kind == "timeout" and seconds < DONE_WITHIN_S
     assert reading.error == f"no answer within {BUDGET_S:g} s (a DNS lookup, a connection or the answer stalled)"
     assert helpers_end()
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    made = self_signed(tmp_path_factory.mktemp("tls"))
+    if made is None:
+        pytest.skip("the openssl command could not make a certificate")
+    return made
+
+
+def test_over_tls_the_listing_is_read_and_an_untrusted_certificate_skips(tls, monkeypatch):
+    cert, context = tls
+    srv = GitHub(tls=context).start()
+    try:
+        recorded(srv)
+        monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", srv.url)
+        reading, _ = read()
+        assert reading.error_kind == "offline" and "CERTIFICATE_VERIFY_FAILED" in reading.error
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        reading, _ = read()
+        assert reading.error is None and reading.open_issues == 9 and srv.url.startswith("https://")
+        assert {s.authorization for s in srv.seen} == {f"Bearer {TOKEN}"}
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("behaviour, tls_server", [("trickle_headers", True), ("silent", True),
+                                                   ("silent", False)])  # the last never answers the handshake
+def test_over_tls_a_stalled_answer_ends_within_the_budget(tls, monkeypatch, behaviour, tls_server):
+    cert, context = tls
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    srv = RawServer(behaviour, tls=context if tls_server else None)
+    try:
+        monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", srv.url.replace("http://", "https://"))
+        reading, seconds = read()
+        assert reading.error_kind == "timeout" and seconds < DONE_WITHIN_S
+        assert helpers_end()
+    finally:
+        srv.close()
 
 
 @pytest.mark.parametrize("value, budget", [("2", 2.0), ("inf", github.DEFAULT_BUDGET_S), ("nan", github.DEFAULT_BUDGET_S),

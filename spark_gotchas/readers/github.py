@@ -605,7 +605,7 @@ def listing(api: str, token: Optional[str], budget: float) -> dict[str, Any]:
         return box["ok"]
     if finished and "error" in box:
         raise box["error"]
-    raise FetchError("timeout", f"no answer within {budget:g} s (a DNS lookup, a connection or the answer stalled)")
+    raise FetchError("timeout", f"no answer within {budget:g} s: a DNS lookup, a connection or the answer stalled")
 
 
 def recorded_playbooks_only(ctx: ReadContext, recorded: PlaybookIssues) -> PlaybookIssues:

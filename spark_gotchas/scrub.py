@@ -78,14 +78,13 @@ _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^
 _AUTH_HEADER = re.compile(r"(?i)(?P<head>\b(?:proxy-)?authorization\s*[:=]\s*)(?P<scheme>(?:bearer|basic|token|digest)\s+)?"
                           r"(?P<val>[^\s\"',;]+)")
 _BEARER = re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
-# key=value, key: value, "key": "value", 'key'='value' (the key is checked by is_secret_name).
-_KEY_VALUE = re.compile(
-    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<kq>["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
-    r"""(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;&}\])]+))"""
-)
+# key=value, key: value, "key": "value", 'key'='value' (the key is checked by is_secret_name). The
+# value is matched ahead, not consumed: a key that is no secret leaves its value to be read again
+# (``note="token": "…"`` is a note holding a token).
+_VALUE_AHEAD = r"""(?=(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;&}\])]+)))"""
+_KEY_VALUE = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)["']?[ \t]*[:=][ \t]*""" + _VALUE_AHEAD)
 # --flag value and --flag=value (the flag is checked by is_secret_name).
-_FLAG_VALUE = re.compile(r"""(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|[ \t]+)"""
-                         r"""(?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'-][^\s"']*)""")
+_FLAG_VALUE = re.compile(r"""(?P<name>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?:=|[ \t]+)(?=[^-])""" + _VALUE_AHEAD)
 
 
 def _mask_userinfo(m: re.Match) -> str:
@@ -97,23 +96,19 @@ def _mask_userinfo(m: re.Match) -> str:
     return m.group(0)
 
 
-def _mask_key_value(m: re.Match) -> str:
-    if not is_secret_name(m.group("key")):
-        return m.group(0)
-    head = m.group("key") + m.group("kq") + m.group("sep")
-    if m.group("dq") is not None:
-        return f'{head}"{MASK}"'
-    if m.group("sq") is not None:
-        return f"{head}'{MASK}'"
-    return head + MASK
-
-
-def _mask_flag(m: re.Match) -> str:
-    if not is_secret_name(m.group("flag").lstrip("-")):
-        return m.group(0)
-    val = m.group("val")
-    quote = val[0] if val[:1] in ("'", '"') else ""
-    return f"{m.group('flag')}{m.group('sep')}{quote}{MASK}{quote}"
+def _mask_named_values(pattern: re.Pattern, text: str) -> str:
+    """Mask the value after every secret name ``pattern`` finds (its value matched ahead)."""
+    out: list[str] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        if m.start() < pos or not is_secret_name(m.group("name").lstrip("-")):
+            continue
+        quoted = m.group("dq") if m.group("dq") is not None else m.group("sq")
+        start = m.end() + (1 if quoted is not None else 0)
+        out += [text[pos:start], MASK]
+        pos = start + len(quoted if quoted is not None else m.group("bare"))
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def mask_shapes(text: str) -> str:
@@ -124,8 +119,8 @@ def mask_shapes(text: str) -> str:
     text = _URL_USERINFO.sub(_mask_userinfo, text)
     text = _AUTH_HEADER.sub(lambda m: f"{m.group('head')}{m.group('scheme') or ''}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group('head')}{MASK}", text)
-    text = _FLAG_VALUE.sub(_mask_flag, text)
-    return _KEY_VALUE.sub(_mask_key_value, text)
+    text = _mask_named_values(_FLAG_VALUE, text)
+    return _mask_named_values(_KEY_VALUE, text)
 
 
 def mask_text(text: str, secrets: Iterable[str] | None = None) -> str:

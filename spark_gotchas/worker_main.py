@@ -8,6 +8,7 @@ and SIGTERM set it, so a soak stops cleanly and still returns what it measured).
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import json
 import os
 import signal
@@ -62,6 +63,33 @@ def failing_file(exc: BaseException) -> str:
     return ""
 
 
+def _pynvml_hangs(name: str) -> bool:
+    """Import pynvml first, bounded (torch imports it during its own import): when that import
+    hangs, record it as ``name``'s import error, in pynvml's file, and say so. torch is then not
+    imported: its import would wait for ever on the stuck import of pynvml."""
+    from . import nvml
+
+    imported = nvml.import_pynvml()
+    if not imported.hung:  # imported, or raised: torch's own import then says how
+        return False
+    PRELOAD_ERRORS[name] = f"import pynvml (which {name} imports) hangs: {imported.reason}"
+    PRELOAD_ERROR_FILES[name] = imported.path or ""
+    sys.meta_path.insert(0, _Refuse(name, PRELOAD_ERRORS[name]))  # a task's import fails at once
+    return True
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Fails every import of one package at once, with the reason (instead of a wait for ever)."""
+
+    def __init__(self, package: str, reason: str) -> None:
+        self.package, self.reason = package, reason
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.partition(".")[0] == self.package:
+            raise ImportError(f"{self.package} not imported: {self.reason}", name=fullname)
+        return None
+
+
 def _on_signal(signum: int, frame: Any) -> None:
     _STOP.set()
 
@@ -85,9 +113,12 @@ def main(argv: list[str]) -> int:
                          daemon=True).start()
     for name in argv:
         t0 = time.perf_counter()
+        if name == "torch" and _pynvml_hangs(name):
+            PRELOAD_SECONDS[name] = time.perf_counter() - t0
+            continue
         try:
             importlib.import_module(name)
-        except Exception as exc:  # a crash (segfault) ends the process: the parent reports it
+        except (Exception, SystemExit) as exc:  # a crash (segfault) ends the process: the parent reports it
             PRELOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
             PRELOAD_ERROR_FILES[name] = failing_file(exc)
         PRELOAD_SECONDS[name] = time.perf_counter() - t0
@@ -102,7 +133,7 @@ def main(argv: list[str]) -> int:
         try:
             value = _run(request["task"], request.get("args") or {})
             reply = {"id": _CURRENT_ID, "ok": True, "value": value}
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a task's sys.exit() is its error, not the worker's end
             tb = traceback.format_exc(limit=3)
             print(tb, file=sys.stderr)
             reply = {"id": _CURRENT_ID, "ok": False, "error": f"{type(exc).__name__}: {exc}"}

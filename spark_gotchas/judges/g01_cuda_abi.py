@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Optional
 
+from .. import nvml
 from ..profiles import Profile
 from ..readers.extensions import ExtensionScan
 from ..readers.gpu import GpuInventory
@@ -34,6 +35,12 @@ def _outside_torch(path: Optional[str]) -> str:
         return ""
     parts = PurePath(path).parts
     return "" if "torch" in parts or "torchgen" in parts else path
+
+
+def _is_pynvml(path: str) -> bool:
+    """True for the file of a module named pynvml (``pynvml.py`` or ``pynvml/__init__.py``)."""
+    parts = PurePath(path).parts
+    return parts[-1:] == ("pynvml.py",) or parts[-2:] == ("pynvml", "__init__.py")
 
 
 FIX_INDEX = (
@@ -56,11 +63,19 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
     readings = {"torch": build.version, "torch_cuda": build.cuda, "expected_cuda_major": major, "source": source}
     if not build.installed:
         return Verdict(G, Status.SKIP, "torch is not installed: no torch CUDA build to check", readings=readings)
+    shadow = inventory.pynvml_shadow if inventory is not None else None
     if build.worker_problem:
+        if shadow:  # torch imports pynvml: the foreign one is the likelier culprit
+            return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem} "
+                                           f"(torch imports pynvml, and {shadow} is not nvidia-ml-py's)"[:300],
+                           fix=nvml.fix_for(shadow), readings=readings)
         return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem}",
                        fix=FIX_INDEX, readings=readings)
     if build.import_error:
         elsewhere = _outside_torch(build.import_error_file)
+        if elsewhere and shadow and _is_pynvml(elsewhere):
+            return Verdict(G, Status.FAIL, f"import torch fails in {elsewhere}: {build.import_error}"[:300],
+                           fix=nvml.fix_for(elsewhere), readings=readings)
         if elsewhere:
             return Verdict(G, Status.FAIL, f"import torch fails in {elsewhere}: {build.import_error}"[:300],
                            fix=f"{elsewhere} is not part of torch: repair or remove the package it belongs to "

@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from ..netsetup import NetSetup
+from ..procs import run_bounded
 from ..serial import from_jsonable
 from . import ReadContext, reader
 from .torchinfo import torch_installed
@@ -159,42 +157,24 @@ def command(cfg: CollectiveConfig, out_dir: str) -> list[str]:
     return cmd
 
 
-def _tail(path: Path, limit: int = 3000) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-limit:].decode(errors="replace")
-
-
 def run_collective(cfg: CollectiveConfig, work_dir: Optional[str] = None) -> CollectiveRun:
-    """Launch torchrun for this node and collect its ranks' results; bounded by the timeouts."""
+    """Launch torchrun for this node and collect its ranks' results; bounded by the timeouts.
+
+    torchrun runs in its own process group, killed as a whole when it ends or overruns, so no
+    rank outlives the reading."""
     out = CollectiveRun(attempted=True, mode="multinode" if cfg.multinode else "rehearsal", nnodes=cfg.nnodes,
                         node_rank=cfg.node_rank, nproc_per_node=cfg.nproc_per_node, master_addr=cfg.master_addr,
                         backend_requested=cfg.backend, timeout_s=cfg.timeout_s)
     with tempfile.TemporaryDirectory(prefix="spark-collective-", dir=work_dir) as tmp:
         results = Path(tmp) / "ranks"
-        log = Path(tmp) / "torchrun.log"
         out.command = command(cfg, str(results))
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])  # where microbench lives in a checkout
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         overall = (cfg.rendezvous_s if cfg.multinode else 60) + 3 * cfg.timeout_s + 60
-        t0 = time.monotonic()
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(out.command, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
-            try:
-                out.returncode = proc.wait(timeout=overall)
-            except subprocess.TimeoutExpired:
-                out.timed_out = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                out.returncode = proc.wait()
-        out.seconds = time.monotonic() - t0
-        out.log_tail = _tail(log)
+        run = run_bounded(out.command, overall, env=env, merge_stderr=True)
+        out.returncode, out.timed_out, out.seconds = run.returncode, run.timed_out, run.seconds
+        out.log_tail = run.stdout[-3000:] + (f"\n{run.problem}" if run.error or run.unkillable else "")
         first = cfg.node_rank * cfg.nproc_per_node
         for rank in range(first, first + cfg.nproc_per_node):
             path = results / f"rank{rank}.json"

@@ -40,9 +40,11 @@ class GpuDevice:
 
 @dataclass
 class GpuInventory:
-    """``nvml_error`` is set (and devices empty) when NVML itself is unavailable."""
+    """``nvml_error`` is set (and devices empty) when NVML itself is unavailable; ``pynvml_shadow``
+    then names the module named pynvml that is not nvidia-ml-py's, where that is the cause."""
 
     nvml_error: Optional[str] = None
+    pynvml_shadow: Optional[str] = None
     driver_version: Optional[str] = None
     cuda_driver_version: Optional[int] = None  # 13000 means CUDA 13.0
     devices: list[GpuDevice] = field(default_factory=list)
@@ -62,14 +64,13 @@ class GpuInventory:
 
 
 def read_device(index: int, handle) -> GpuDevice:
-    pynvml = nvml.module()
     values = {
         "name": nvml.query("nvmlDeviceGetName", handle),
         "uuid": nvml.query("nvmlDeviceGetUUID", handle),
         "capability": nvml.query("nvmlDeviceGetCudaComputeCapability", handle),
         "bus_width_bits": nvml.query("nvmlDeviceGetMemoryBusWidth", handle),
-        "max_memory_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, pynvml.NVML_CLOCK_MEM),
-        "max_sm_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, pynvml.NVML_CLOCK_SM),
+        "max_memory_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, nvml.const("NVML_CLOCK_MEM")),
+        "max_sm_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, nvml.const("NVML_CLOCK_SM")),
         "power_limit_mw": nvml.query("nvmlDeviceGetEnforcedPowerLimit", handle),
     }
     memory = nvml.query("nvmlDeviceGetMemoryInfo", handle)
@@ -91,11 +92,16 @@ def read_inventory(ctx: ReadContext) -> GpuInventory:
     """Driver and GPUs from NVML (``nvidia-smi -q`` shows the same)."""
     reason = nvml.init()
     if reason is not None:
-        return GpuInventory(nvml_error=reason.reason)
+        return GpuInventory(nvml_error=reason.reason, pynvml_shadow=nvml.shadow())
     driver = nvml.query("nvmlSystemGetDriverVersion")
     cuda = nvml.query("nvmlSystemGetCudaDriverVersion")
     devices = [read_device(i, h) for i, h in enumerate(nvml.device_handles())]
+    late = nvml.init()  # a call that hung meanwhile made NVML unavailable
+    shadow = nvml.shadow() if late is not None else None
+    if shadow and late is not None:  # the values came from a module that is not nvidia-ml-py and then hung: none is trusted
+        return GpuInventory(nvml_error=late.reason, pynvml_shadow=shadow)
     return GpuInventory(
+        nvml_error=None if late is None else late.reason,
         driver_version=None if nvml.is_na(driver) else str(driver),
         cuda_driver_version=None if nvml.is_na(cuda) else int(cuda),
         devices=devices,

@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .. import nvml
+from ..procs import run_bounded
 from . import ReadContext, reader
 
 # Clock-event reason bits (nvml.h nvmlClocksEventReason*).
@@ -183,18 +183,17 @@ def take_sample(handle: Any, t0: float, reasons: Optional[dict[str, str]] = None
 
     ``reasons`` (optional) collects why each missing field is missing.
     """
-    pynvml = nvml.module()
-    if pynvml is None or handle is None:
+    if nvml.module() is None or handle is None:
         return ThermalSample(t_s=time.time() - t0)
     values = {
-        "temperature_c": nvml.query("nvmlDeviceGetTemperature", handle, pynvml.NVML_TEMPERATURE_GPU),
+        "temperature_c": nvml.query("nvmlDeviceGetTemperature", handle, nvml.const("NVML_TEMPERATURE_GPU")),
         "power_w": nvml.query("nvmlDeviceGetPowerUsage", handle),
-        "sm_clock_mhz": nvml.query("nvmlDeviceGetClockInfo", handle, pynvml.NVML_CLOCK_SM),
-        "mem_clock_mhz": nvml.query("nvmlDeviceGetClockInfo", handle, pynvml.NVML_CLOCK_MEM),
+        "sm_clock_mhz": nvml.query("nvmlDeviceGetClockInfo", handle, nvml.const("NVML_CLOCK_SM")),
+        "mem_clock_mhz": nvml.query("nvmlDeviceGetClockInfo", handle, nvml.const("NVML_CLOCK_MEM")),
         "utilization_pct": nvml.query("nvmlDeviceGetUtilizationRates", handle),
         "reasons_mask": _reasons(handle),
-        "sw_power_cap_us": _violation_us(handle, pynvml.NVML_PERF_POLICY_POWER),
-        "thermal_us": _violation_us(handle, pynvml.NVML_PERF_POLICY_THERMAL),
+        "sw_power_cap_us": _violation_us(handle, nvml.const("NVML_PERF_POLICY_POWER")),
+        "thermal_us": _violation_us(handle, nvml.const("NVML_PERF_POLICY_THERMAL")),
     }
     if reasons is not None:
         reasons.update({k: v.reason for k, v in values.items() if isinstance(v, nvml.NotAvailable)})
@@ -240,19 +239,17 @@ def parse_smi_counters(text: str) -> dict[str, Optional[float]]:
 
 
 def smi_counters(index: Optional[int]) -> tuple[dict[str, Optional[float]], Optional[str]]:
-    """Run ``nvidia-smi -q -d PERFORMANCE -i <index>``; (counters, why not) — never raises."""
+    """Run ``nvidia-smi -q -d PERFORMANCE -i <index>``; (counters, why not) — never raises.
+
+    Bounded by ``SMI_TIMEOUT_S``: a hung nvidia-smi is killed with everything it started."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {}, "nvidia-smi not found"
     cmd = [exe, "-q", "-d", "PERFORMANCE"] + (["-i", str(index)] if index is not None else [])
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SMI_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {}, f"nvidia-smi failed: {type(exc).__name__}: {exc}"
-    if proc.returncode != 0:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
-        return {}, f"nvidia-smi exited {proc.returncode}: {tail[0][:160]}"
-    counters = parse_smi_counters(proc.stdout)
+    run = run_bounded(cmd, SMI_TIMEOUT_S)
+    if not run.ok:
+        return {}, run.problem
+    counters = parse_smi_counters(run.stdout)
     if not counters:
         return {}, "nvidia-smi printed no clock event reason counters"
     return counters, None
@@ -264,16 +261,16 @@ def read_counters(handle: Any, index: Optional[int], use_smi: bool = True) -> Cl
     nvidia-smi's figure wins for the power cap when both exist (it is the one users quote).
     """
     counters = ClockCounters()
-    pynvml = nvml.module()
-    if pynvml is not None and handle is not None:
-        for key, policy in (("sw_power_cap", pynvml.NVML_PERF_POLICY_POWER), ("thermal", pynvml.NVML_PERF_POLICY_THERMAL)):
+    loaded = nvml.module() is not None
+    if loaded and handle is not None:
+        for key, policy in (("sw_power_cap", nvml.const("NVML_PERF_POLICY_POWER")), ("thermal", nvml.const("NVML_PERF_POLICY_THERMAL"))):
             value = _violation_us(handle, policy)
             if nvml.is_na(value):
                 counters.unavailable[f"nvml.{key}"] = value.reason
             else:
                 counters.values_us[key] = value
                 counters.sources[key] = "nvml"
-    elif pynvml is None:
+    elif not loaded:
         reason = nvml.init()
         counters.unavailable["nvml"] = reason.reason if reason else "no device handle"
     if use_smi:
@@ -304,18 +301,17 @@ def read_snapshot(ctx: ReadContext) -> ThermalSnapshot:
 
 def snapshot_of(handle: Any, index: Optional[int], how: str = "") -> ThermalSnapshot:
     """The snapshot of one device (also taken at the start of a soak for its static figures)."""
-    pynvml = nvml.module()
     missing: dict[str, str] = {}
     sample = take_sample(handle, time.time(), missing)
     static = {
         "name": nvml.query("nvmlDeviceGetName", handle),
         "power_limit_w": nvml.query("nvmlDeviceGetEnforcedPowerLimit", handle),
-        "max_sm_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, pynvml.NVML_CLOCK_SM),
-        "max_mem_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, pynvml.NVML_CLOCK_MEM),
+        "max_sm_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, nvml.const("NVML_CLOCK_SM")),
+        "max_mem_clock_mhz": nvml.query("nvmlDeviceGetMaxClockInfo", handle, nvml.const("NVML_CLOCK_MEM")),
         "slowdown_temp_c": nvml.query("nvmlDeviceGetTemperatureThreshold", handle,
-                                      pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+                                      nvml.const("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN")),
         "shutdown_temp_c": nvml.query("nvmlDeviceGetTemperatureThreshold", handle,
-                                      pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+                                      nvml.const("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN")),
     }
     clean, why = nvml.split(static)
     missing.update(why)

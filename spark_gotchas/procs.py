@@ -1,0 +1,119 @@
+"""Run a command so that it and everything it starts are gone when the call returns.
+
+``subprocess.run(cmd, capture_output=True, timeout=…)`` can wait for ever: on a timeout it kills
+the child, then reads its pipes to the end, and a grandchild that inherited them (a helper daemon,
+a ``sleep``) keeps them open. :func:`run_bounded` starts the command in its own session (its own
+process group), writes its output to files rather than pipes, and once the child has exited or
+the budget is spent kills the whole group with SIGKILL, so no grandchild survives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import IO, Optional, Sequence
+
+OUTPUT_LIMIT = 1 << 20  # bytes kept of each stream (the end of it)
+KILL_WAIT_S = 2.0  # after SIGKILL; a process in uninterruptible sleep (a wedged driver) takes longer
+
+
+@dataclass(frozen=True)
+class BoundedRun:
+    """What :func:`run_bounded` saw. ``returncode`` as Popen gives it (-9 when killed at the
+    deadline); None when it did not start or could not be reaped."""
+
+    command: tuple[str, ...]
+    returncode: Optional[int] = None
+    stdout: str = ""
+    stderr: str = ""  # empty with ``merge_stderr``
+    timed_out: bool = False
+    error: str = ""  # why it could not start
+    seconds: float = 0.0
+    limit_s: float = 0.0  # the budget it ran under
+    unkillable: bool = False  # still there after SIGKILL (uninterruptible sleep in the kernel)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.error
+
+    @property
+    def problem(self) -> str:
+        """One line saying what went wrong ('' when it exited 0)."""
+        name = os.path.basename(self.command[0]) if self.command else "the command"
+        if self.error:
+            return f"{name} could not start: {self.error}"
+        if self.timed_out:
+            if self.unkillable:
+                return (f"{name} did not finish within {self.limit_s:g} s and survived SIGKILL "
+                        f"(stuck in the kernel: a wedged driver?)")
+            return f"{name} did not finish within {self.limit_s:g} s (killed with its process group)"
+        if self.returncode != 0:
+            tail = (self.stdout + "\n" + self.stderr).strip().splitlines()[-1:] or [""]
+            return f"{name} exited {self.returncode}: {tail[0][:160]}".rstrip(": ")
+        return ""
+
+
+def _read_tail(fh: IO[bytes]) -> str:
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    fh.seek(max(0, size - OUTPUT_LIMIT))
+    return fh.read().decode(errors="replace")
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(pid: int) -> bool:
+    """True once ``pid`` has exited; it is left a zombie, so its process group id stays its own."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def run_bounded(cmd: Sequence[str], timeout: float, *, env: Optional[dict[str, str]] = None,
+                cwd: Optional[str] = None, merge_stderr: bool = False) -> BoundedRun:
+    """Run ``cmd`` for at most ``timeout`` seconds; never raises for the command's own failures.
+
+    The command runs in a new session. When it exits, or when the budget is spent, its process
+    group is killed (SIGKILL) before the child is reaped, so nothing it started outlives the call.
+    """
+    command = tuple(str(part) for part in cmd)
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=out if merge_stderr else err, env=env, cwd=cwd,
+                                    start_new_session=True)
+        except (OSError, ValueError) as exc:
+            return BoundedRun(command, error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - t0,
+                              limit_s=timeout)
+        deadline = t0 + timeout
+        delay = 0.0005
+        timed_out = False
+        try:
+            while not _exited(proc.pid):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.05)
+        finally:  # an interrupt while waiting must not leave the group running either
+            _kill_group(proc.pid)
+            try:
+                returncode: Optional[int] = proc.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:  # stuck in the kernel (a wedged driver): not waited for
+                returncode = None
+        seconds = time.monotonic() - t0
+        return BoundedRun(command, returncode=returncode, stdout=_read_tail(out),
+                          stderr="" if merge_stderr else _read_tail(err), timed_out=timed_out,
+                          seconds=seconds, limit_s=timeout, unkillable=returncode is None)

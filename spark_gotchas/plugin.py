@@ -25,7 +25,7 @@ import pytest
 
 from . import __version__, atomic, platform, scrub
 from .text import printable
-from .options import OPTION_SPECS, RunOptions, from_config, parse_duration
+from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
 from .readers import load_all as load_readers
 from .snapshot import Snapshot, SnapshotError, now_iso
@@ -42,9 +42,9 @@ JSON_HOOKS_NAME = "spark-gotchas-json-report"
 # -- options and markers -----------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("spark-gotchas", "DGX Spark gotchas (G1-G10)")
-    for dest, flag, kwargs, ini_type, help_text in OPTION_SPECS:
-        group.addoption(flag, dest=dest, help=help_text, **kwargs)
-        parser.addini(dest, help=help_text, type=ini_type, default=None)
+    for f in declared():
+        group.addoption(f.metadata["flag"], dest=f.name, help=help_text(f), **addoption_kwargs(f))
+        parser.addini(f.name, help=help_text(f, ini=True), type=ini_type(f), default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,12 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
         options = from_config(config)
         if options.spark_strict:
             config.addinivalue_line("filterwarnings", "error::spark_gotchas.verdict.GotchaWarning")
-        parse_duration(options.soak_duration)
         replay = load_snapshot(options.spark_replay) if options.spark_replay else None
         if replay is not None:
             try:
                 options = options.with_recorded(replay.options)
-                parse_duration(options.soak_duration)
             except ValueError as exc:
                 raise ValueError(f"snapshot {replay.path} records a bad option: {exc}") from None
     except (SnapshotError, ValueError) as exc:

@@ -27,10 +27,10 @@ from ci_preflight import (
     workflow,
 )
 
-from spark_gotchas.options import OPTION_SPECS
+from spark_gotchas.options import declared, kind
 
 DOCS = ROOT / "docs" / "ci.md"
-VALUE_FLAGS = {flag for _dest, flag, kw, _ini, _help in OPTION_SPECS if kw.get("action") not in ("store_true",)}
+VALUE_FLAGS = {f.metadata["flag"] for f in declared() if kind(f) is not bool}
 
 
 def _scripts() -> dict[str, str]:
@@ -117,7 +117,7 @@ def test_pytest_writes_every_report_and_the_job_summary(name, marks):
 def test_every_suite_option_exists_and_takes_its_value_with_equals():
     """``--opt value`` would let pytest read an absolute value as a test path (rootdir) before the
     plugin is loaded; ``--opt=value`` cannot be mistaken."""
-    known = {flag for _dest, flag, _kw, _ini, _help in OPTION_SPECS}
+    known = {f.metadata["flag"] for f in declared()}
     for name, script in _scripts().items():
         if "python3 -m pytest" not in script:
             continue

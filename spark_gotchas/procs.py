@@ -1,10 +1,12 @@
 """Run a command so that it and everything it starts are gone when the call returns.
 
-``subprocess.run(cmd, capture_output=True, timeout=…)`` can wait for ever: on a timeout it kills
-the child, then reads its pipes to the end, and a grandchild that inherited them (a helper daemon,
-a ``sleep``) keeps them open. :func:`run_bounded` starts the command in its own session (its own
-process group), writes its output to files rather than pipes, and once the child has exited or
-the budget is spent kills the whole group with SIGKILL, so no grandchild survives it.
+``subprocess.run(cmd, capture_output=True, timeout=…)`` reads the command's pipes to their end,
+and a grandchild that inherited them (a helper daemon, a ``sleep``) keeps them open: a command that
+exits at once is then reported as timed out and its output lost, without a timeout the call waits
+for the grandchild, and either way the grandchild survives. :func:`run_bounded` starts the command
+in its own session (its own process group), writes its output to files rather than pipes, and once
+the child has exited or the budget is spent kills the whole group with SIGKILL, so no grandchild
+survives it.
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list
                 if list_name not in row["lists"]:
                     row["lists"].append(list_name)
         devices.append(dev)
-    return None, devices, rows
+    late = init()  # a call that hung meanwhile made NVML unavailable: say so, not "no process"
+    return (None if late is None else late.reason), devices, rows
 
 
 # -- psutil ----------------------------------------------------------------------------------------

@@ -295,7 +295,9 @@ def read_snapshot(ctx: ReadContext) -> ThermalSnapshot:
         return ThermalSnapshot(nvml_error=reason.reason)
     handle, index, how = cuda0_handle()
     if handle is None:
-        return ThermalSnapshot(nvml_error=f"no NVML device ({how})", index=index, selected_by=how)
+        late = nvml.init()  # the handle's call hung: NVML is unavailable now, not the device missing
+        why = late.reason if late is not None else f"no NVML device ({how})"
+        return ThermalSnapshot(nvml_error=why, index=index, selected_by=how)
     return snapshot_of(handle, index, how)
 
 

@@ -214,7 +214,16 @@ class _Runner:
         return call if call.done.acquire(timeout=budget) else None
 
 
+    def forget(self) -> None:
+        """In a forked child: the thread did not come along, so the next call starts one."""
+        self._calls = queue.SimpleQueue()
+        self._thread = None
+        self._start = threading.Lock()
+
+
 _RUNNER = _Runner()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_RUNNER.forget)
 
 
 def _late(what: str, budget: float) -> str:

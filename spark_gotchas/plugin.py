@@ -10,28 +10,26 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import sys
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
-from . import __version__, atomic, platform, scrub
-from .text import printable
+from . import atomic, platform, scrub
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
 from .readers import load_all as load_readers
-from .snapshot import Snapshot, SnapshotError, now_iso
+from .reports import markdown_summary, report_section, run_snapshot, shown, terminal_block
+from .session import Reported, SessionState
+from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
-from .verdict import GotchaWarning, Status, Verdict, summarize, summary_lines
+from .verdict import GotchaWarning, Status, Verdict, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
 GOTCHA_FILE = re.compile(r"^test_g(\d{2})_")
@@ -85,117 +83,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     plugin = config.pluginmanager.get_plugin(JSON_HOOKS_NAME)
     if plugin is not None:
         config.pluginmanager.unregister(plugin)
-
-
-# -- state ----------------------------------------------------------------------------------
-@dataclass
-class Reported:
-    nodeid: str
-    verdict: Verdict
-    order: int = 1 << 30  # the check's place in file order (not run order) for stable summaries
-
-
-@dataclass
-class SessionState:
-    """Per-run state: options, the provider, the worker, and every verdict reported."""
-
-    config: Any
-    options: RunOptions
-    replay: Optional[Snapshot] = None
-    active: bool = False  # True once a gotcha check is collected
-    reported: list[Reported] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    output_errors: list[str] = field(default_factory=list)  # outputs asked for and not written
-    artifacts: dict[str, str] = field(default_factory=dict)  # name -> path, for reports
-    current_item: Any = None
-    configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
-    check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
-    prepare_keys: list[str] = field(default_factory=list)  # readings to start when the GPU checks begin
-    warmups_sent: set[str] = field(default_factory=set)  # spark_gotchas.warmup names asked of the GPU worker
-    _worker: Any = None
-    _load_worker: Any = None
-    _build_worker: Any = None
-    _provider: Optional[Provider] = None
-
-    @property
-    def provider(self) -> Provider:
-        if self._provider is None:
-            self._provider = Provider(self.options, self.replay, self.worker, self.load_worker, self.build_worker)
-            self._provider.ctx.say = self.say
-            self._provider.ctx.add_artifact = self.add_artifact
-        return self._provider
-
-    def say(self, text: str) -> None:
-        """Print a progress line now, past pytest's output capture (soak progress, etc.)."""
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            print(text, file=sys.stderr, flush=True)
-            return
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
-        suspended = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-        with suspended:  # fd-level capture would otherwise hold the line until the check ends
-            reporter.ensure_newline()
-            reporter.write_line(text)
-
-    def add_artifact(self, name: str, path: str) -> None:
-        """Name a file this run produced (CSV, PNG …): the JSON report and summary list it."""
-        self.artifacts[name] = str(path)
-
-    def worker(self) -> Any:
-        if self.replay is not None:
-            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
-        if self._worker is None:
-            from .readers.torchinfo import torch_installed
-            from .worker import Worker
-
-            self._worker = Worker(preload=("torch",) if torch_installed() else ())
-        return self._worker
-
-    def warm_up(self) -> None:
-        """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`), once each.
-        They touch the GPU: only once the checks of its state at rest are done."""
-        from . import warmup
-
-        worker = self._worker
-        if worker is None or "torch" not in worker.preload:
-            return
-        for name in warmup.chosen():
-            if name not in self.warmups_sent and worker.warm_up(name):
-                self.warmups_sent.add(name)
-
-    def load_worker(self) -> Any:
-        """A worker that imports nothing up front: the G4 spot check's load runs there while the
-        GPU worker is still importing torch."""
-        if self._load_worker is None:
-            self._load_worker = self._bare_worker()
-        return self._load_worker
-
-    def build_worker(self) -> Any:
-        """A worker that imports nothing up front and never torch: G5's Triton kernels are built
-        there while the GPU worker is still importing torch."""
-        if self._build_worker is None:
-            self._build_worker = self._bare_worker()
-        return self._build_worker
-
-    def _bare_worker(self) -> Any:
-        if self.replay is not None:
-            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
-        from .worker import Worker
-
-        return Worker(preload=())
-
-    def close(self) -> None:
-        workers = [w for w in (self._worker, self._load_worker, self._build_worker) if w is not None]
-        for worker in workers:
-            worker.end_input()  # all start leaving at once
-        for worker in workers:
-            worker.close()
-        self._worker = self._load_worker = self._build_worker = None
-
-    @property
-    def verdicts(self) -> list[Verdict]:
-        """Every verdict in the checks' file order, whatever order they ran in."""
-        return [r.verdict for r in sorted(self.reported, key=lambda r: r.order)]
 
 
 STATE_KEY = pytest.StashKey[SessionState]()
@@ -442,37 +329,6 @@ class JsonReportHooks:
         json_report.update(cleaned)
 
 
-def report_section(state: SessionState) -> dict[str, Any]:
-    """The top-level ``spark_gotchas`` object of the JSON report (see docs/report.md)."""
-    return {
-        "suite_version": __version__,
-        "mode": "replay" if state.replay is not None else "live",
-        "replayed_from": state.replay.path if state.replay is not None else None,
-        "lines": summary_lines(state.verdicts),
-        "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "summary": top.summary, "fix": top.fix,
-                                        "checks": len(group)}
-                    for top, group in summarize(state.verdicts)},
-        "platform": platform.describe(state.provider, state.options.spark_profile),
-        "options": state.options.judged(),
-        "versions": platform.versions(state.provider),
-        "artifacts": dict(state.artifacts),
-        "timing": timing(state),
-    }
-
-
-def timing(state: SessionState) -> dict[str, Any]:
-    """Where the run's time went, in seconds after pytest configured the run: each check's call, and
-    the GPU worker's start, imports and tasks (null when no worker ran)."""
-    origin = state.configured_epoch
-    workers = {"worker": state._worker, "load_worker": state._load_worker, "build_worker": state._build_worker}
-    return {
-        "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
-                   for nodeid, start, seconds in state.check_times],
-        "prepare_errors": dict(state._provider.prepare_errors) if state._provider is not None else {},
-        **{name: w.timeline.to_json(origin) if w is not None else None for name, w in workers.items()},
-    }
-
-
 @pytest.hookimpl(trylast=True)  # after pytest-json-report has written its file, to check it
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
@@ -489,30 +345,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         check_written(state, "JSON report", report)
     if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def run_snapshot(state: SessionState) -> Snapshot:
-    """The run's snapshot: every reading taken (and, in a replay, every reading replayed), masked."""
-    provider, opts = state.provider, state.options
-    readings = dict(state.replay.readings) if state.replay is not None else {}
-    readings.update(provider.recorded)
-    doc = scrub.scrub(Snapshot(
-        readings=readings,
-        options=opts.judged(),
-        platform=platform.describe(provider, opts.spark_profile),
-        verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
-        created=now_iso(),
-        suite_version=__version__,
-    ).to_json())
-    return Snapshot(**{k: doc[k] for k in ("readings", "options", "platform", "verdicts", "created", "suite_version")})
-
-
-def markdown_summary(state: SessionState) -> str:
-    from .summary_md import render
-
-    return scrub.mask_text(render(state.verdicts, platform.describe(state.provider, state.options.spark_profile),
-                                  artifacts=state.artifacts,
-                                  replayed_from=state.replay.path if state.replay is not None else None))
 
 
 def write_output(state: SessionState, what: str, path: str, write: Any) -> None:
@@ -537,28 +369,10 @@ def check_written(state: SessionState, what: str, path: str) -> None:
         state.output_errors.append(f"could not write the {what} {path}: {reason}")
 
 
-_COLOR = {Status.FAIL: {"red": True, "bold": True}, Status.WARN: {"yellow": True, "bold": True},
-          Status.PASS: {"green": True}, Status.INFO: {"cyan": True}, Status.SKIP: {}}
-
-
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is None or not state.active or not state.reported:
         return
-    tr = terminalreporter
-    tr.write_sep("=", "spark-gotchas")
-    desc = platform.describe(state.provider, state.options.spark_profile)
-    tr.write_line(shown(platform.one_line(desc, state.replay.path if state.replay is not None else None)))
-    for top, _group in summarize(state.verdicts):
-        for line in summary_lines(v for v in state.verdicts if v.gotcha == top.gotcha):
-            markup = _COLOR[top.status] if not line.startswith("    ") else {}
-            tr.write_line(line, **markup)
-    for note in state.notes:
-        tr.write_line(shown(note))
-    for error in state.output_errors:
-        tr.write_line(shown(f"{error} (the run fails: an output it was asked for is missing)"), red=True, bold=True)
-
-
-def shown(text: str) -> str:
-    """A line for the terminal: credentials masked, control characters escaped."""
-    return printable(scrub.mask_text(text))
+    terminalreporter.write_sep("=", "spark-gotchas")
+    for line, markup in terminal_block(state):
+        terminalreporter.write_line(line, **markup)

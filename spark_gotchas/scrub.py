@@ -26,7 +26,7 @@ MASK = "***"
 MIN_SECRET_LEN = 4
 
 _SECRET_WORDS = frozenset({
-    "token", "secret", "password", "passwd", "passphrase", "pwd", "credential", "credentials",
+    "token", "secret", "password", "passwd", "passphrase", "credential", "credentials",
     "cookie", "apikey", "auth", "authorization", "authtoken", "pat", "dsn", "privatekey",
     "accesskey", "secretkey", "sessionkey",
 })

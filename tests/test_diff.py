@@ -95,7 +95,7 @@ def test_the_module_command_dispatches_and_keeps_the_exit_status():
 
 @pytest.mark.parametrize("argv, code, text", [
     ([], 2, "usage: python -m spark_gotchas COMMAND"),
-    (["--help"], 0, "diff  what changed between two runs or machines"),
+    (["--help"], 0, "diff          what changed between two runs or machines"),
     (["frobnicate"], 2, "unknown command 'frobnicate'"),
 ])
 def test_the_module_command_line(argv, code, text):

@@ -2,10 +2,12 @@
 builds when nvcc is on PATH, and the installed torch wheel's own libraries."""
 
 import importlib.metadata as md
+import os
 import re
-import shutil
 import struct
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -95,7 +97,8 @@ def test_unreadable_files_become_errors_not_tracebacks(tmp_path, fb):
 
 
 def test_a_shared_object_without_kernels_has_no_fatbin(tmp_path):
-    found = fatbin.read_file(struct.__file__ if struct.__file__.endswith(".so") else shutil.which("python3"))
+    # this interpreter's own binary (PATH's python3 may be a pyenv shell shim, not an ELF file)
+    found = fatbin.read_file(os.path.realpath(sys.executable))
     assert found.error is None and not found.has_fatbin and found.entries == []
 
 

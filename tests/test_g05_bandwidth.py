@@ -150,7 +150,7 @@ def fake_gpu(monkeypatch):
     })
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
-    monkeypatch.setattr(plugin.SessionState, "worker", lambda self: worker)
+    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
     return worker
 
 
@@ -183,7 +183,7 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
 
     import spark_gotchas.plugin as plugin
 
-    monkeypatch.setattr(plugin.SessionState, "worker", no_worker)
+    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", no_worker)
     replay = run(pytester, "-m", "fast", "--spark-replay", "snap.json", "-rA")
     replay.assert_outcomes(passed=2)
     assert glines(replay) == lines

@@ -264,7 +264,7 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
                             "microbench.gemm:probe": fk.gb10_gemm(nvfp4_tflops=127.0)})
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
-    monkeypatch.setattr(plugin.SessionState, "worker", lambda self: worker)
+    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
     # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
     monkeypatch.setattr(nvml, "_STATE", {"tried": True, "error": nvml.NotAvailable("NVML library not found"),
                                          "module": None})
@@ -280,7 +280,7 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     assert len(lines) >= 2 and all(line.startswith("    fix: ") for line in lines[1:]), lines
     assert sys.modules.get("vllm") is None  # read from its files, never imported
 
-    monkeypatch.setattr(plugin.SessionState, "worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
+    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
     shutil.rmtree(site.root)  # the machine is gone: the snapshot must suffice
     replay = run("-m", "fast", "--spark-replay", "snap.json")
     replay.assert_outcomes(failed=2)

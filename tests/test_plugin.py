@@ -609,7 +609,7 @@ def test_checks_run_live_then_scans_then_gpu_and_prepared_readings_start_after_t
 
 
 def test_the_workers_warm_up_waits_for_the_checks_of_the_machine_at_rest(pytester, prepared_reader, monkeypatch):
-    from spark_gotchas.plugin import SessionState
+    from spark_gotchas.session import SessionState
 
     monkeypatch.setattr(SessionState, "warm_up", lambda self: EVENTS.append("warm-up"))
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from spark_gotchas import warmup
-from spark_gotchas.plugin import SessionState
+from spark_gotchas.session import SessionState
 from spark_gotchas.worker import Worker
 
 HERE = Path(__file__).parent

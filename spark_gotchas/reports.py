@@ -1,0 +1,85 @@
+"""What a run reports, as pure functions of its state: the JSON report's ``spark_gotchas``
+section, the snapshot, the Markdown summary and the terminal block. The plugin decides when and
+where each is written; nothing here writes a file or prints.
+
+Every string from outside passes :func:`shown` (credentials masked, controls escaped) before
+it reaches the terminal; the documents are masked whole with :func:`spark_gotchas.scrub.scrub`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import __version__, platform, scrub
+from .session import SessionState
+from .snapshot import Snapshot, now_iso
+from .text import printable
+from .verdict import Status, summarize, summary_lines
+
+COLOR = {Status.FAIL: {"red": True, "bold": True}, Status.WARN: {"yellow": True, "bold": True},
+         Status.PASS: {"green": True}, Status.INFO: {"cyan": True}, Status.SKIP: {}}
+
+
+def shown(text: str) -> str:
+    """A line for the terminal: credentials masked, control characters escaped."""
+    return printable(scrub.mask_text(text))
+
+
+def _replayed_from(state: SessionState) -> str | None:
+    return state.replay.path if state.replay is not None else None
+
+
+def report_section(state: SessionState) -> dict[str, Any]:
+    """The top-level ``spark_gotchas`` object of the JSON report (see docs/report.md)."""
+    return {
+        "suite_version": __version__,
+        "mode": "replay" if state.replay is not None else "live",
+        "replayed_from": _replayed_from(state),
+        "lines": summary_lines(state.verdicts),
+        "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "summary": top.summary, "fix": top.fix,
+                                        "checks": len(group)}
+                    for top, group in summarize(state.verdicts)},
+        "platform": platform.describe(state.provider, state.options.spark_profile),
+        "options": state.options.judged(),
+        "versions": platform.versions(state.provider),
+        "artifacts": dict(state.artifacts),
+        "timing": state.timing(),
+    }
+
+
+def run_snapshot(state: SessionState) -> Snapshot:
+    """The run's snapshot: every reading taken (and, in a replay, every reading replayed), masked."""
+    provider, opts = state.provider, state.options
+    readings = dict(state.replay.readings) if state.replay is not None else {}
+    readings.update(provider.recorded)
+    doc = scrub.scrub(Snapshot(
+        readings=readings,
+        options=opts.judged(),
+        platform=platform.describe(provider, opts.spark_profile),
+        verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
+        created=now_iso(),
+        suite_version=__version__,
+    ).to_json())
+    return Snapshot(**{k: doc[k] for k in ("readings", "options", "platform", "verdicts", "created", "suite_version")})
+
+
+def markdown_summary(state: SessionState) -> str:
+    """The run as a Markdown block for a job summary (:mod:`spark_gotchas.summary_md`), masked."""
+    from .summary_md import render
+
+    return scrub.mask_text(render(state.verdicts, platform.describe(state.provider, state.options.spark_profile),
+                                  artifacts=state.artifacts, replayed_from=_replayed_from(state)))
+
+
+def terminal_block(state: SessionState) -> list[tuple[str, dict[str, bool]]]:
+    """The lines under the ``spark-gotchas`` separator, each with its colour: the platform, one
+    G-line per gotcha (and its fixes), the notes, and the outputs that could not be written."""
+    desc = platform.describe(state.provider, state.options.spark_profile)
+    out = [(shown(platform.one_line(desc, _replayed_from(state))), {})]
+    for top, _group in summarize(state.verdicts):
+        for line in summary_lines(v for v in state.verdicts if v.gotcha == top.gotcha):
+            out.append((line, COLOR[top.status] if not line.startswith("    ") else {}))
+    out += [(shown(note), {}) for note in state.notes]
+    out += [(shown(f"{error} (the run fails: an output it was asked for is missing)"), {"red": True, "bold": True})
+            for error in state.output_errors]
+    return out

@@ -1,0 +1,140 @@
+"""One run's state: its options, the provider of readings, the workers, and every verdict.
+
+Kept under the plugin's ``STATE_KEY`` from ``pytest_configure`` to ``pytest_unconfigure``;
+the report writers (:mod:`spark_gotchas.reports`) read it through its public fields only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .options import RunOptions
+from .provider import Provider, ReadingUnavailable
+from .snapshot import Snapshot
+from .verdict import Verdict
+
+
+@dataclass
+class Reported:
+    nodeid: str
+    verdict: Verdict
+    order: int = 1 << 30  # the check's place in file order (not run order) for stable summaries
+
+
+@dataclass
+class SessionState:
+    """Per-run state: options, the provider, the worker, and every verdict reported."""
+
+    config: Any
+    options: RunOptions
+    replay: Optional[Snapshot] = None
+    active: bool = False  # True once a gotcha check is collected
+    reported: list[Reported] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    output_errors: list[str] = field(default_factory=list)  # outputs asked for and not written
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> path, for reports
+    current_item: Any = None
+    configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
+    check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
+    prepare_keys: list[str] = field(default_factory=list)  # readings to start when the GPU checks begin
+    warmups_sent: set[str] = field(default_factory=set)  # spark_gotchas.warmup names asked of the GPU worker
+    _worker: Any = None
+    _load_worker: Any = None
+    _build_worker: Any = None
+    _provider: Optional[Provider] = None
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = Provider(self.options, self.replay, self.worker, self.load_worker, self.build_worker)
+            self._provider.ctx.say = self.say
+            self._provider.ctx.add_artifact = self.add_artifact
+        return self._provider
+
+    def say(self, text: str) -> None:
+        """Print a progress line now, past pytest's output capture (soak progress, etc.)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            print(text, file=sys.stderr, flush=True)
+            return
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        suspended = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+        with suspended:  # fd-level capture would otherwise hold the line until the check ends
+            reporter.ensure_newline()
+            reporter.write_line(text)
+
+    def add_artifact(self, name: str, path: str) -> None:
+        """Name a file this run produced (CSV, PNG …): the JSON report and summary list it."""
+        self.artifacts[name] = str(path)
+
+    def worker(self) -> Any:
+        if self.replay is not None:
+            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
+        if self._worker is None:
+            from .readers.torchinfo import torch_installed
+            from .worker import Worker
+
+            self._worker = Worker(preload=("torch",) if torch_installed() else ())
+        return self._worker
+
+    def warm_up(self) -> None:
+        """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`), once each.
+        They touch the GPU: only once the checks of its state at rest are done."""
+        from . import warmup
+
+        worker = self._worker
+        if worker is None or "torch" not in worker.preload:
+            return
+        for name in warmup.chosen():
+            if name not in self.warmups_sent and worker.warm_up(name):
+                self.warmups_sent.add(name)
+
+    def load_worker(self) -> Any:
+        """A worker that imports nothing up front: the G4 spot check's load runs there while the
+        GPU worker is still importing torch."""
+        if self._load_worker is None:
+            self._load_worker = self._bare_worker()
+        return self._load_worker
+
+    def build_worker(self) -> Any:
+        """A worker that imports nothing up front and never torch: G5's Triton kernels are built
+        there while the GPU worker is still importing torch."""
+        if self._build_worker is None:
+            self._build_worker = self._bare_worker()
+        return self._build_worker
+
+    def _bare_worker(self) -> Any:
+        if self.replay is not None:
+            raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
+        from .worker import Worker
+
+        return Worker(preload=())
+
+    def close(self) -> None:
+        workers = [w for w in (self._worker, self._load_worker, self._build_worker) if w is not None]
+        for worker in workers:
+            worker.end_input()  # all start leaving at once
+        for worker in workers:
+            worker.close()
+        self._worker = self._load_worker = self._build_worker = None
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """Every verdict in the checks' file order, whatever order they ran in."""
+        return [r.verdict for r in sorted(self.reported, key=lambda r: r.order)]
+
+    def timing(self) -> dict[str, Any]:
+        """Where the run's time went, in seconds after pytest configured the run: each check's call,
+        and each worker's start, imports and tasks (null when that worker did not run)."""
+        origin = self.configured_epoch
+        workers = {"worker": self._worker, "load_worker": self._load_worker, "build_worker": self._build_worker}
+        return {
+            "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
+                       for nodeid, start, seconds in self.check_times],
+            "prepare_errors": dict(self._provider.prepare_errors) if self._provider is not None else {},
+            **{name: w.timeline.to_json(origin) if w is not None else None for name, w in workers.items()},
+        }

@@ -4,8 +4,8 @@ builds when nvcc is on PATH, and the installed torch wheel's own libraries."""
 import importlib.metadata as md
 import os
 import re
-import struct
 import shutil
+import struct
 import subprocess
 import sys
 

@@ -141,7 +141,6 @@ def test_sweep_warns_when_the_largest_size_drops():
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """A live run whose worker answers with recorded H200 readings (no GPU, no torch import)."""
-    import spark_gotchas.plugin as plugin
 
     worker = fk.FakeWorker({
         "spark_gotchas.tasks:torch_build": fk.torch_build_value(),
@@ -181,7 +180,6 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
     def no_worker(self):
         raise AssertionError("a replay must not touch the GPU worker")
 
-    import spark_gotchas.plugin as plugin
 
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", no_worker)
     replay = run(pytester, "-m", "fast", "--spark-replay", "snap.json", "-rA")

@@ -276,6 +276,7 @@ def test_over_tls_the_listing_is_read_and_an_untrusted_certificate_skips(tls, mo
         monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", srv.url)
         reading, _ = read()
         assert reading.error_kind == "offline" and "CERTIFICATE_VERIFY_FAILED" in reading.error
+        assert "TLS certificate is not trusted here" in g08.judge_playbooks(reading).line
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         reading, _ = read()
         assert reading.error is None and reading.open_issues == 9 and srv.url.startswith("https://")
@@ -315,7 +316,7 @@ def test_an_api_that_is_not_an_http_url_skips_with_a_clear_reason(monkeypatch, a
     assert reading.error.startswith("SPARK_GOTCHAS_GITHUB_API is not an http(s) URL: ")
     assert "hunter2secret" not in json.dumps(to_jsonable(reading))
     assert g08.judge_playbooks(reading).line.startswith("G8 SKIP: cannot list open issues of NVIDIA/dgx-spark-playbooks: "
-                                                        "the listing failed (SPARK_GOTCHAS_GITHUB_API is not")
+                                                        "a bad API address (SPARK_GOTCHAS_GITHUB_API is not")
 
 
 def test_a_damaged_cache_is_fetched_afresh(servers):

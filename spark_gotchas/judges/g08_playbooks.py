@@ -64,7 +64,11 @@ def judge_playbooks(reading: PlaybookIssues) -> Verdict:
     if reading.error:
         what = {"rate_limited": "GitHub's rate limit is used up", "offline": "no network",
                 "timeout": "GitHub did not answer in time", "malformed": "GitHub's answer was not usable",
-                "http": "GitHub answered with an error"}.get(reading.error_kind or "", "the listing failed")
+                "http": "GitHub answered with an error",
+                "config": "a bad API address"}.get(reading.error_kind or "",
+                                                                                  "the listing failed")
+        if reading.error_kind == "offline" and "CERTIFICATE" in (reading.error or "").upper():
+            what = "the server's TLS certificate is not trusted here (a proxy? set SSL_CERT_FILE)"
         until = f" until {reading.rate_limit_reset_utc}" if reading.rate_limit_reset_utc else ""
         token = "" if reading.authenticated or reading.error_kind != "rate_limited" else " (set GITHUB_TOKEN)"
         return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token} "

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CI, job summary and diff on a GPU machine: the workflow's own steps, run as the runner would.
-# Run from the repo root with the project installed. Prints everything to stdout; copies the
-# documents to $OUT (default /tmp/spark-gotchas-ci) so they can be looked at afterwards.
+# On the GPU machine: bash devscripts/batch.sh ci (carry [".whl"]; batch.sh installs the suite).
+# Prints everything to stdout; writes the documents under $OUT (default /tmp/spark-gotchas-ci):
+# the preflight's and the soak's junit.xml, report.json, snapshot.json, job summaries, soak CSV
+# and PNG, the replays' snapshots. Needs an NVIDIA GPU. tests/test_workflow.py checks that its
+# two workflow steps are the workflow's own, verbatim.
 # Runtime: about 3 minutes on one H200 (three timed preflights of ~10 s each, the preflight
 # step, a 60 s soak plus its setup, two replays, a handful of diffs).
 #
@@ -20,8 +23,6 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/spark-gotchas-ci}"
 mkdir -p "$OUT"
-ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -2
-python3 -c "import spark_gotchas" 2>/dev/null || python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -2
 step() { echo; echo "=== [$(date +%T)] $*"; }
 T0=$(date +%s)
 

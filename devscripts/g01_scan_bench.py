@@ -8,6 +8,10 @@
 
 Prints one line per run (``scan:`` shared objects, seconds) and a summary: the first run, the
 median of the warm repeats, and where the time goes (directory walk, ELF reads, RECORD owners).
+Writes nothing. Runs here as it is (about 1 s; a few seconds with --copies); on the GPU machine,
+after the suite's dependencies are installed, in one command with the installer:
+
+    bash devscripts/batch.sh && python3 devscripts/g01_scan_bench.py --cold --repeat 5
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # G5 (bandwidth) and G7 (NVFP4 vs FP8) on a GPU machine: the quality bar of the probes, Triton
 # tuning, GEMM rates, the fatbin walker against cuobjdump, and the checks' own lines.
-# Run from the repo root with the project installed. Prints everything to stdout; snapshot and
-# JSON go to $OUT (default /tmp/spark-gotchas-measure).
+# On the GPU machine: bash devscripts/batch.sh measure (carry [".whl"]; batch.sh installs the suite).
+# Prints everything to stdout (the figures of docs/benchmarks.md's G5/G7 rows); writes under $OUT
+# (default /tmp/spark-gotchas-measure): the tuning grid bandwidth-tune.json, the checks' snapshot
+# g05g07.json and the sweep's g5_bandwidth_sweep.csv. Needs an NVIDIA GPU.
 # Runtime: about 3 minutes on one H200 (four torch imports of ~6 s, ~60 Triton compilations,
 # probes at 1 and 4 GiB, GEMMs at 8192^3, cuobjdump of libtorch_cuda.so, a bandwidth sweep).
 #
@@ -25,11 +27,9 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/spark-gotchas-measure}"
 mkdir -p "$OUT"
-ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -2
-python3 -c "import spark_gotchas" 2>/dev/null || python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -2
 export PATH="$PATH:/usr/local/cuda/bin"
-export TRITON_CACHE_DIR="$OUT/triton-cache"  # empty at first: step 1 measures a cold compile
-rm -rf "$TRITON_CACHE_DIR"
+export TRITON_CACHE_DIR="$(mktemp -d /tmp/spark-gotchas-triton.XXXXXX)"  # empty: step 1 measures a cold compile
+trap 'rm -rf "$TRITON_CACHE_DIR"' EXIT
 step() { echo; echo "=== [$(date +%T)] $*"; }
 T0=$(date +%s)
 

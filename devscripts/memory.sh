@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # G3 (unified-memory OOM) and G6 (contention) on a GPU machine: the evidence the checks need.
-# Run from the repo root with the project installed. Prints everything to stdout.
+# On the GPU machine: bash devscripts/batch.sh memory (carry [".whl"]; batch.sh installs the suite).
+# Prints everything to stdout (the G3 load probe's and G6's figures of docs/benchmarks.md); writes
+# under $OUT (default /tmp/spark-gotchas-memory) the snapshots memory-*.json and the load probe's
+# g3-load-probe.csv. Needs an NVIDIA GPU with 40 GB free and 21 GB of disk.
 # Runtime: about 2.5 minutes on one H200 (a 5 s torch import per live pytest run, a 40 GB
 # allocation, a 20 GB page-cache fill, an 8 GB cold and a 4 GB warm safetensors load); disk:
 # <= 21 GB at a time under reports/ (deleted as it goes).
@@ -18,7 +21,6 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/spark-gotchas-memory}"
 mkdir -p "$OUT" reports
-python3 -c "import spark_gotchas" 2>/dev/null || python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -2
 CHECKS="tests_gotchas/test_g03_unified_memory.py tests_gotchas/test_g06_contention.py"
 PYTEST="timeout 240 python3 -m pytest -p no:cacheprovider -q -rA"
 meminfo() { echo "-- $1:"; grep -E '^(MemTotal|MemFree|MemAvailable|Buffers|Cached|Dirty|Shmem):' /proc/meminfo; }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # G4 (thermal throttling) on a GPU machine: the fast checks, a 3-minute soak with its progress,
 # CSV and PNG, a soak cut short by SIGINT, and what the soak's sampler costs the load.
-# Run from the repo root with the project installed. Prints everything to stdout; copies the
-# 3-minute soak's CSV and PNG (only those two files) to ${OUT:-/tmp}/; the rest goes to a
-# scratch folder that is removed at the end.
+# On the GPU machine: bash devscripts/batch.sh thermal (carry [".whl"]; batch.sh installs the
+# suite). Prints everything to stdout (the G4 soak's and sampler cost's figures of
+# docs/benchmarks.md); copies the 3-minute soak's CSV and PNG (only those two files) to
+# ${OUT:-/tmp}/; the rest goes to a scratch folder that is removed at the end. Needs an NVIDIA GPU.
 # Runtime: about 4.5 minutes on one H200 (a 3 min soak, 32 s of cost phases, four torch
 # imports of ~6 s, a 2.5 s load spot check, a soak interrupted after ~12 s).
 # Never changes clocks, power limits or GPU modes; never resets the GPU.
@@ -30,8 +31,6 @@ OUT="${OUT:-/tmp}"
 mkdir -p "$OUT"
 SCRATCH="$(mktemp -d /tmp/g4-thermal.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
-ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -2
-python3 -c "import spark_gotchas" 2>/dev/null || python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -2
 export PYTHONUNBUFFERED=1
 step() { echo; echo "=== [$(date +%T)] $*"; }
 T0=$(date +%s)

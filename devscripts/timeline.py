@@ -1,4 +1,15 @@
-"""Print a run's timeline (checks and the workers) from its JSON report, in start order (devscripts)."""
+"""Print a run's timeline (checks and the workers) from its JSON report, in start order.
+
+What for: where a preflight's time went, from the ``timing`` section of the JSON report
+(seconds after pytest_configure): each check, the GPU worker's start, torch import, warm-ups
+and tasks, the load and build workers' tasks.
+
+    python -m pytest -m fast --json-report --json-report-file=/tmp/r.json
+    python devscripts/timeline.py /tmp/r.json
+
+Runs anywhere in well under a second; TIMELINE=1 bash devscripts/timing.sh prints it after each
+of the suite's runs. Writes nothing.
+"""
 import json
 import sys
 

@@ -28,8 +28,8 @@
 # REFERENCE, OLD, OUT (default /tmp/spark-gotchas-timing).
 # Writes under $OUT: timing.txt (all it printed), runs.csv (one row per run), summary.json
 # (machine, trees, runs, medians, ratio, same statuses), runs/NN-SIDE.txt (each run's output).
-# Runtime: about 3 minutes on one H200 with 5 pairs (two ~10 s runs and two evictions per pair);
-# about 10 s a pair here.
+# Runtime: estimated at about 3 minutes on one H200 with 5 pairs (two ~10 s runs and two evictions
+# a pair), not yet run there; 6 to 10 s a pair here.
 set -u
 cd "$(dirname "$0")/.."
 REPO="$PWD"

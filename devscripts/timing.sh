@@ -14,7 +14,8 @@
 # Prints one row per run (wall seconds, exit status, each gotcha's status), then each side's
 # median and the ratio of the medians (suite/reference, or new/old).
 #
-# Here (no GPU: it runs end to end, the figures mean little):
+# Here (no GPU, and the VM's disk is cached by its host, so dropping the page cache barely slows
+# a run: it runs end to end, the figures mean little):
 #   mkdir -p .ab && cp ../shared/reference-preflight.sh .ab/
 #   PAIRS=1 PYTHON=.venv/bin/python bash devscripts/timing.sh
 #   git archive -o .ab/old.tar HEAD~10 && PAIRS=1 MODE=ab PYTHON=.venv/bin/python bash devscripts/timing.sh
@@ -58,6 +59,7 @@ case "$MODE" in
 esac
 rm -rf "$OUT/runs"; mkdir -p "$OUT/runs" || die "cannot write $OUT"
 exec > >(tee "$OUT/timing.txt") 2>&1
+TEE=$!  # waited for at the end, so every line is written before the script returns
 
 tree_of() { case "$1" in old) echo "$OLD_TREE" ;; *) echo "$REPO" ;; esac; }
 
@@ -174,3 +176,7 @@ summary = {
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print(f"written: {out}/timing.txt, runs.csv, summary.json, runs/")
 PY
+rc=$?
+exec >&- 2>&-
+wait "$TEE"
+exit $rc

@@ -188,6 +188,8 @@ class Worker:
                         self._kill(proc)
             except OSError:
                 self._kill(proc)
+            with contextlib.suppress(OSError):  # whatever the worker started leaves with it
+                os.killpg(proc.pid, signal.SIGKILL)
         if self._reply_fd is not None:
             os.close(self._reply_fd)
             self._reply_fd = None

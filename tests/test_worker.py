@@ -164,3 +164,17 @@ def test_an_idle_worker_leaves_at_once_when_closed(worker):
     worker.close()
     assert proc.wait(timeout=5) == 0  # it exited by itself: not killed
     assert time.monotonic() - started < 5
+
+
+def test_what_a_worker_started_leaves_with_it(worker):
+    import psutil
+
+    result = worker.call("worker_tasks:leave_a_grandchild", timeout=30)
+    assert result.ok, result.problem
+    grandchild = psutil.Process(result.value)
+    worker.close()
+    try:
+        grandchild.wait(timeout=5)
+    except psutil.TimeoutExpired:
+        grandchild.kill()
+        raise AssertionError("the worker's grandchild outlived it") from None

@@ -52,3 +52,10 @@ def until_stopped():
 def slow_echo(seconds, **args):
     time.sleep(seconds)
     return {"args": args, "pid": os.getpid()}
+
+
+def leave_a_grandchild():
+    """Start a process that outlives this task (a library's helper daemon, say) and return its pid."""
+    import subprocess
+
+    return subprocess.Popen(["sleep", "1000"]).pid

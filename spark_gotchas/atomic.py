@@ -15,9 +15,12 @@ import os
 import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 OWN_FD = re.compile(r"^/(?:proc/(self|thread-self|\d+)|dev)/fd/(\d+)$")
+FIFO_WAIT_S = 10.0  # how long a FIFO may go without a reader before the write fails
+
 
 def write_text(path: str | os.PathLike, text: str, *, append: bool = False, encoding: str = "utf-8",
                fsync: bool = True) -> Path:
@@ -25,7 +28,8 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
 
     - a symlink keeps pointing where it did: its target is written;
     - a path that exists and is no regular file (``/dev/stdout``, a FIFO, a terminal) is written
-      straight through; a FIFO nobody reads is an OSError (ENXIO), never a hang;
+      straight through; a FIFO nobody opens for reading within FIFO_WAIT_S is an OSError
+      (ENXIO), never a hang;
     - a directory raises IsADirectoryError;
     - any failure removes the temporary file and raises the OSError, naming ``path``.
 
@@ -100,11 +104,10 @@ def _write_through_to(p: Path, data: bytes, append: bool) -> None:
         if own is not None:  # stdout redirected to a file: write at the shell's offset, on its descriptor
             fd = os.dup(own)
         else:
-            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0))
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)  # a reader sets the pace
+            fd = _open_for_writing(p, append)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
-            raise _naming(exc, p, "a FIFO that nothing reads") from None
+            raise _naming(exc, p, f"a FIFO that nothing read within {FIFO_WAIT_S:g} s") from None
         raise _naming(exc, p) from None
     try:
         view = memoryview(data)
@@ -114,6 +117,21 @@ def _write_through_to(p: Path, data: bytes, append: bool) -> None:
         raise _naming(exc, p) from None
     finally:
         os.close(fd)
+
+
+def _open_for_writing(p: Path, append: bool) -> int:
+    """Open without blocking: a FIFO with no reader is retried for FIFO_WAIT_S, then ENXIO."""
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0))
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)  # then the reader sets the pace
+    return fd
 
 
 def _naming(exc: OSError, p: Path, why: str = "") -> OSError:

@@ -2,17 +2,44 @@
 
 ``to_jsonable`` and ``from_jsonable`` round-trip nested dataclasses, lists, tuples, dicts and
 optionals, so a replayed reading is the same typed object a live run judged.
+
+``from_jsonable`` checks every value against its declared type and raises :class:`Misfit`
+(a TypeError) naming the field path when one does not fit: a string where a number belongs, a
+capability written ``"12.1"`` where ``tuple[int, int]`` belongs, an object where a list
+belongs. A judge never sees a value of the wrong type. The rules, so a snapshot means one thing:
+
+- ``null`` fits every field (a value that could not be read);
+- ``true``/``false`` are booleans only, never integers or numbers;
+- an integer fits a float field (and becomes a float); a float never fits an integer field,
+  not even ``12.0``;
+- a string fits only a string field (or an enum whose value it is);
+- a union takes the first arm the value fits, and none fitting is a misfit;
+- keys a dataclass does not have are ignored (a newer suite's snapshot still replays); a
+  required field that is missing is a misfit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import numbers
 import types
 import typing
 from typing import Any, get_args, get_origin, get_type_hints
 
 _HINTS: dict[type, dict[str, Any]] = {}
+
+
+class Misfit(TypeError, ValueError):
+    """A JSON value that does not fit its declared type; the message names the field path.
+
+    Both a TypeError and a ValueError, as the looser errors it replaces were.
+    """
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}" if path else problem)
+        self.path = path
+        self.problem = problem
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -28,46 +55,151 @@ def to_jsonable(obj: Any) -> Any:
         return None
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
+    if type(obj).__name__ == "bool_":  # numpy's bool
+        return bool(obj)
+    if isinstance(obj, numbers.Integral):  # numpy integers: numbers, not their str()
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        value = float(obj)
+        return None if value != value else value
     return str(obj)
 
 
 def from_jsonable(tp: Any, data: Any) -> Any:
-    """Build a value of type ``tp`` from JSON data (lenient: unknown keys are ignored)."""
+    """Build a value of type ``tp`` from JSON data; :class:`Misfit` names the first value that does not fit."""
+    return _build(tp, data, "")
+
+
+def type_name(tp: Any) -> str:
+    """How a declared type reads in a message: ``int``, ``tuple[int, int]``, ``list[GpuDevice]``."""
+    if tp is type(None):
+        return "null"
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in get_args(tp))
+    if origin is not None:
+        args = get_args(tp)
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join('...' if a is Ellipsis else type_name(a) for a in args)}]" if args else name
+    return getattr(tp, "__name__", str(tp))
+
+
+def _shown(data: Any) -> str:
+    """The offending value, short and printable (control characters escaped by repr)."""
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(data), type(data).__name__)
+    text = repr(data)
+    if len(text) > 40:
+        text = text[:39] + "…"
+    return f"{kind} {text}"
+
+
+def _misfit(tp: Any, data: Any, path: str) -> Misfit:
+    return Misfit(path, f"needs {type_name(tp)}, got {_shown(data)}")
+
+
+def _at(path: str, key: Any) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+
+
+def _build(tp: Any, data: Any, path: str) -> Any:
     if tp is Any or data is None:
         return data
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        for arg in args:
+        arms = [a for a in get_args(tp) if a is not type(None)]
+        if len(arms) == 1:  # Optional[X]: X's own message, which names the deeper field
+            return _build(arms[0], data, path)
+        for arm in arms:
             try:
-                return from_jsonable(arg, data)
-            except (TypeError, ValueError, KeyError):
+                return _build(arm, data, path)
+            except (TypeError, ValueError):
                 continue
-        return data
+        raise _misfit(tp, data, path)
+    if origin is typing.Literal:
+        if any(data == choice and type(data) is type(choice) for choice in get_args(tp)):
+            return data
+        raise _misfit(tp, data, path)
     if dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise TypeError(f"{tp.__name__} needs an object, got {type(data).__name__}")
-        hints = _HINTS.get(tp)
-        if hints is None:
-            hints = _HINTS[tp] = get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = from_jsonable(hints.get(f.name, Any), data[f.name])
-        return tp(**kwargs)
-    if origin in (list, typing.List):
+        return _dataclass(tp, data, path)
+    if origin in (list, typing.List, set, frozenset):
+        if not isinstance(data, list):
+            raise _misfit(tp, data, path)
         (arg,) = get_args(tp) or (Any,)
-        return [from_jsonable(arg, v) for v in data]
+        items = [_build(arg, v, _at(path, i)) for i, v in enumerate(data)]
+        return items if origin in (list, typing.List) else origin(items)
     if origin in (tuple, typing.Tuple):
-        args = get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_jsonable(args[0], v) for v in data)
-        return tuple(from_jsonable(a, v) for a, v in zip(args, data, strict=False)) if args else tuple(data)
+        return _tuple(tp, data, path)
     if origin in (dict, typing.Dict):
-        kt, vt = get_args(tp) or (Any, Any)
-        return {k: from_jsonable(vt, v) for k, v in data.items()}
+        if not isinstance(data, dict):
+            raise _misfit(tp, data, path)
+        _kt, vt = get_args(tp) or (Any, Any)
+        return {k: _build(vt, v, _at(path, k)) for k, v in data.items()}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(data)
-    if tp is float and isinstance(data, int):
-        return float(data)
-    return data
+        try:
+            member = tp(data)
+        except (TypeError, ValueError):
+            raise Misfit(path, f"{_shown(data)} is not one of {', '.join(repr(m.value) for m in tp)}") from None
+        if type(member.value) is not type(data):  # True is not the enum value 1
+            raise _misfit(tp, data, path)
+        return member
+    return _scalar(tp, data, path)
+
+
+def _scalar(tp: Any, data: Any, path: str) -> Any:
+    if tp is bool:
+        if isinstance(data, bool):
+            return data
+    elif tp is int:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return data
+    elif tp is float:
+        if isinstance(data, float):
+            return data
+        if isinstance(data, int) and not isinstance(data, bool):
+            try:
+                return float(data)
+            except OverflowError:
+                raise Misfit(path, f"{_shown(data)} is too large for a number") from None
+    elif tp is str:
+        if isinstance(data, str):
+            return data
+    elif isinstance(tp, type):
+        if isinstance(data, tp):
+            return data
+    else:  # a hint this module does not know: take the value as it is
+        return data
+    raise _misfit(tp, data, path)
+
+
+def _tuple(tp: Any, data: Any, path: str) -> tuple:
+    args = get_args(tp)
+    if not isinstance(data, list):
+        raise _misfit(tp, data, path)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_build(args[0], v, _at(path, i)) for i, v in enumerate(data))
+    if not args:
+        return tuple(data)
+    if len(data) != len(args):
+        raise Misfit(path, f"needs {type_name(tp)} ({len(args)} items), got {_shown(data)}")
+    return tuple(_build(a, v, _at(path, i)) for i, (a, v) in enumerate(zip(args, data, strict=True)))
+
+
+def _dataclass(tp: Any, data: Any, path: str) -> Any:
+    if not isinstance(data, dict):
+        raise Misfit(path, f"{tp.__name__} needs an object, got {_shown(data)}")
+    hints = _HINTS.get(tp)
+    if hints is None:
+        hints = _HINTS[tp] = get_type_hints(tp)
+    kwargs = {}
+    for f in dataclasses.fields(tp):
+        if not f.init:
+            continue
+        if f.name in data:
+            kwargs[f.name] = _build(hints.get(f.name, Any), data[f.name], _at(path, f.name))
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise Misfit(_at(path, f.name), f"missing (a {tp.__name__} always has it)")
+    try:
+        return tp(**kwargs)
+    except (TypeError, ValueError) as exc:  # a __post_init__ that checks its values
+        raise Misfit(path, f"{tp.__name__}: {exc}") from None

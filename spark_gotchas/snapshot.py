@@ -11,15 +11,17 @@ Format (``docs/snapshot.md`` documents each field)::
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import atomic, bounded_read
+
 FORMAT = "spark-gotchas-snapshot"
 VERSION = 1
+MAX_BYTES = 64 << 20  # a snapshot of a long soak is a few MiB; a larger file is not one
 
 
 class SnapshotError(Exception):
@@ -54,16 +56,27 @@ def now_iso() -> str:
 
 
 def load(path: str | os.PathLike) -> Snapshot:
-    """Read and check a snapshot; any problem raises :class:`SnapshotError` with the reason."""
+    """Read and check a snapshot; any problem raises :class:`SnapshotError` with the reason.
+
+    Only a regular file of at most MAX_BYTES is read (``/dev/zero``, a FIFO or a directory is
+    refused before a byte is read), so a wrong path can neither hang the run nor fill memory.
+    """
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(bounded_read.read_bytes(p, MAX_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise SnapshotError(f"snapshot not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SnapshotError(f"cannot read snapshot {p}: {exc}") from None
+    except bounded_read.Refused as exc:
+        limit = ", the most this suite reads as a snapshot" if str(exc).startswith("larger") else ""
+        raise SnapshotError(f"cannot read snapshot {p}: {exc}{limit}") from None
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"snapshot {p} is not JSON: {exc}") from None
+    except RecursionError:
+        raise SnapshotError(f"snapshot {p} is nested too deeply to read (a snapshot is a few levels deep)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError(f"{p} is not a spark-gotchas snapshot (no \"format\": \"{FORMAT}\")")
     version = data.get("version")
@@ -84,26 +97,18 @@ def load(path: str | os.PathLike) -> Snapshot:
 
 
 def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:
-    """Write atomically (temp file + rename) so a killed run never leaves half a snapshot.
+    """Write atomically (a unique temp file renamed into place) so a killed run never leaves half a
+    snapshot and two runs writing the same path never clobber each other's file.
 
     A path that exists and is no regular file (``/dev/stdout``, a FIFO) is written through, never
-    replaced; a directory raises IsADirectoryError; a failed write leaves no temp file behind.
+    replaced; a directory raises IsADirectoryError; a failed write leaves no temp file behind and
+    raises the OSError, naming the path.
     """
     p = Path(path)
     text = json.dumps(snapshot.to_json(), indent=1, sort_keys=False) + "\n"
-    if p.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(p))
-    if p.exists() and not p.is_file():
-        with p.open("w", encoding="utf-8") as fh:
-            fh.write(text)
-        return p
-    p.parent.mkdir(parents=True, exist_ok=True)
-    target = Path(os.path.realpath(p))  # a symlink keeps pointing at the snapshot
-    tmp = target.with_name(target.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return p
+    if not p.is_dir() and not p.parent.exists():
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"{exc.strerror} (cannot create the folder {p.parent})", str(p)) from None
+    return atomic.write_text(p, text)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import os
 import statistics
 import sys
@@ -25,9 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .readers.reboot import Heartbeat, write_heartbeat
+from . import atomic
+from .readers.reboot import Heartbeat
 from .readers.soak import SoakReading, SoakWindow
 from .readers.thermal import ThermalSample
+from .serial import to_jsonable
 from .verdict import format_line
 
 COLUMNS = [
@@ -216,8 +219,10 @@ class Recorder:
         self._fh.flush()
 
     def _beat(self, fsync: bool = False) -> None:
+        """Replace the heartbeat whole (a unique temp file renamed into place): a crash, or a second
+        soak writing the same folder, leaves a whole heartbeat, never a torn one."""
         if self.heartbeat_path is not None and self.beat is not None:
-            write_heartbeat(self.heartbeat_path, self.beat, fsync=fsync)
+            atomic.write_text(self.heartbeat_path, json.dumps(to_jsonable(self.beat)), fsync=fsync)
 
     def _maybe_sync(self) -> None:
         if time.monotonic() - self._last_sync >= FSYNC_EVERY_S:

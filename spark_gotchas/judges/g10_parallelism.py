@@ -2,6 +2,9 @@
 
 Config review (fast), per ``--spark-launch-config`` file and for the launch environment:
 - A file that cannot be read or parsed -> FAIL naming the file and the parse error.
+- A file past the review's limits (not a regular file, over 1 MiB, nested too deeply, YAML
+  aliases expanding past 100 000 values) -> FAIL naming the file and the limit; the fix says to
+  review it by hand.
 - Tensor parallel size > 1 that spans nodes -> FAIL naming the file, key and line, with the fix
   (DDP or FSDP). GPUs per node: under the GB10 profile always 1 (a Spark has one GPU, so any
   TP > 1 spans nodes even where the file does not say how many nodes there are); elsewhere the
@@ -29,11 +32,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..bounded_read import describe_size
 from ..netsetup import NetSetup
 from ..profiles import Profile
 from ..readers.collective import CollectiveRun, RankResult
 from ..readers.gpu import GpuInventory
-from ..readers.launch import LaunchFile, LaunchReview, to_int
+from ..readers.launch import MAX_FILE_BYTES, LaunchFile, LaunchReview, to_int
 from ..verdict import Status, Verdict
 
 G = 10
@@ -44,6 +48,8 @@ FIX_TP = ("on two Sparks use DDP or FSDP, never tensor parallelism across nodes:
           "(accelerate distributed_type: FSDP) or DeepSpeed ZeRO; to serve a model that fits one Spark, run one "
           "replica per Spark")
 FIX_PARSE = "fix the file (the error names the line) or pass the config the launch really uses"
+FIX_LIMIT = ("review it by hand, or pass the launcher's own command line or config (a regular file of at most "
+             f"{describe_size(MAX_FILE_BYTES)}, as the launch reads it)")
 FIX_PROBE = ("run the same command on every node with its own node rank; check that MASTER_ADDR is reachable on the "
              "link (ping it), that NCCL_SOCKET_IFNAME names the link's interface, and rerun with NCCL_DEBUG=INFO")
 
@@ -142,8 +148,10 @@ def judge_launch(review: LaunchReview, profile: Profile, inventory: Optional[Gpu
         fixes = []
         if any(s is Status.FAIL and "spans nodes" in t for s, t in findings):
             fixes.append(FIX_TP)
-        if any(f.error for f in review.files):
+        if any(f.error and not f.over_limit for f in review.files):
             fixes.append(FIX_PARSE)
+        if any(f.over_limit for f in review.files):
+            fixes.append(FIX_LIMIT)
         fix = "; ".join(fixes)
     if status is Status.WARN and not fix:
         fix = FIX_TP

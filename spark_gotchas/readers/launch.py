@@ -5,6 +5,12 @@ and text: shell scripts or argument files with torchrun / ``python -m torch.dist
 ``accelerate launch``, ``deepspeed``, ``vllm serve``, ``python -m sglang.launch_server`` lines.
 Config files a command names (``--config_file``, ``--deepspeed``, ``--config``) are read too.
 A file that cannot be read or parsed is a reading with the error, never an exception.
+
+Every file is read within limits (MAX_FILE_BYTES, MAX_DEPTH, MAX_NODES with YAML aliases
+expanded, MAX_EXPANDED_CHARS for script variables), and only a regular file is opened for
+reading at all: ``/dev/zero``, a FIFO with no writer, a 200 MB file, a billion-laughs YAML or
+JSON nested 100 000 levels deep is a reading that says which limit it passed, never a hang,
+a RecursionError or a full memory.
 """
 
 from __future__ import annotations
@@ -15,11 +21,18 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
+from ..bounded_read import Refused, describe_size, read_bytes
 from . import ReadContext, reader
 
-MAX_FILE_BYTES = 2 << 20
+# What one review reads at most: a launch config is a few KiB; anything past these is not one, or
+# is built to explode (YAML aliases that expand exponentially, JSON nested 100 000 levels deep,
+# shell variables that double at every line). Past a limit the file is a finding, never a hang.
+MAX_FILE_BYTES = 1 << 20  # 1 MiB read at most
+MAX_DEPTH = 100  # levels of nesting in a YAML/JSON document
+MAX_NODES = 100_000  # values in a YAML/JSON document, YAML aliases expanded
+MAX_EXPANDED_CHARS = 4 << 20  # characters that $VARIABLE expansion may produce in one script
 ENV_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "RANK", "LOCAL_RANK", "NNODES", "PET_NNODES",
             "NODE_RANK", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "MASTER_ADDR", "MASTER_PORT", "SLURM_NNODES",
             "SLURM_JOB_NUM_NODES", "PARALLELISM_CONFIG_TP_SIZE", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
@@ -32,6 +45,9 @@ TOP_TP_KEYS = {"tp", "mp_size"}  # only at the top level (vLLM/SGLang configs, o
 PP_KEYS = {"pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline-parallel-size", "megatron_lm_pp_degree",
            "pp_size", "pp-size"}
 NODE_KEYS = {"num_machines", "num_nodes", "nnodes", "num-nodes"}
+SETTING_KEYS = TP_KEYS | TOP_TP_KEYS | PP_KEYS | NODE_KEYS | {
+    "num_processes", "nproc_per_node", "gpus_per_node", "devices", "distributed_type", "strategy", "_target_",
+    "zero_optimization"}  # the keys settings_from_tree reads (a JSON setting's line is looked up for these only)
 TP_FLAGS = {"--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--tp", "--tp-size", "--tp_size",
             "--tensor-model-parallel-size", "--tensor_model_parallel_size", "--parallelism_config_tp_size",
             "--parallelism-config-tp-size"}
@@ -72,6 +88,7 @@ class LaunchFile:
     path: str
     format: str = "unknown"  # accelerate | deepspeed | megatron | vllm | yaml | json | script | arguments | text
     error: Optional[str] = None  # unreadable or malformed: the parse error
+    over_limit: bool = False  # the error is a limit: too large, too deeply nested, not a regular file
     unsupported: Optional[str] = None  # this environment cannot parse the format (no PyYAML)
     settings: list[Setting] = field(default_factory=list)
     launchers: list[str] = field(default_factory=list)  # "torchrun", "vllm serve" … found in a script
@@ -137,39 +154,89 @@ def to_int(raw: Any) -> Optional[int]:
 NO_YAML = "not read: PyYAML is not installed (pip install PyYAML)"
 
 
-def _walk_yaml(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any, int]]:
-    """(key path, scalar value, 1-based line) for every scalar under a composed YAML node."""
+class OverLimit(Exception):
+    """A file past one of the review's limits; the message says which, e.g. ``too large to review: …``."""
+
+
+class _Budget:
+    """Counts the values a walk visits; raises :class:`OverLimit` past MAX_NODES or MAX_DEPTH."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.nodes = 0
+        self.chars = 0
+
+    def take(self, chars: int) -> None:
+        """Characters produced by $VARIABLE expansion."""
+        self.chars += chars
+        if self.chars > MAX_EXPANDED_CHARS:
+            raise OverLimit(f"too large to review: its $VARIABLES expand to more than "
+                            f"{describe_size(MAX_EXPANDED_CHARS)}")
+
+    def visit(self, depth: int) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise OverLimit(f"too large to review: more than {MAX_NODES} values{self.what}")
+        if depth > MAX_DEPTH:
+            raise OverLimit(f"too deeply nested to review: more than {MAX_DEPTH} levels")
+
+
+def _walk_yaml(node: Any, budget: _Budget, path: tuple[str, ...] = (), inside: frozenset[int] = frozenset()
+               ) -> Iterator[tuple[tuple[str, ...], Any, int]]:
+    """(key path, scalar value, 1-based line) for every scalar under a composed YAML node.
+
+    Aliases are followed (a value shared by an anchor counts once per use), so the budget stops a
+    document whose aliases expand exponentially; an alias inside its own anchor is refused.
+    """
     import yaml
 
+    budget.visit(len(path))
+    if id(node) in inside:
+        raise OverLimit(f"too deeply nested to review: a recursive alias (an anchor used inside itself) at line "
+                        f"{node.start_mark.line + 1}")
     if isinstance(node, yaml.MappingNode):
+        inside = inside | {id(node)}
         for key_node, value_node in node.value:
-            key = str(key_node.value)
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
             if isinstance(value_node, yaml.ScalarNode):
+                budget.visit(len(path) + 1)
                 yield path + (key,), value_node.value, value_node.start_mark.line + 1
             else:
                 yield path + (key,), None, value_node.start_mark.line + 1
-                yield from _walk_yaml(value_node, path + (key,))
+                yield from _walk_yaml(value_node, budget, path + (key,), inside)
     elif isinstance(node, yaml.SequenceNode):
+        inside = inside | {id(node)}
         for i, item in enumerate(node.value):
-            yield from _walk_yaml(item, path + (str(i),))
+            yield from _walk_yaml(item, budget, path + (str(i),), inside)
 
 
-def _walk_json(obj: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any, Optional[int]]]:
+def _walk_json(obj: Any, budget: _Budget, path: tuple[str, ...] = ()
+               ) -> Iterator[tuple[tuple[str, ...], Any, Optional[int]]]:
+    budget.visit(len(path))
     if isinstance(obj, dict):
         for key, value in obj.items():
             if isinstance(value, (dict, list)):
                 yield path + (str(key),), None, None
-                yield from _walk_json(value, path + (str(key),))
+                yield from _walk_json(value, budget, path + (str(key),))
             else:
+                budget.visit(len(path) + 1)
                 yield path + (str(key),), value, None
     elif isinstance(obj, list):
         for i, item in enumerate(obj):
-            yield from _walk_json(item, path + (str(i),))
+            yield from _walk_json(item, budget, path + (str(i),))
 
 
-def _json_line(text: str, key: str) -> Optional[int]:
-    match = re.search(r'"' + re.escape(key) + r'"\s*:', text)
-    return text.count("\n", 0, match.start()) + 1 if match else None
+def _json_lines(text: str) -> Callable[[str], Optional[int]]:
+    """The line of a key's first appearance, searched once per distinct key."""
+    found: dict[str, Optional[int]] = {}
+
+    def line(key: str) -> Optional[int]:
+        if key not in found:
+            match = re.search(r'"' + re.escape(key) + r'"\s*:', text)
+            found[key] = text.count("\n", 0, match.start()) + 1 if match else None
+        return found[key]
+
+    return line
 
 
 def settings_from_tree(items: list[tuple[tuple[str, ...], Any, Optional[int]]]) -> list[Setting]:
@@ -229,18 +296,47 @@ def _named_configs(items: list[tuple[tuple[str, ...], Any, Optional[int]]]) -> l
     return [str(v) for p, v, _ in items if p[-1] == "deepspeed_config_file" and v not in (None, "", "null")]
 
 
+def _bounded_loader() -> Any:
+    """PyYAML's safe loader, counting nodes and depth while it composes (aliases are not expanded
+    here: the walk counts those)."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+        composed = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self.composed += 1
+            self.depth += 1
+            try:
+                if self.composed > MAX_NODES:
+                    raise OverLimit(f"too large to review: more than {MAX_NODES} values")
+                if self.depth > MAX_DEPTH:
+                    raise OverLimit(f"too deeply nested to review: more than {MAX_DEPTH} levels")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
+
+
 def parse_yaml(path: str, text: str) -> tuple[LaunchFile, list[str]]:
     try:
         import yaml
     except ImportError:
         return LaunchFile(path, "yaml", unsupported=NO_YAML), []
     try:
-        docs = [d for d in yaml.compose_all(text) if d is not None]
+        docs = [d for d in yaml.compose_all(text, Loader=_bounded_loader()) if d is not None]
+        if docs and not isinstance(docs[0], yaml.MappingNode):
+            return LaunchFile(path, "yaml", error="YAML error: the document is not a mapping of settings"), []
+        budget = _Budget(" once its aliases are expanded")
+        items = [item for doc in docs for item in _walk_yaml(doc, budget)]
     except yaml.YAMLError as exc:
         return LaunchFile(path, "yaml", error=_yaml_error(exc)), []
-    if docs and not isinstance(docs[0], yaml.MappingNode):
-        return LaunchFile(path, "yaml", error="YAML error: the document is not a mapping of settings"), []
-    items = [item for doc in docs for item in _walk_yaml(doc)]
+    except OverLimit as exc:
+        return _over_limit(path, "yaml", str(exc))
+    except RecursionError:
+        return _over_limit(path, "yaml", f"too deeply nested to review: more than {MAX_DEPTH} levels")
     top = {p[0] for p, _, _ in items if len(p) == 1}
     kind = _kind_of_tree({p[-1] for p, _, _ in items}, top) or "yaml"
     return LaunchFile(path, kind, settings=settings_from_tree(items)), _named_configs(items)
@@ -251,11 +347,22 @@ def parse_json(path: str, text: str) -> tuple[LaunchFile, list[str]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return LaunchFile(path, "json", error=f"JSON error: {exc.msg} at line {exc.lineno}, column {exc.colno}"), []
+    except RecursionError:
+        return _over_limit(path, "json", f"too deeply nested to review: more than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
         return LaunchFile(path, "json", error="JSON error: the document is not an object of settings"), []
-    items = [(p, v, _json_line(text, p[-1])) for p, v, _ in _walk_json(data)]
+    try:
+        items = list(_walk_json(data, _Budget("")))
+    except OverLimit as exc:
+        return _over_limit(path, "json", str(exc))
+    line = _json_lines(text)
+    items = [(p, v, line(p[-1]) if p[-1] in SETTING_KEYS else None) for p, v, _ in items]
     kind = _kind_of_tree({p[-1] for p, _, _ in items}, set(data)) or "json"
     return LaunchFile(path, kind, settings=settings_from_tree(items)), _named_configs(items)
+
+
+def _over_limit(path: str, fmt: str, error: str) -> tuple[LaunchFile, list[str]]:
+    return LaunchFile(path, fmt, error=error, over_limit=True), []
 
 
 # -- command lines -----------------------------------------------------------------------------------
@@ -276,15 +383,23 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def expand(token: str, variables: dict[str, str]) -> str:
-    """``$VAR``, ``${VAR}``, ``${VAR:-default}`` from the script's own assignments (else left as written)."""
+def expand(token: str, variables: dict[str, str], budget: Optional[_Budget] = None) -> str:
+    """``$VAR``, ``${VAR}``, ``${VAR:-default}`` from the script's own assignments (else left as written).
+
+    ``budget`` counts the characters substituted, so variables that double at every line
+    (``B=$A$A``, ``C=$B$B`` …) stop at MAX_EXPANDED_CHARS instead of filling memory.
+    """
     def sub(match: re.Match) -> str:
         name = match.group(1) or match.group(3)
         if name in variables:
-            return variables[name]
-        if match.group(2) is not None:
-            return match.group(2)
-        return match.group(0)
+            out = variables[name]
+        elif match.group(2) is not None:
+            out = match.group(2)
+        else:
+            return match.group(0)
+        if budget is not None:
+            budget.take(len(out))
+        return out
 
     return VARIABLE.sub(sub, token)
 
@@ -334,9 +449,17 @@ def settings_from_tokens(tokens: list[str], line: int) -> tuple[list[Setting], l
 
 def parse_text(path: str, text: str) -> tuple[LaunchFile, list[str]]:
     """A shell script, a command line, or an argument file; returns the file and the configs it names."""
+    try:
+        return _parse_text(path, text)
+    except OverLimit as exc:
+        return _over_limit(path, "text", str(exc))
+
+
+def _parse_text(path: str, text: str) -> tuple[LaunchFile, list[str]]:
     out = LaunchFile(path, "text")
     variables: dict[str, str] = {}
     configs: list[str] = []
+    budget = _Budget("")
     for number, line in logical_lines(text):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -352,9 +475,9 @@ def parse_text(path: str, text: str) -> tuple[LaunchFile, list[str]]:
         if tokens and all(ASSIGNMENT.match(t) for t in tokens):
             for t in tokens:
                 name, value = ASSIGNMENT.match(t).groups()  # type: ignore[union-attr]
-                variables[name] = expand(value, variables)
+                variables[name] = expand(value, variables, budget)
             continue
-        tokens = [expand(t, variables) for t in tokens]
+        tokens = [expand(t, variables, budget) for t in tokens]
         out.launchers += _launchers(tokens)
         found, named = settings_from_tokens(tokens, number)
         out.settings += found
@@ -365,24 +488,26 @@ def parse_text(path: str, text: str) -> tuple[LaunchFile, list[str]]:
 
 
 # -- files -------------------------------------------------------------------------------------------
-def _read_text(path: str) -> tuple[Optional[str], Optional[str]]:
+def _read_text(path: str) -> tuple[Optional[str], Optional[str], bool]:
+    """(text, None, False), or (None, why not, whether that is a limit rather than a read error)."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data = read_bytes(path, MAX_FILE_BYTES)
+    except Refused as exc:
+        if str(exc).startswith("larger"):
+            return None, f"too large to review: {exc}", True
+        return None, f"cannot review: {exc}", True
     except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}"
-    if len(data) > MAX_FILE_BYTES:
-        return None, f"cannot read: larger than {MAX_FILE_BYTES >> 20} MB, not a launch config"
+        return None, f"cannot read: {exc.strerror or exc}", False
     try:
-        return data.decode("utf-8"), None
+        return data.decode("utf-8"), None, False
     except UnicodeDecodeError as exc:
-        return None, f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        return None, f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})", False
 
 
 def parse_file(path: str) -> tuple[LaunchFile, list[str]]:
-    text, error = _read_text(path)
+    text, error, over_limit = _read_text(path)
     if text is None:
-        return LaunchFile(path, "unknown", error=error), []
+        return LaunchFile(path, "unknown", error=error, over_limit=over_limit), []
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
         return parse_yaml(path, text)

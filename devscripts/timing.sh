@@ -6,6 +6,10 @@
 #   MODE=ab: this tree's preflight ("new") against an older tree's ("old"), unpacked from OLD
 #       (default .ab/old.tar, made with `git archive -o .ab/old.tar COMMIT`); both must print the
 #       same G-line statuses.
+#   MODE=variants: this tree's preflight under each of VARIANTS, space-separated NAME:VAR=VALUE,...
+#       items (and `reference` for the shell preflight), e.g. the head start's parts one at a time:
+#       VARIANTS="full: no_build:SPARK_GOTCHAS_HEADSTART=-g5_build reference". Each round runs every
+#       variant once, the order rotated by one each round; ratios are to the first variant.
 #
 # Before each run (EVICT=1, the default) devscripts/evict.py drops site-packages, the standard
 # library, the CUDA libraries, the Triton and CUDA JIT caches and the trees from the page cache,
@@ -55,7 +59,18 @@ case "$MODE" in
     trap 'rm -rf "$OLD_TREE"' EXIT
     tar -xf "$OLD" -C "$OLD_TREE" || die "cannot unpack $OLD"
     SIDES=(new old) ;;
-  *) die "MODE is reference or ab, not '$MODE'" ;;
+  variants)
+    read -r -a SIDES <<< "${VARIANTS:?set VARIANTS for MODE=variants}"
+    declare -A SIDE_ENV
+    for i in "${!SIDES[@]}"; do
+      item="${SIDES[$i]}"; SIDES[$i]="${item%%:*}"
+      [ "$item" != reference ] && SIDE_ENV[${SIDES[$i]}]="${item#*:}"
+      if [ "$item" = reference ]; then
+        [ -f "$REFERENCE" ] || die "no reference preflight at $REFERENCE"
+        REFERENCE="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"
+      fi
+    done ;;
+  *) die "MODE is reference, ab or variants, not '$MODE'" ;;
 esac
 rm -rf "$OUT/runs"; mkdir -p "$OUT/runs" || die "cannot write $OUT"
 exec > >(tee "$OUT/timing.txt") 2>&1
@@ -112,7 +127,8 @@ printf '%-4s %-4s %-10s %7s %4s  %s\n' run pair side wall_s exit statuses
 
 run=0
 for pair in $(seq "$PAIRS"); do
-  order=("${SIDES[@]}"); (( pair % 2 == 0 )) && order=("${SIDES[1]}" "${SIDES[0]}")
+  shift_by=$(( (pair - 1) % ${#SIDES[@]} ))
+  order=("${SIDES[@]:$shift_by}" "${SIDES[@]:0:$shift_by}")  # rotated: pairs of two alternate
   for side in "${order[@]}"; do
     run=$((run + 1)); name="$(printf '%02d' $run)-$side"; log="$OUT/runs/$name.txt"
     env_run=()
@@ -125,6 +141,9 @@ for pair in $(seq "$PAIRS"); do
     else
       tree="$(tree_of "$side")"; cmd=("$PY" -m pytest -m fast)
       env_run+=(PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}")
+      if [ "$MODE" = variants ] && [ -n "${SIDE_ENV[$side]:-}" ]; then
+        IFS=',' read -r -a extra <<< "${SIDE_ENV[$side]}"; env_run+=("${extra[@]}")
+      fi
       [ "$TIMELINE" = 1 ] && cmd+=(--json-report --json-report-file="$OUT/runs/$name.json")
     fi
     start=$(date +%s.%N)
@@ -145,23 +164,26 @@ MODE="$MODE" EVICT="$EVICT" GPU="${GPU:-none}" TORCH="$TORCH" THIS_COMMIT="$THIS
   REFERENCE="$REFERENCE" SIDES="${SIDES[*]}" "$PY" - "$OUT" <<'PY'
 import csv, json, os, platform, statistics, sys
 out = sys.argv[1]
-a, b = os.environ["SIDES"].split()
+sides = os.environ["SIDES"].split()
+a, b = sides[0], sides[-1]
 runs = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
 for r in runs:
     r["wall_s"], r["exit"], r["run"], r["pair"] = float(r["wall_s"]), int(r["exit"]), int(r["run"]), int(r["pair"])
 medians = {}
-for side in (a, b):
+for side in sides:
     walls = [r["wall_s"] for r in runs if r["side"] == side]
     medians[side] = statistics.median(walls)
-    print(f"{side:<10} median {medians[side]:6.2f} s over {len(walls)} runs (min {min(walls):.2f}, max {max(walls):.2f})")
+    print(f"{side:<14} median {medians[side]:6.2f} s over {len(walls)} runs (min {min(walls):.2f}, max {max(walls):.2f})"
+          + (f"; {medians[side] - medians[a]:+.2f} s against {a}" if side != a else ""))
 ratio = medians[a] / medians[b] if medians[b] else None
 print(f"ratio {a}/{b} of the medians: {ratio:.2f}x" if ratio else f"ratio {a}/{b}: no figure ({b} took 0 s)")
-seen = {side: sorted({r["statuses"] for r in runs if r["side"] == side}) for side in (a, b)}
+seen = {side: sorted({r["statuses"] for r in runs if r["side"] == side}) for side in sides}
 same = None
-if os.environ["MODE"] == "ab":
-    same = seen[a] == seen[b] and len(seen[a]) == 1
-    print("same G-line statuses in every run of both trees: " + ("yes" if same else "NO"))
-for side in (a, b):
+if os.environ["MODE"] in ("ab", "variants"):
+    suite_sides = [s for s in sides if s != "reference"]
+    same = all(seen[s] == seen[suite_sides[0]] for s in suite_sides) and len(seen[suite_sides[0]]) == 1
+    print("same G-line statuses in every run of every tree or variant: " + ("yes" if same else "NO"))
+for side in sides:
     for s in seen[side]:
         print(f"  {side}: {s or '(no G-lines)'}")
 summary = {

@@ -84,9 +84,11 @@ class SessionState:
     def warm_up(self) -> None:
         """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`), once each.
         They touch the GPU: only once the checks of its state at rest are done."""
-        from . import warmup
+        from . import headstart, warmup
 
         worker = self._worker
+        if not headstart.enabled("cuda_context"):
+            return
         if worker is None or "torch" not in worker.preload:
             return
         for name in warmup.chosen():

@@ -101,8 +101,12 @@ def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
     while earlier checks run. Without a build worker, Triton or one known capability, the GPU
     worker compiles them itself, as it would at the probe anyway. Returns the thread that waits
     for the build, if any."""
+    from .. import headstart
+
+    if not headstart.enabled("g5_compile"):
+        return None
     worker = ctx.worker
-    capability = single_capability(ctx) if ctx.build_worker_factory is not None else None
+    capability = single_capability(ctx) if ctx.build_worker_factory is not None and headstart.enabled("g5_build") else None
     if capability is None or not triton_installed():
         worker.submit("microbench.bandwidth:compile_ahead")
         return None

@@ -126,7 +126,9 @@ def _run_load(ctx: ReadContext, spot: SpotCheck) -> Any:
     """The load's TaskResult: torch-free first, else through torch; None (with spot.reason) when
     neither can run."""
     args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
-    light = ctx.load_worker
+    from .. import headstart
+
+    light = ctx.load_worker if headstart.enabled("g4_load") else None
     if light is not None:
         with _gpu_to_itself(ctx):
             result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)

@@ -55,7 +55,7 @@ def to_jsonable(obj: Any) -> Any:
         return None
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
-    if type(obj).__name__ == "bool_":  # numpy's bool
+    if type(obj).__module__ == "numpy" and type(obj).__name__ in ("bool", "bool_"):  # numpy's bool
         return bool(obj)
     if isinstance(obj, numbers.Integral):  # numpy integers: numbers, not their str()
         return int(obj)

@@ -13,7 +13,7 @@ from spark_gotchas.readers.environment import Baseline, ContainerEvidence, Distr
 from spark_gotchas.readers.extensions import ExtensionScan, LinkedExtension
 from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
 from spark_gotchas.readers.torchinfo import FirstLaunch, TorchBuild, TorchDevice
-from spark_gotchas.serial import from_jsonable, to_jsonable
+from spark_gotchas.serial import Misfit, from_jsonable, to_jsonable
 
 
 class Mode(enum.Enum):
@@ -117,3 +117,78 @@ def test_every_registered_reader_returns_a_dataclass():
             "env.distributions", "env.baseline"} <= set(specs)
     not_dataclasses = [key for key, spec in specs.items() if not dataclasses.is_dataclass(spec.returns)]
     assert not not_dataclasses, f"readers must return dataclasses (replay needs the type): {not_dataclasses}"
+
+
+# -- every value is checked against its declared type ------------------------------------------------
+def misfit(tp, data) -> str:
+    with pytest.raises(Misfit) as info:
+        from_jsonable(tp, data)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"driver_version": "580", "cuda_driver_version": "13000"}, "cuda_driver_version: needs int, got string '13000'"),
+    ({"devices": [{"index": 0, "capability": "12.1"}]},
+     "devices[0].capability: needs tuple[int, int], got string '12.1'"),
+    ({"devices": [{"index": 0, "capability": [12, 1, 0]}]},
+     "devices[0].capability: needs tuple[int, int] (2 items), got array [12, 1, 0]"),
+    ({"devices": [{"index": 0, "capability": [12.0, 1]}]}, "devices[0].capability[0]: needs int, got number 12.0"),
+    ({"devices": [{"index": True}]}, "devices[0].index: needs int, got boolean True"),
+    ({"devices": [{"index": 0.0}]}, "devices[0].index: needs int, got number 0.0"),
+    ({"devices": {"0": {"index": 0}}}, "devices: needs list[GpuDevice], got object {'0': {'index': 0}}"),
+    ({"devices": ["NVIDIA GB10"]}, "devices[0]: GpuDevice needs an object, got string 'NVIDIA GB10'"),
+    ({"devices": [{"name": "NVIDIA GB10"}]}, "devices[0].index: missing (a GpuDevice always has it)"),
+    ({"devices": [{"index": 0, "unavailable": {"power_limit_mw": 5}}]},
+     "devices[0].unavailable.power_limit_mw: needs str, got integer 5"),
+    ({"nvml_error": ["not", "a", "string"]}, "nvml_error: needs str, got array ['not', 'a', 'string']"),
+])
+def test_a_value_that_does_not_fit_its_type_is_refused_naming_the_field(data, message):
+    assert misfit(GpuInventory, data) == message
+
+
+def test_numbers_booleans_and_strings_stay_apart():
+    def build(**fields):
+        return from_jsonable(TorchBuild, {"installed": True, **fields})
+
+    def refused(**fields):
+        return misfit(TorchBuild, {"installed": True, **fields})
+
+    # an integer where a float is declared is read as a float; nothing else crosses over
+    assert build(import_seconds=3).import_seconds == 3.0 and isinstance(build(import_seconds=3).import_seconds, float)
+    assert refused(import_seconds=True) == "import_seconds: needs float, got boolean True"
+    assert refused(import_seconds="2.6") == "import_seconds: needs float, got string '2.6'"
+    assert misfit(TorchBuild, {"installed": 1}) == "installed: needs bool, got integer 1"
+    assert refused(arch_list="sm_90") == "arch_list: needs list[str], got string 'sm_90'"
+    assert refused(device_count=1.5) == "device_count: needs int, got number 1.5"
+
+
+def test_null_fits_every_field_and_unknown_keys_are_still_ignored():
+    back = from_jsonable(GpuInventory, {"driver_version": None, "devices": None, "added_later": {"x": [1]}})
+    assert back.driver_version is None and back.devices is None
+
+
+def test_a_union_takes_the_first_arm_that_fits_and_refuses_when_none_does():
+    base = {"mode": "copy", "inner": {"name": "x"}}
+    assert from_jsonable(Outer, {**base, "either": 5}).either == 5
+    assert from_jsonable(Outer, {**base, "either": "five"}).either == "five"
+    assert misfit(Outer, {**base, "either": [5]}) == "either: needs int | str | null, got array [5]"
+    assert misfit(Outer, {**base, "either": True}) == "either: needs int | str | null, got boolean True"
+    # Optional[Inner]: the message names the field inside, not just "does not fit"
+    assert misfit(Outer, {**base, "maybe": {"name": 5}}) == "maybe.name: needs str, got integer 5"
+
+
+def test_enums_take_their_own_values_only():
+    assert misfit(Outer, {"mode": "fill", "inner": {"name": "x"}}) == "mode: string 'fill' is not one of 'copy', 'triad'"
+    assert misfit(Outer, {"mode": ["copy"], "inner": {"name": "x"}}).startswith("mode: array ['copy'] is not one of")
+
+
+def test_long_or_hostile_values_are_shown_short_and_escaped():
+    text = misfit(GpuInventory, {"cuda_driver_version": "\x1b[2J" + "x" * 500})
+    assert "\x1b" not in text and "\\x1b[2J" in text and len(text) < 120
+
+
+def test_numpy_numbers_are_recorded_as_numbers():
+    numpy = pytest.importorskip("numpy")
+    assert to_jsonable({"n": numpy.int64(7), "x": numpy.float32(0.5), "ok": numpy.bool_(True)}) == \
+        {"n": 7, "x": 0.5, "ok": True}
+    assert from_jsonable(GpuDevice, json.loads(json.dumps(to_jsonable(GpuDevice(index=numpy.int64(3)))))).index == 3

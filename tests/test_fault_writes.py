@@ -1,0 +1,160 @@
+"""Writes met for real: two processes writing the same snapshot at once, a writer killed with
+SIGKILL mid-write, a folder that cannot be written, a full device, a FIFO nobody reads, stdout
+redirected to a file. A reader never finds an empty or torn file; a failure is an OSError that
+names the path, never a hang and never a stray file under the target's name."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_gotchas import atomic
+from spark_gotchas.snapshot import Snapshot, save
+
+WRITER = """
+import sys
+from spark_gotchas.snapshot import Snapshot, save
+name, path, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(times):
+    save(Snapshot(readings={"writer": name, "i": i, "pad": name * 200_000}), path)
+print("done", name)
+"""
+
+
+def start_writer(name: str, path: Path, times: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", WRITER, name, str(path), str(times)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_writing_the_same_snapshot_never_leave_it_empty_or_torn(tmp_path):
+    path = tmp_path / "run.json"
+    save(Snapshot(readings={"writer": "first", "i": -1, "pad": ""}), path)
+    writers = [start_writer(name, path, 50) for name in ("a", "b")]
+    seen, checks = set(), 0
+    deadline = time.monotonic() + 120
+    while any(w.poll() is None for w in writers) and time.monotonic() < deadline:
+        text = path.read_text(encoding="utf-8")  # at every moment: one writer's whole snapshot
+        readings = json.loads(text)["readings"]
+        assert readings["pad"] == readings["writer"] * (200_000 if readings["writer"] != "first" else 0)
+        seen.add(readings["writer"])
+        checks += 1
+    outputs = [w.communicate(timeout=60) for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], outputs
+    assert [out for out, _ in outputs] == ["done a\n", "done b\n"] and all(err == "" for _, err in outputs)
+    assert checks > 10 and seen & {"a", "b"}
+    assert json.loads(path.read_text())["readings"]["i"] == 49
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # no temp file left behind
+
+
+def test_a_writer_killed_mid_write_leaves_a_whole_snapshot(tmp_path):
+    path = tmp_path / "run.json"
+    writer = start_writer("k", path, 10_000)
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    assert json.loads(path.read_text())["readings"]["writer"] == "k"
+    # at most the temp file of the write it was killed in, hidden beside it, never under the snapshot's name
+    assert all(p.name == "run.json" or (p.name.startswith(".run.json.") and p.name.endswith(".tmp"))
+               for p in tmp_path.iterdir())
+
+
+@pytest.fixture
+def unwritable_folder(tmp_path):
+    """A folder this process cannot create files in: read-only for a user, immutable for root."""
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    (folder / "run.json").write_text('{"old": true}')
+    if os.geteuid() == 0:
+        chattr = shutil.which("chattr")
+        if chattr is None or subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode != 0:
+            pytest.skip("running as root, and this file system cannot make a folder immutable (chattr +i)")
+        yield folder
+        subprocess.run([chattr, "-i", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+
+
+def test_an_unwritable_folder_is_an_oserror_naming_the_path_and_the_old_file_stays(unwritable_folder):
+    path = unwritable_folder / "run.json"
+    with pytest.raises(OSError) as info:
+        save(Snapshot(readings={"k": 1}), path)
+    assert str(info.value).startswith(f"[Errno {info.value.errno}] ")
+    assert f"(cannot create a file in {unwritable_folder}): '{path}'" in str(info.value)
+    assert path.read_text() == '{"old": true}' and sorted(p.name for p in unwritable_folder.iterdir()) == ["run.json"]
+
+
+def test_a_folder_that_cannot_be_created_is_an_oserror_naming_it(unwritable_folder):
+    path = unwritable_folder / "runs" / "run.json"
+    with pytest.raises(OSError, match=f"cannot create the folder {unwritable_folder / 'runs'}"):
+        save(Snapshot(readings={}), path)
+
+
+def test_a_full_device_is_an_oserror_naming_it():
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with pytest.raises(OSError) as info:
+        save(Snapshot(readings={}), "/dev/full")
+    assert str(info.value) == "[Errno 28] No space left on device: '/dev/full'"
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_nobody_reads_is_an_oserror_not_a_hang(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic, "FIFO_WAIT_S", 0.5)
+    fifo = tmp_path / "summary.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as info:
+        atomic.write_text(fifo, "G1 PASS: …\n")
+    assert str(info.value) == f"[Errno 6] No such device or address (a FIFO that nothing read within 0.5 s): '{fifo}'"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_stdout_redirected_to_a_file_keeps_its_order_and_its_file(tmp_path):
+    out = tmp_path / "out.txt"
+    script = ("import sys; print('before', flush=True); "
+              "from spark_gotchas.snapshot import Snapshot, save; save(Snapshot(readings={'k': 1}), '/dev/stdout'); "
+              "print('after', flush=True)")
+    with open(out, "w") as fh:
+        inode = os.fstat(fh.fileno()).st_ino
+        subprocess.run([sys.executable, "-c", script], stdout=fh, check=True, timeout=60)
+    text = out.read_text()
+    assert text.startswith("before\n{") and text.endswith("}\nafter\n")
+    assert json.loads(text[len("before\n"):-len("after\n")])["readings"] == {"k": 1}
+    assert out.stat().st_ino == inode  # written through, not replaced
+
+
+def test_modes_symlinks_and_appends(tmp_path):
+    fresh = atomic.write_text(tmp_path / "fresh.json", "{}")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
+    private = tmp_path / "private.json"
+    private.write_text("old")
+    private.chmod(0o600)
+    atomic.write_text(private, "new")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and private.read_text() == "new"
+    link = tmp_path / "latest.json"
+    link.symlink_to("private.json")
+    atomic.write_text(link, "via the link")
+    assert link.is_symlink() and private.read_text() == "via the link"
+    summary = tmp_path / "step_summary.md"
+    atomic.write_text(summary, "## earlier step\n", append=True)
+    atomic.write_text(summary, "## spark-gotchas\n", append=True)
+    assert summary.read_text() == "## earlier step\n## spark-gotchas\n"
+    with pytest.raises(IsADirectoryError):
+        atomic.write_text(tmp_path, "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.json", "latest.json", "private.json",
+                                                           "step_summary.md"]

@@ -64,3 +64,19 @@ def read_bytes(path: str | os.PathLike, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: str | os.PathLike, limit: int) -> object:
+    """The JSON document in ``path``, read as :func:`read_bytes` reads; :class:`Refused` also for
+    text that is not UTF-8 or JSON, or is nested too deeply to parse. OSError as ``open`` gives."""
+    import json
+
+    data = read_bytes(path, limit)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise Refused(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise Refused(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise Refused("nested too deeply to read") from None

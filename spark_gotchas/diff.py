@@ -27,11 +27,11 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from . import bounded_read
 from .snapshot import FORMAT as SNAPSHOT_FORMAT
-from .snapshot import SnapshotError
+from .snapshot import MAX_BYTES, SnapshotError
 from .snapshot import load as load_snapshot
 from .titles import title as gotcha_title
 from .verdict import Status
@@ -199,17 +199,14 @@ def _iso(created: Any) -> str:
 
 def load(path: str) -> RunDoc:
     """Read a report or a snapshot; anything else raises :class:`DiffInputError`."""
-    p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = bounded_read.read_json(path, MAX_BYTES)
     except FileNotFoundError:
         raise DiffInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DiffInputError(f"{path} is a directory, not a JSON report or snapshot") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DiffInputError(f"cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DiffInputError(f"{path} is not JSON: {exc}") from None
+    except bounded_read.Refused as exc:
+        raise DiffInputError(f"{path} is {exc}") from None
+    except OSError as exc:
+        raise DiffInputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not isinstance(data, dict):
         raise DiffInputError(f"{path} is neither a JSON report nor a snapshot (not a JSON object)")
     if data.get("format") == SNAPSHOT_FORMAT:

@@ -43,7 +43,7 @@ def describe(provider: Provider, requested: str = "auto") -> dict[str, Any]:
         "capability": list(dev.capability) if dev and dev.capability else None,
         "driver": inventory.driver_version if inventory is not None else None,
         "cuda_driver": inventory.cuda_driver_text if inventory is not None else None,
-        "nvml_error": inventory.nvml_error if inventory is not None else None,
+        "nvml_error": inventory.nvml_error if inventory is not None else provider.error("gpu.inventory"),
         "torch": build.version if build is not None else None,
         "torch_cuda": build.cuda if build is not None else None,
         "machine": _py_platform.machine(),

@@ -138,6 +138,12 @@ class Provider:
         self._cache[key] = value
         return value
 
+    def error(self, key: str) -> str | None:
+        """Why the reading ``key`` could not be had, once it was asked for (None otherwise)."""
+        if key in self._raised:
+            return self._raised[key].reason
+        return self._errors.get(key)
+
     def try_read(self, key: str) -> Any:
         """The reading, or None when it is unavailable (for optional context in a judgement)."""
         try:

@@ -9,13 +9,11 @@ default), and every skipped check says why. Exit 0 when whole, 1 when not, 2 on 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import stat
 import sys
 from typing import Any, Optional
 
+from . import bounded_read
 from .text import printable
 
 GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): \S")
@@ -69,15 +67,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError:
         parser.error(f"--gotchas {args.gotchas!r}: give gotcha numbers 1-10, e.g. 1-10 or 1,9")
     try:
-        if not stat.S_ISREG(os.stat(args.report).st_mode):
-            raise ValueError("not a regular file")
-        with open(args.report, "rb") as fh:
-            data = fh.read(MAX_REPORT_BYTES + 1)
-        if len(data) > MAX_REPORT_BYTES:
-            raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
-        report = json.loads(data)
-    except (OSError, ValueError, RecursionError) as exc:
-        print(printable(f"check-report: {args.report}: not a readable JSON report ({exc})"), file=sys.stderr)
+        report = bounded_read.read_json(args.report, MAX_REPORT_BYTES)
+    except (OSError, bounded_read.Refused) as exc:
+        why = f"is {exc}" if isinstance(exc, bounded_read.Refused) else f"cannot be read: {exc.strerror or exc}"
+        print(printable(f"check-report: {args.report} {why}: no JSON report to check"), file=sys.stderr)
         return 1
     found = problems(report, wanted)
     for problem in found:

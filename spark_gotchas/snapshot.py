@@ -63,20 +63,18 @@ def load(path: str | os.PathLike) -> Snapshot:
     """
     p = Path(path)
     try:
-        data = json.loads(bounded_read.read_bytes(p, MAX_BYTES).decode("utf-8"))
+        data = bounded_read.read_json(p, MAX_BYTES)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot not found: {p}") from None
     except bounded_read.Refused as exc:
-        limit = ", the most this suite reads as a snapshot" if str(exc).startswith("larger") else ""
-        raise SnapshotError(f"cannot read snapshot {p}: {exc}{limit}") from None
+        why = str(exc)
+        if why.startswith("larger"):
+            why += ", the most this suite reads as a snapshot"
+        elif why.startswith("nested"):
+            why += " (a snapshot is a few levels deep)"
+        raise SnapshotError(f"snapshot {p} is {why}") from None
     except OSError as exc:
         raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SnapshotError(f"cannot read snapshot {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise SnapshotError(f"snapshot {p} is not JSON: {exc}") from None
-    except RecursionError:
-        raise SnapshotError(f"snapshot {p} is nested too deeply to read (a snapshot is a few levels deep)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError(f"{p} is not a spark-gotchas snapshot (no \"format\": \"{FORMAT}\")")
     version = data.get("version")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import statistics
 import sys
@@ -26,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from . import atomic
-from .readers.reboot import Heartbeat
+from . import scrub
+from .readers.reboot import Heartbeat, write_heartbeat
 from .readers.soak import SoakReading, SoakWindow
 from .readers.thermal import ThermalSample
-from .serial import to_jsonable
 from .verdict import format_line
 
 COLUMNS = [
@@ -177,7 +175,7 @@ def _fmt(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
-    return str(value)
+    return scrub.mask_text(str(value))  # a note may quote a command line
 
 
 def format_meta(meta: dict[str, Any]) -> str:
@@ -222,7 +220,7 @@ class Recorder:
         """Replace the heartbeat whole (a unique temp file renamed into place): a crash, or a second
         soak writing the same folder, leaves a whole heartbeat, never a torn one."""
         if self.heartbeat_path is not None and self.beat is not None:
-            atomic.write_text(self.heartbeat_path, json.dumps(to_jsonable(self.beat)), fsync=fsync)
+            write_heartbeat(self.heartbeat_path, self.beat, fsync=fsync)
 
     def _maybe_sync(self) -> None:
         if time.monotonic() - self._last_sync >= FSYNC_EVERY_S:

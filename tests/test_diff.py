@@ -209,7 +209,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     (tmp / "dir").mkdir()
     cases = {
         "missing": (tmp / "nope.json", "no such file"),
-        "directory": (tmp / "dir", "is a directory"),
+        "directory": (tmp / "dir", "is not a regular file (a directory)"),
         "not json": (tmp / "notes.txt", "is not JSON"),
         "json list": (tmp / "list.json", "not a JSON object"),
         "other json": (tmp / "other.json", "neither a pytest JSON report nor a spark-gotchas snapshot"),

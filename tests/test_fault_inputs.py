@@ -132,18 +132,18 @@ def test_the_preflight_prints_the_g10_line_for_a_hostile_launch_config(tmp_path,
 def snapshot_input(tmp_path: Path, kind: str) -> tuple[str, str]:
     """(path, the reason the replay gives) for each kind of snapshot that must be refused."""
     if kind == "dev_zero":
-        return "/dev/zero", "cannot read snapshot /dev/zero: not a regular file (a character device)"
+        return "/dev/zero", "snapshot /dev/zero is not a regular file (a character device)"
     path = tmp_path / f"{kind}.json"
     if kind == "fifo":
         os.mkfifo(path)
-        return str(path), f"cannot read snapshot {path}: not a regular file (a FIFO or pipe)"
+        return str(path), f"snapshot {path} is not a regular file (a FIFO or pipe)"
     if kind == "folder":
         path.mkdir()
-        return str(path), f"cannot read snapshot {path}: not a regular file (a directory)"
+        return str(path), f"snapshot {path} is not a regular file (a directory)"
     if kind == "huge":
         with open(path, "wb") as fh:
             fh.truncate(65 << 20)  # sparse
-        return str(path), f"cannot read snapshot {path}: larger than 64 MiB, the most this suite reads as a snapshot"
+        return str(path), f"snapshot {path} is larger than 64 MiB, the most this suite reads as a snapshot"
     path.write_text('{"format": "spark-gotchas-snapshot", "version": 1, "readings": ' + "[" * 100_000 + "]" * 100_000
                     + "}")
     return str(path), f"snapshot {path} is nested too deeply to read (a snapshot is a few levels deep)"

@@ -54,11 +54,11 @@ def test_unusable_documents_say_why(tmp_path, text, message):
 def test_missing_and_unreadable(tmp_path):
     with pytest.raises(SnapshotError, match="snapshot not found"):
         snapshot.load(tmp_path / "nope.json")
-    with pytest.raises(SnapshotError, match="cannot read snapshot"):
+    with pytest.raises(SnapshotError, match="is not a regular file"):
         snapshot.load(tmp_path)  # a directory
     binary = tmp_path / "bin.json"
     binary.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(SnapshotError, match="cannot read snapshot|is not JSON"):
+    with pytest.raises(SnapshotError, match="is not UTF-8 text|is not JSON"):
         snapshot.load(binary)
 
 

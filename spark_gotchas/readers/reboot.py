@@ -87,14 +87,11 @@ def new_heartbeat(planned_s: float, csv_path: str, started_epoch: Optional[float
 
 
 def write_heartbeat(path: Path, beat: Heartbeat, fsync: bool = False) -> None:
-    """Replace the file atomically (temp + rename): a crash leaves the old or the new one, whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(to_jsonable(beat), fh)
-        fh.flush()
-        if fsync:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Replace the file atomically (:func:`spark_gotchas.atomic.write_text`): a crash leaves the
+    old or the new one, whole; credentials in it (a command line, say) masked."""
+    from .. import atomic, scrub
+
+    atomic.write_text(path, json.dumps(scrub.scrub(to_jsonable(beat))), fsync=fsync)
 
 
 def load_heartbeat(path: Path) -> tuple[Optional[Heartbeat], Optional[str]]:

@@ -124,6 +124,9 @@ class Provider:
                 self.seconds[key] = time.perf_counter() - t0
             data = to_jsonable(value)
             self.recorded[key] = data
+        if data is None:  # null fits a field, never a whole reading
+            self._errors[key] = f"recorded reading is null, not a {getattr(spec.returns, '__name__', spec.returns)}"
+            raise ReadingUnavailable(key, self._errors[key])
         try:
             value = from_jsonable(spec.returns, data)
         except (TypeError, ValueError, KeyError) as exc:

@@ -97,16 +97,22 @@ def _mask_userinfo(m: re.Match) -> str:
 
 
 def _mask_named_values(pattern: re.Pattern, text: str) -> str:
-    """Mask the value after every secret name ``pattern`` finds (its value matched ahead)."""
-    out: list[str] = []
-    pos = 0
+    """Mask the value after every secret name ``pattern`` finds (its value matched ahead, so a
+    value that is itself ``name: value`` is read again, and both are masked)."""
+    spans: list[tuple[int, int]] = []
     for m in pattern.finditer(text):
-        if m.start() < pos or not is_secret_name(m.group("name").lstrip("-")):
+        if not is_secret_name(m.group("name").lstrip("-")):
             continue
         quoted = m.group("dq") if m.group("dq") is not None else m.group("sq")
         start = m.end() + (1 if quoted is not None else 0)
-        out += [text[pos:start], MASK]
-        pos = start + len(quoted if quoted is not None else m.group("bare"))
+        spans.append((start, start + len(quoted if quoted is not None else m.group("bare"))))
+    out: list[str] = []
+    pos = 0
+    for start, end in sorted(spans):
+        if end <= pos:
+            continue
+        out += [text[pos:max(start, pos)], MASK]
+        pos = end
     out.append(text[pos:])
     return "".join(out)
 
@@ -138,9 +144,10 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
     mask_next = False
     for tok in argv:
         if mask_next:
-            out.append(MASK)
             mask_next = False
-            continue
+            if not tok.startswith("-"):  # the secret flag's value (a flag after it has none)
+                out.append(MASK)
+                continue
         if tok.startswith("-") and "=" not in tok and is_secret_name(tok.lstrip("-")):
             mask_next = True
         out.append(mask_text(tok))

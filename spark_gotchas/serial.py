@@ -8,7 +8,8 @@ optionals, so a replayed reading is the same typed object a live run judged.
 capability written ``"12.1"`` where ``tuple[int, int]`` belongs, an object where a list
 belongs. A judge never sees a value of the wrong type. The rules, so a snapshot means one thing:
 
-- ``null`` fits every field (a value that could not be read);
+- ``null`` fits an optional field and ``Any`` only; in any other field it is a misfit (a NaN is
+  recorded as ``null``, so a reading that may hold one declares its field optional);
 - ``true``/``false`` are booleans only, never integers or numbers;
 - an integer fits a float field (and becomes a float); a float never fits an integer field,
   not even ``12.0``;
@@ -86,6 +87,8 @@ def type_name(tp: Any) -> str:
 
 def _shown(data: Any) -> str:
     """The offending value, short and printable (control characters escaped by repr)."""
+    if data is None:
+        return "null"
     kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
             dict: "object"}.get(type(data), type(data).__name__)
     text = repr(data)
@@ -103,8 +106,12 @@ def _at(path: str, key: Any) -> str:
 
 
 def _build(tp: Any, data: Any, path: str) -> Any:
-    if tp is Any or data is None:
+    if tp is Any:
         return data
+    if data is None:
+        if type(None) in get_args(tp) or tp is type(None):
+            return None
+        raise _misfit(tp, data, path)
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         arms = [a for a in get_args(tp) if a is not type(None)]

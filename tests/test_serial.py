@@ -162,9 +162,10 @@ def test_numbers_booleans_and_strings_stay_apart():
     assert refused(device_count=1.5) == "device_count: needs int, got number 1.5"
 
 
-def test_null_fits_every_field_and_unknown_keys_are_still_ignored():
-    back = from_jsonable(GpuInventory, {"driver_version": None, "devices": None, "added_later": {"x": [1]}})
-    assert back.driver_version is None and back.devices is None
+def test_null_fits_optional_and_float_fields_only_and_unknown_keys_are_still_ignored():
+    back = from_jsonable(GpuInventory, {"driver_version": None, "devices": [], "added_later": {"x": [1]}})
+    assert back.driver_version is None and back.devices == []
+    assert misfit(GpuInventory, {"devices": None}) == "devices: needs list[GpuDevice], got null"
 
 
 def test_a_union_takes_the_first_arm_that_fits_and_refuses_when_none_does():

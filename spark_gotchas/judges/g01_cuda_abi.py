@@ -178,8 +178,8 @@ def judge_first_launch(launch: FirstLaunch) -> Verdict:
     if not launch.attempted:
         return Verdict(G, Status.SKIP, f"first CUDA launch not tried: {launch.reason}", readings=readings)
     if launch.ok:
-        return Verdict(G, Status.PASS, f"first CUDA kernel ran in a child process in {launch.seconds:.2f} s",
-                       readings=readings)
+        took = f" in {launch.seconds:.2f} s" if launch.seconds is not None else ""
+        return Verdict(G, Status.PASS, f"first CUDA kernel ran in a child process{took}", readings=readings)
     if launch.signal:
         what = f"crashed with {launch.signal}"
     elif launch.timed_out:

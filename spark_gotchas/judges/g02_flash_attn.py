@@ -114,7 +114,10 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
         return Verdict(G, Status.PASS, f"flash-attn is not installed: attention uses torch SDPA, the right choice "
                                        f"on bare pip{after}{note}", readings=readings)
     name = f"flash-attn {flash.version or '(no metadata)'}"
-    if p is not None and not p.attempted:
+    if p is None:
+        return Verdict(G, Status.SKIP, f"{name} is installed but was not tried: the reading holds no probe",
+                       readings=readings)
+    if not p.attempted:
         return Verdict(G, Status.SKIP, f"{name} is installed but could not be tried: {p.reason}", readings=readings)
     why = _broken(flash)
     if why is not None:
@@ -133,10 +136,9 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
                        f"in {where}{copies} and will ignore attn_implementation=\"sdpa\"",
                        fix=FIX_UNSLOTH + (XFORMERS_NOTE if unsloth is not None and unsloth.xformers_installed else ""),
                        readings=readings)
-    if p is not None and not p.gpu_tried:
+    if not p.gpu_tried:
         return Verdict(G, Status.INFO, f"{name} imports, but no call was tried: {p.gpu_reason}{note}",
                        readings=readings)
-    assert p is not None
     if unsloth is not None and unsloth.installed:
         minimum = unsloth.min_capability_major or UNSLOTH_MIN_MAJOR
         beside = f"{_unsloth_name(unsloth)} will not pick it (compute capability {p.capability} < {minimum})"

@@ -328,21 +328,34 @@ class JsonReportHooks:
         json_report.clear()
         json_report.update(cleaned)
 
+    @pytest.hookimpl(trylast=True)  # after pytest-json-report has written its file
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """pytest-json-report only prints that it could not save its file: fail the run too."""
+        state = self.state
+        report = getattr(session.config.option, "json_report_file", None)
+        if not (state.active and report and getattr(session.config.option, "json_report", False)):
+            return
+        check_written(state, "JSON report", report)
+        if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-@pytest.hookimpl(trylast=True)  # after pytest-json-report has written its file, to check it
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+
+@pytest.hookimpl(wrapper=True)  # around every other plugin: pytest-json-report's exitcode counts a failed write
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     state = session.config.stash.get(STATE_KEY, None)
-    if state is None or not state.active:
-        return
+    if state is not None and state.active:
+        write_outputs(session, state)
+    return (yield)
+
+
+def write_outputs(session: pytest.Session, state: SessionState) -> None:
+    """The snapshot and the Markdown summary, when asked for; a failed write fails the run."""
     opts = state.options
     if opts.spark_snapshot:
         write_output(state, "snapshot", opts.spark_snapshot, lambda: save_snapshot(run_snapshot(state), opts.spark_snapshot))
     if opts.spark_summary_md:
         write_output(state, "Markdown summary", opts.spark_summary_md,
                      lambda: atomic.write_text(opts.spark_summary_md, markdown_summary(state), append=True))
-    report = getattr(session.config.option, "json_report_file", None)
-    if report and getattr(session.config.option, "json_report", False):
-        check_written(state, "JSON report", report)
     if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -38,3 +38,11 @@ def test_outputs_written_are_named_and_the_run_passes(pytester):
     assert json.loads(snapshot.read_text())["readings"]
     assert summary.read_text().startswith("# earlier job summary\n## ")  # appended, as a job summary is
     assert not [p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_report_records_the_failed_run_when_the_snapshot_cannot_be_written(pytester):
+    blocker = pytester.path / "a-file"
+    blocker.write_text("not a folder")
+    result = preflight(pytester, "--json-report", "--json-report-file=r.json", f"--spark-snapshot={blocker}/s.json")
+    assert result.ret == 1
+    assert json.loads((pytester.path / "r.json").read_text())["exitcode"] == 1

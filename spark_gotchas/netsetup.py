@@ -11,50 +11,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from dataclasses import dataclass, field
 from typing import Optional
 
+from .readings.dist import Interface, NetSetup, RdmaDevice
+
 ENV_PREFIXES = ("NCCL_", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MASTER_ADDR")
-
-
-@dataclass
-class Interface:
-    """``ip -br link``/``addr`` for one interface; ``speed_mbps`` from /sys (None when not reported)."""
-
-    name: str
-    up: bool = False
-    mtu: Optional[int] = None
-    speed_mbps: Optional[int] = None
-    driver: Optional[str] = None  # e.g. mlx5_core; None for virtual interfaces
-    ipv4: list[str] = field(default_factory=list)  # "10.0.0.2/24"
-
-
-@dataclass
-class RdmaDevice:
-    """``ibdev2netdev`` for one RDMA device (port 1)."""
-
-    name: str
-    netdevs: list[str] = field(default_factory=list)
-    state: Optional[str] = None  # "ACTIVE", "DOWN"
-    rate: Optional[str] = None  # "200 Gb/sec (4X HDR)"
-    link_layer: Optional[str] = None  # "Ethernet" for RoCE
-
-    @property
-    def active(self) -> bool:
-        return (self.state or "").upper() == "ACTIVE"
-
-
-@dataclass
-class NetSetup:
-    env: dict[str, str] = field(default_factory=dict)  # NCCL_* and friends, as set for this process
-    interfaces: list[Interface] = field(default_factory=list)
-    rdma: list[RdmaDevice] = field(default_factory=list)
-    link: Optional[str] = None  # the interface that reaches MASTER_ADDR's subnet ("lo" on loopback)
-    link_reason: str = ""
-    error: Optional[str] = None
-
-    def interface(self, name: str) -> Optional[Interface]:
-        return next((i for i in self.interfaces if i.name == name), None)
 
 
 def _read(path: str) -> Optional[str]:

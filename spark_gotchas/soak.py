@@ -27,9 +27,9 @@ from . import nvml
 from .judges.g04_thermal import hms, pct
 from .readers import ReadContext
 from .readers.reboot import heartbeat_path, new_heartbeat
-from .readers.soak import SoakReading, SoakWindow
 from .readers.thermal import cuda0_handle, smi_counters, snapshot_of, take_sample
 from .readers.thermal_spot import no_cuda_reason
+from .readings.thermal import SoakReading, SoakWindow
 from .sampler import Sampler
 from .soak_record import Recorder, SoakSample, downsample, format_meta
 

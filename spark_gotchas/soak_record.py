@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import scrub
-from .readers.reboot import Heartbeat, write_heartbeat
-from .readers.soak import SoakReading, SoakWindow
-from .readers.thermal import ThermalSample
+from .readers.reboot import write_heartbeat
+from .readings.thermal import Heartbeat, SoakReading, SoakWindow, ThermalSample
 from .verdict import format_line
 
 COLUMNS = [

@@ -219,7 +219,7 @@ def series(n: int = 36, window_s: float = 5.0, tflops: Callable[[int], float] = 
            temp: Callable[[int], float] = lambda i: min(70.0, 55.0 + i), busy: float = 0.99,
            mask: Callable[[int], int] = lambda i: 0, deltas: Callable[[int], dict] = lambda i: {}):
     """``n`` windows of ``window_s`` seconds; each figure a function of the window index."""
-    from spark_gotchas.readers.soak import SoakWindow
+    from spark_gotchas.readings.thermal import SoakWindow
 
     return [SoakWindow(index=i, t_end_s=(i + 1) * window_s, seconds=window_s, tflops=tflops(i), busy_fraction=busy,
                        samples=int(window_s), temperature_max_c=temp(i) + 0.5, temperature_mean_c=temp(i),
@@ -230,7 +230,7 @@ def series(n: int = 36, window_s: float = 5.0, tflops: Callable[[int], float] = 
 
 
 def soak_reading(windows, window_s: float = 5.0, **kw):
-    from spark_gotchas.readers.soak import SoakReading
+    from spark_gotchas.readings.thermal import SoakReading
 
     base = dict(attempted=True, planned_s=len(windows) * window_s, window_s=window_s, started_epoch=1_780_000_000.0,
                 elapsed_s=len(windows) * window_s, end_reason="completed", device="NVIDIA GB10", size=8192,

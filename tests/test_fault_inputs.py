@@ -18,7 +18,8 @@ from gline_block import glines
 
 from spark_gotchas.judges import g10_parallelism as g10
 from spark_gotchas.profiles import GB10
-from spark_gotchas.readers.launch import LaunchReview, review_files
+from spark_gotchas.readers.launch import review_files
+from spark_gotchas.readings.launch import LaunchReview
 from spark_gotchas.verdict import Status
 
 ROOT = Path(__file__).resolve().parents[1]

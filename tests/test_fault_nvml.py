@@ -163,8 +163,8 @@ def test_a_torch_crash_beside_a_shadowing_pynvml_names_the_file_not_a_torch_rein
     """The worker died importing torch (a segfault in a foreign pynvml's ctypes, say): G1's fix is that file."""
     from spark_gotchas.judges.g01_cuda_abi import judge_torch
     from spark_gotchas.profiles import NONE
-    from spark_gotchas.readers.gpu import GpuInventory
-    from spark_gotchas.readers.torchinfo import TorchBuild
+    from spark_gotchas.readings.gpu import GpuInventory
+    from spark_gotchas.readings.torch import TorchBuild
 
     shadow = "/home/me/project/pynvml.py"
     inventory = GpuInventory(nvml_error=f"pynvml at {shadow} raised OSError('x') at import: "

@@ -23,6 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from spark_gotchas import scrub  # noqa: E402
 from spark_gotchas.readers import launch  # noqa: E402
+from spark_gotchas.readings.launch import LaunchFile  # noqa: E402
 from spark_gotchas.snapshot import SnapshotError  # noqa: E402
 from spark_gotchas.snapshot import load as load_snapshot  # noqa: E402
 from spark_gotchas.verdict import Status, Verdict, summary_lines  # noqa: E402
@@ -154,7 +155,7 @@ def test_a_launch_config_is_reviewed_or_refused_in_one_line(tmp_path_factory, ca
     path = tmp_path_factory.mktemp("launch") / name
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
     parsed, named = launch.parse_file(str(path))
-    assert isinstance(parsed, launch.LaunchFile)
+    assert isinstance(parsed, LaunchFile)
     assert isinstance(named, list)
     if parsed.error:
         assert "\n" not in Verdict(10, Status.FAIL, parsed.error, fix="x").line  # an error is a line of its own

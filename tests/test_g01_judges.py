@@ -9,9 +9,9 @@ import pytest
 
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
-from spark_gotchas.readers.extensions import ExtensionScan, LinkedExtension
-from spark_gotchas.readers.gpu import GpuInventory
-from spark_gotchas.readers.torchinfo import FirstLaunch, TorchBuild
+from spark_gotchas.readings.env import ExtensionScan, LinkedExtension
+from spark_gotchas.readings.gpu import GpuInventory
+from spark_gotchas.readings.torch import FirstLaunch, TorchBuild
 from spark_gotchas.serial import from_jsonable
 from spark_gotchas.verdict import Status
 

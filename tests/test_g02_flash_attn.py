@@ -12,7 +12,7 @@ from needs import requires_torch
 from spark_gotchas.judges import g02_flash_attn as g02
 from spark_gotchas.options import RunOptions
 from spark_gotchas.readers import ReadContext, attention
-from spark_gotchas.readers.attention import FlashAttn, FlashAttnProbe, Sdpa, Unsloth
+from spark_gotchas.readings.attention import FlashAttn, FlashAttnProbe, Sdpa, Unsloth
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
 from spark_gotchas.worker import Worker

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from gline_block import glines
 
-from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
 from spark_gotchas.readers.loadprobe import from_result
-from spark_gotchas.readers.memory import CudaDeviceMemory, CudaMemory, parse_meminfo
-from spark_gotchas.readers.processes import GpuProcess, GpuProcesses
+from spark_gotchas.readers.memory import parse_meminfo
+from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
+from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.snapshot import Snapshot, save
 

@@ -10,9 +10,10 @@ import pytest
 from spark_gotchas.judges import g03_unified_memory as g03
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10, H200, NONE
-from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readers.loadprobe import LoadProbe, from_result, thin
-from spark_gotchas.readers.memory import CudaDeviceMemory, CudaMemory, MemInfo, parse_meminfo, read_meminfo_file
+from spark_gotchas.readers.loadprobe import from_result, thin
+from spark_gotchas.readers.memory import parse_meminfo, read_meminfo_file
+from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory, LoadProbe, MemInfo
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
 

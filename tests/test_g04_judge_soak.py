@@ -5,7 +5,7 @@ from g04_fakes import series, soak_reading
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10, GENERIC, H200
-from spark_gotchas.readers.soak import SoakReading
+from spark_gotchas.readings.thermal import SoakReading
 from spark_gotchas.verdict import Status
 
 

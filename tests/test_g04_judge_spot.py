@@ -5,8 +5,7 @@ from pathlib import Path
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10, GENERIC, H200
-from spark_gotchas.readers.thermal import ClockCounters, ThermalSample, ThermalSnapshot
-from spark_gotchas.readers.thermal_spot import SpotCheck
+from spark_gotchas.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
 from spark_gotchas.verdict import Status
 
 FIXTURES = Path(__file__).parent / "fixtures" / "g04"

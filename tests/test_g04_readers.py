@@ -12,7 +12,7 @@ from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10, H200
 from spark_gotchas.readers import ReadContext, thermal, thermal_spot
-from spark_gotchas.readers.torchinfo import TorchBuild
+from spark_gotchas.readings.torch import TorchBuild
 from spark_gotchas.sampler import Sampler
 from spark_gotchas.worker import Worker
 

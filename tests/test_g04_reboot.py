@@ -9,7 +9,8 @@ import pytest
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
 from spark_gotchas.readers import ReadContext, reboot
-from spark_gotchas.readers.reboot import HEARTBEAT_NAME, Heartbeat, check_heartbeat, write_heartbeat
+from spark_gotchas.readers.reboot import HEARTBEAT_NAME, check_heartbeat, write_heartbeat
+from spark_gotchas.readings.thermal import Heartbeat
 from spark_gotchas.verdict import Status
 
 STARTED = 1_780_000_000.0  # 2026-05-28 20:26:40 UTC

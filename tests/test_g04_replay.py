@@ -13,11 +13,18 @@ from needs import requires_torch
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10
-from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readers.reboot import HEARTBEAT_NAME, Heartbeat, RebootCheck, write_heartbeat
-from spark_gotchas.readers.soak import SoakReading
-from spark_gotchas.readers.thermal import ClockCounters, ThermalSample, ThermalSnapshot, parse_smi_counters
-from spark_gotchas.readers.thermal_spot import SpotCheck
+from spark_gotchas.readers.reboot import HEARTBEAT_NAME, write_heartbeat
+from spark_gotchas.readers.thermal import parse_smi_counters
+from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readings.thermal import (
+    ClockCounters,
+    Heartbeat,
+    RebootCheck,
+    SoakReading,
+    SpotCheck,
+    ThermalSample,
+    ThermalSnapshot,
+)
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.snapshot import Snapshot, save
 

@@ -24,7 +24,7 @@ from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10
 from spark_gotchas.readers import ReadContext, thermal
 from spark_gotchas.readers.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
-from spark_gotchas.readers.torchinfo import TorchBuild
+from spark_gotchas.readings.torch import TorchBuild
 from spark_gotchas.soak_plot import NO_MATPLOTLIB, plot_soak
 from spark_gotchas.soak_record import COLUMNS, NO_END, read_csv
 from spark_gotchas.worker import Worker

@@ -12,7 +12,10 @@ from gline_block import glines as block
 from microbench.bandwidth import BandwidthSweep
 from spark_gotchas import profiles
 from spark_gotchas.judges import g05_bandwidth as g05
-from spark_gotchas.readers.bench import BandwidthReading, BandwidthSweepReading
+from spark_gotchas.options import RunOptions
+from spark_gotchas.readers import ReadContext
+from spark_gotchas.readers.bench import compile_kernels_ahead  # imported before any in-process pytester run
+from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
 from spark_gotchas.verdict import Status
 from spark_gotchas.worker import TaskResult
 
@@ -238,10 +241,6 @@ class InventoryOnly:
 
 
 def head_start(inventory, monkeypatch, build_answer=None, with_build_worker=True, triton=True):
-    from spark_gotchas.options import RunOptions
-    from spark_gotchas.readers import ReadContext
-    from spark_gotchas.readers.bench import compile_kernels_ahead
-
     gpu = fk.FakeWorker({})
     build = fk.FakeWorker({"microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
     provider = InventoryOnly(inventory)

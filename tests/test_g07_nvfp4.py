@@ -15,9 +15,9 @@ from gline_block import glines
 from microbench import gemm
 from spark_gotchas import nvml, profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
-from spark_gotchas.readers.bench import GemmReading
 from spark_gotchas.readers.kernels import read_fp4_kernels
-from spark_gotchas.readers.torchinfo import TorchBuild, TorchDevice
+from spark_gotchas.readings.bench import GemmReading
+from spark_gotchas.readings.torch import TorchBuild, TorchDevice
 from spark_gotchas.verdict import Status
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from github_fakes import CONTENTS, ISSUES, PROXY_VARS, GitHub, Reply, fixture, r
 from spark_gotchas.judges import g08_playbooks as g08
 from spark_gotchas.options import RunOptions
 from spark_gotchas.readers import ReadContext, github
-from spark_gotchas.readers.github import PlaybookIssues
+from spark_gotchas.readings.github import PlaybookIssues
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
 

@@ -9,8 +9,9 @@ from spark_gotchas.judges import g10_parallelism as g10
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10, GENERIC, H200
 from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readers.launch import LaunchReview, parse_file, read_launch_review, review_files
+from spark_gotchas.readers.launch import parse_file, read_launch_review, review_files
+from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readings.launch import LaunchReview
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
 

@@ -9,10 +9,16 @@ from typing import Optional
 import pytest
 
 from spark_gotchas import readers
-from spark_gotchas.readers.environment import Baseline, ContainerEvidence, Distributions, RequirementProblem
-from spark_gotchas.readers.extensions import ExtensionScan, LinkedExtension
-from spark_gotchas.readers.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readers.torchinfo import FirstLaunch, TorchBuild, TorchDevice
+from spark_gotchas.readings.env import (
+    Baseline,
+    ContainerEvidence,
+    Distributions,
+    ExtensionScan,
+    LinkedExtension,
+    RequirementProblem,
+)
+from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.readings.torch import FirstLaunch, TorchBuild, TorchDevice
 from spark_gotchas.serial import Misfit, from_jsonable, to_jsonable
 
 

@@ -20,9 +20,9 @@ from typing import Optional
 
 from .. import nvml
 from ..profiles import Profile
-from ..readers.extensions import ExtensionScan
-from ..readers.gpu import GpuInventory
-from ..readers.torchinfo import FirstLaunch, TorchBuild
+from ..readings.env import ExtensionScan
+from ..readings.gpu import GpuInventory
+from ..readings.torch import FirstLaunch, TorchBuild
 from ..verdict import Status, Verdict
 
 G = 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..readers.attention import FlashAttn, Sdpa, Unsloth
+from ..readings.attention import FlashAttn, Sdpa, Unsloth
 from ..verdict import Status, Verdict
 
 G = 2

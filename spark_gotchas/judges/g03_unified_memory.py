@@ -33,9 +33,8 @@ from typing import Optional
 
 from ..options import RunOptions
 from ..profiles import Profile
-from ..readers.gpu import GpuInventory
-from ..readers.loadprobe import LoadProbe
-from ..readers.memory import CudaMemory, MemInfo
+from ..readings.gpu import GpuInventory
+from ..readings.mem import CudaMemory, LoadProbe, MemInfo
 from ..verdict import Status, Verdict
 
 G = 3

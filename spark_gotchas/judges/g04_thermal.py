@@ -56,19 +56,20 @@ import statistics
 from typing import Any, Optional
 
 from ..profiles import Profile
-from ..readers.reboot import RebootCheck
-from ..readers.soak import SoakReading, SoakWindow
-from ..readers.thermal import (
+from ..readings.thermal import (
     COUNTER_NAMES,
     REASON_NAMES,
     SW_POWER_CAP,
     THROTTLE_BITS,
     THROTTLE_COUNTERS,
+    RebootCheck,
+    SoakReading,
+    SoakWindow,
+    SpotCheck,
     ThermalSample,
     ThermalSnapshot,
     reason_names,
 )
-from ..readers.thermal_spot import SpotCheck
 from ..verdict import Status, Verdict
 
 G = 4

@@ -30,8 +30,8 @@ from typing import Optional
 from microbench.bandwidth import BandwidthResult, MethodResult
 
 from ..profiles import Profile
-from ..readers.bench import BandwidthReading, BandwidthSweepReading
-from ..readers.gpu import GpuInventory
+from ..readings.bench import BandwidthReading, BandwidthSweepReading
+from ..readings.gpu import GpuInventory
 from ..verdict import Status, Verdict
 
 G = 5

@@ -31,9 +31,8 @@ from typing import Optional
 
 from ..options import RunOptions
 from ..profiles import Profile
-from ..readers.gpu import GpuInventory
-from ..readers.memory import MemInfo
-from ..readers.processes import GpuProcess, GpuProcesses
+from ..readings.gpu import GpuInventory, GpuProcess, GpuProcesses
+from ..readings.mem import MemInfo
 from ..verdict import Status, Verdict
 from ..workloads import Workload, classify
 from .g03_unified_memory import GB, gb, memory_kind, planned_peak_bytes

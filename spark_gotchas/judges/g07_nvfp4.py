@@ -29,10 +29,10 @@ from typing import Optional
 
 from .. import fatbin
 from ..profiles import Profile
-from ..readers.bench import GemmReading
-from ..readers.gpu import GpuInventory
-from ..readers.kernels import Fp4KernelScan, LibraryKernels
-from ..readers.torchinfo import TorchBuild
+from ..readings.bench import GemmReading
+from ..readings.env import Fp4KernelScan, LibraryKernels
+from ..readings.gpu import GpuInventory
+from ..readings.torch import TorchBuild
 from ..verdict import Status, Verdict
 
 G = 7

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 
-from ..readers.github import PlaybookIssues, manual_url
+from ..readings.github import PlaybookIssues, manual_url
 from ..verdict import Status, Verdict
 
 G = 8

@@ -13,7 +13,7 @@ Rules:
 
 from __future__ import annotations
 
-from ..readers.environment import Baseline, ContainerEvidence, Distributions
+from ..readings.env import Baseline, ContainerEvidence, Distributions
 from ..verdict import Status, Verdict
 
 G = 9

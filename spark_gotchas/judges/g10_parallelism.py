@@ -33,11 +33,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ..bounded_read import describe_size
-from ..netsetup import NetSetup
 from ..profiles import Profile
-from ..readers.collective import CollectiveRun, RankResult
-from ..readers.gpu import GpuInventory
-from ..readers.launch import MAX_FILE_BYTES, LaunchFile, LaunchReview, to_int
+from ..readings.dist import CollectiveRun, NetSetup, RankResult
+from ..readings.gpu import GpuInventory
+from ..readings.launch import MAX_FILE_BYTES, LaunchFile, LaunchReview, to_int
 from ..verdict import Status, Verdict
 
 G = 10

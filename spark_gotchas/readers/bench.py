@@ -10,54 +10,16 @@ import csv
 import importlib.util
 import os
 import threading
-from dataclasses import dataclass
 from typing import Optional
 
 from microbench.bandwidth import BandwidthResult, BandwidthSweep
 from microbench.gemm import GemmResult
 
+from ..readings.bench import BandwidthReading, BandwidthSweepReading, GemmReading
 from ..serial import from_jsonable
 from . import ReadContext, reader
 
 GEMM_SIZE = 8192  # the public GB10 and measured H200 figures are at 8192^3
-
-
-@dataclass
-class BandwidthReading:
-    """``python -m microbench bandwidth --json`` (the fast probe: about 1 GiB per array).
-
-    ``attempted`` False: ``reason`` says why (no torch, CPU build, no device). ``problem``:
-    the probe ran but failed (not enough memory, a crash, a hang), in one line.
-    """
-
-    attempted: bool
-    reason: str = ""
-    problem: str = ""
-    crashed: bool = False
-    result: Optional[BandwidthResult] = None
-
-
-@dataclass
-class BandwidthSweepReading:
-    """``python -m microbench bandwidth --sweep --json``: array sizes from L2/2 to the budget."""
-
-    attempted: bool
-    reason: str = ""
-    problem: str = ""
-    crashed: bool = False
-    result: Optional[BandwidthSweep] = None
-    csv_path: Optional[str] = None
-
-
-@dataclass
-class GemmReading:
-    """``python -m microbench gemm --size 8192 --json``: BF16, FP8, NVFP4 rates and errors."""
-
-    attempted: bool
-    reason: str = ""
-    problem: str = ""
-    crashed: bool = False
-    result: Optional[GemmResult] = None
 
 
 def _unified_memory(ctx: ReadContext) -> Optional[bool]:

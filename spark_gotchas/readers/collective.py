@@ -23,12 +23,12 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..netsetup import NetSetup
 from ..procs import run_bounded
+from ..readings.dist import CollectiveRun, RankResult
 from ..serial import from_jsonable
 from . import ReadContext, reader
 from .torchinfo import torch_installed
@@ -36,41 +36,6 @@ from .torchinfo import torch_installed
 DEFAULT_PORT = 29531
 MULTINODE_SIZES = "64M,256M,1G"
 REHEARSAL_SIZES = "1M,16M"
-
-
-@dataclass
-class BandwidthRow:
-    size_bytes: int
-    seconds_median: float
-    algbw_gbps: float
-    busbw_gbps: float  # nccl-tests' bus bandwidth: algbw x 2(n-1)/n
-    iters: int = 0
-
-
-@dataclass
-class LatencyRow:
-    size_bytes: int
-    latency_us_median: float
-    iters: int = 0
-
-
-@dataclass
-class RankResult:
-    """One rank's ``rank<N>.json`` from ``python -m microbench collective``."""
-
-    rank: int
-    world_size: int = 0
-    local_world_size: int = 0
-    node_rank: int = 0
-    hostname: str = ""
-    backend: Optional[str] = None
-    device: Optional[str] = None
-    large: list[BandwidthRow] = field(default_factory=list)
-    small: list[LatencyRow] = field(default_factory=list)
-    error: Optional[str] = None
-    stage: Optional[str] = None
-    seconds: Optional[float] = None
-    net: Optional[NetSetup] = None
 
 
 @dataclass
@@ -93,28 +58,6 @@ class CollectiveConfig:
     @property
     def nproc_per_node(self) -> int:
         return 1 if self.multinode else 2
-
-
-@dataclass
-class CollectiveRun:
-    """``torchrun … -m microbench collective``: what ran, how it ended, what each local rank wrote."""
-
-    attempted: bool
-    reason: str = ""  # why not attempted
-    mode: str = "rehearsal"  # rehearsal (two processes on this node) | multinode
-    nnodes: int = 1
-    node_rank: int = 0
-    nproc_per_node: int = 2
-    master_addr: str = ""
-    backend_requested: str = "auto"
-    timeout_s: float = 0.0
-    command: list[str] = field(default_factory=list)
-    returncode: Optional[int] = None
-    timed_out: bool = False
-    seconds: float = 0.0
-    ranks: list[RankResult] = field(default_factory=list)
-    missing_ranks: list[int] = field(default_factory=list)  # local ranks that wrote no result
-    log_tail: str = ""
 
 
 def _env_first(*names: str) -> Optional[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
-from dataclasses import dataclass, field
 from typing import Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -12,26 +11,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import scrub
+from ..readings.env import Baseline, ContainerEvidence, Distributions, RequirementProblem
 from . import ReadContext, reader
 
 NGC_VARS = ("NVIDIA_PRODUCT_NAME", "NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "NVIDIA_BUILD_ID",
             "NVIDIA_PRODUCT_VERSION", "CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "TORCH_CUDA_ARCH_LIST",
             "NVIDIA_VISIBLE_DEVICES", "UNSLOTH_VERSION")
-
-
-@dataclass
-class ContainerEvidence:
-    """Raw container markers; the G9 judge decides. Check by hand: ``ls -a /.dockerenv
-    /run/.containerenv; cat /proc/1/cgroup; grep ' / ' /proc/self/mountinfo; env | grep NVIDIA``"""
-
-    dockerenv: bool = False
-    containerenv: bool = False
-    proc1_cgroup: list[str] = field(default_factory=list)
-    proc1_cgroup_error: Optional[str] = None
-    root_fstype: Optional[str] = None
-    container_var: Optional[str] = None
-    kubernetes: bool = False
-    ngc_vars: dict[str, str] = field(default_factory=dict)
 
 
 def _read_lines(path: str, limit: int = 20) -> tuple[list[str], Optional[str]]:
@@ -66,30 +51,6 @@ def read_container(ctx: ReadContext) -> ContainerEvidence:
         kubernetes="KUBERNETES_SERVICE_HOST" in os.environ,
         ngc_vars=env,
     )
-
-
-@dataclass
-class RequirementProblem:
-    distribution: str
-    version: str
-    requirement: str  # as declared, e.g. "triton==3.6.0; platform_system == 'Linux'"
-    required: str  # canonical name of what is required
-    found: Optional[str]  # installed version, None when missing
-
-    @property
-    def text(self) -> str:
-        got = f"{self.required} {self.found} is installed" if self.found else f"{self.required} is missing"
-        spec = self.requirement.split(";")[0].strip()
-        return f"{self.distribution} {self.version} requires {spec}, but {got}"
-
-
-@dataclass
-class Distributions:
-    """``pip list`` plus ``pip check``, read through importlib.metadata."""
-
-    versions: dict[str, str] = field(default_factory=dict)  # canonical name -> version
-    problems: list[RequirementProblem] = field(default_factory=list)
-    invalid: list[str] = field(default_factory=list)  # unparseable metadata, named
 
 
 def installed_versions() -> dict[str, str]:
@@ -138,16 +99,6 @@ def read_distributions(ctx: ReadContext) -> Distributions:
             if found is None or not _satisfied(req, found):
                 problems.append(RequirementProblem(name, dist.version, raw, required, found))
     return Distributions(versions=dict(sorted(versions.items())), problems=problems, invalid=invalid)
-
-
-@dataclass
-class Baseline:
-    """The distributions of a known-good run (``--spark-baseline`` snapshot)."""
-
-    path: Optional[str] = None
-    created: Optional[str] = None
-    versions: Optional[dict[str, str]] = None
-    error: Optional[str] = None
 
 
 @reader("env.baseline")

@@ -8,34 +8,15 @@ import site
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Optional
 
 from .. import elf
+from ..readings.env import ExtensionScan, LinkedExtension
 from . import ReadContext, reader
 
 # Libraries whose soname major is the CUDA major (libcudart.so.12 is CUDA 12). cuFFT, cuRAND,
 # cuSPARSE, cuSOLVER, cuDNN and NCCL number their sonames on their own and are left out.
 # Wheels that vendor the runtime rename it with a hash (auditwheel: libcudart-9335f6a2.so.12).
 CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp[a-z]*)(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
-
-
-@dataclass
-class LinkedExtension:
-    path: str  # as found on disk
-    distribution: Optional[str]  # who installed it (importlib.metadata RECORD), None if unknown
-    cuda_libs: dict[str, int] = field(default_factory=dict)  # soname -> CUDA major it names
-
-
-@dataclass
-class ExtensionScan:
-    """``for f in $(find site-packages -name '*.so*'); do readelf -d $f | grep 'NEEDED.*libcudart'; done``"""
-
-    site_dirs: list[str] = field(default_factory=list)
-    shared_objects: int = 0
-    seconds: float = 0.0
-    linked: list[LinkedExtension] = field(default_factory=list)
-    unreadable: int = 0
 
 
 def site_dirs() -> list[str]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import fatbin
+from ..readings.env import Fp4KernelScan, LibraryKernels
 from . import ReadContext, reader
 
 # Distributions whose NVFP4 paths are their own CUDA kernels: on GB10 they need sm_121a
@@ -34,37 +34,6 @@ FP4_KERNEL_LIBRARIES = {
 # and bitsandbytes' 4-bit formats (nf4, its own fp4) dequantise in software.
 CONTEXT_LIBRARIES = {"torch": "PyTorch", "bitsandbytes": "bitsandbytes"}
 SUFFIXES = (".so", ".cubin")
-
-
-@dataclass
-class LibraryKernels:
-    """One distribution's kernel images: target -> number of entries (``sm_121a``: 3)."""
-
-    distribution: str
-    label: str
-    version: str
-    role: str  # "fp4" (its NVFP4 kernels are its own) | "context"
-    files_scanned: int = 0
-    files_with_kernels: int = 0
-    targets: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)  # unreadable files, named
-    seconds: float = 0.0
-
-
-@dataclass
-class Fp4KernelScan:
-    """Check by hand: ``cuobjdump --list-elf --list-ptx $(python -c 'import vllm,os;
-    print(os.path.dirname(vllm.__file__))')/_C.abi3.so``; ``echo $TORCH_CUDA_ARCH_LIST``"""
-
-    libraries: list[LibraryKernels] = field(default_factory=list)
-    torch_cuda_arch_list: Optional[str] = None  # the environment variable, None when unset
-    seconds: float = 0.0
-
-    def library(self, distribution: str) -> Optional[LibraryKernels]:
-        for lib in self.libraries:
-            if lib.distribution == distribution:
-                return lib
-        return None
 
 
 def kernel_files(dist: md.Distribution) -> list[str]:

@@ -5,61 +5,14 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ..readings.mem import LoadProbe, LoadSample
 from ..serial import from_jsonable
 from . import ReadContext, reader
 
 MAX_KEPT_SAMPLES = 120
 PROBE_TIMEOUT_S = 1200.0
-
-
-@dataclass
-class LoadSample:
-    """One sample during the load (``grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo``)."""
-
-    t_s: float
-    mem_free_bytes: Optional[int] = None
-    mem_available_bytes: Optional[int] = None
-    cached_bytes: Optional[int] = None
-    rss_bytes: Optional[int] = None
-    cuda_reserved_bytes: Optional[int] = None
-
-
-@dataclass
-class LoadProbe:
-    """Peak extra memory of one load, as a multiple of the file size.
-
-    Reproduce by hand: ``python -m microbench safetensors_load --size-gb 8``.
-    """
-
-    attempted: bool
-    ok: bool = False
-    reason: str = ""
-    size_bytes: Optional[int] = None
-    size_reason: str = ""
-    directory: str = ""
-    fstype: Optional[str] = None
-    device: str = ""
-    device_name: Optional[str] = None
-    integrated: Optional[bool] = None  # the GPU shares host memory (GB10)
-    cold: bool = False  # the file was dropped from the page cache before the load
-    cache_dropped_bytes: Optional[int] = None  # how much Cached fell when it was (0: the drop did nothing)
-    write_seconds: Optional[float] = None
-    load_seconds: Optional[float] = None
-    load_gbps: Optional[float] = None
-    baseline: Optional[LoadSample] = None
-    peak_extra_bytes: Optional[int] = None
-    peak_extra_ratio: Optional[float] = None
-    cache_ratio: Optional[float] = None
-    rss_ratio: Optional[float] = None
-    cuda_ratio: Optional[float] = None
-    available_drop_ratio: Optional[float] = None
-    after_load_ratio: Optional[float] = None
-    sample_count: int = 0
-    samples: list[LoadSample] = field(default_factory=list)  # at most MAX_KEPT_SAMPLES, evenly spaced
-    csv_path: Optional[str] = None
 
 
 def thin(samples: list[Any], keep: int = MAX_KEPT_SAMPLES) -> list[Any]:

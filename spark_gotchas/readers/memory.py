@@ -8,12 +8,10 @@ NotSupported, and ``cudaMemGetInfo`` reports ``MemFree`` (page cache counts as u
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Optional
 
+from ..readings.mem import MEMINFO_PATH, CudaDeviceMemory, CudaMemory, MemInfo
 from . import ReadContext, reader
-
-MEMINFO_PATH = "/proc/meminfo"
 
 # /proc/meminfo name -> MemInfo field (values there are KiB, written "kB").
 _FIELDS = {
@@ -32,46 +30,6 @@ _FIELDS = {
     "SwapTotal": "swap_total_bytes",
     "SwapFree": "swap_free_bytes",
 }
-
-
-@dataclass
-class MemInfo:
-    """The kernel's view of system memory (bytes; /proc/meminfo's "kB" are KiB).
-
-    Command line equivalent: ``grep -E 'Mem|Cached|Buffers|Dirty|Shmem|Swap' /proc/meminfo``
-    or ``free -b`` (its "buff/cache" is Buffers + Cached + SReclaimable, "available" is
-    MemAvailable).
-    """
-
-    source: str = MEMINFO_PATH
-    error: Optional[str] = None  # the file could not be read or has no MemTotal
-    mem_total_bytes: Optional[int] = None
-    mem_free_bytes: Optional[int] = None
-    mem_available_bytes: Optional[int] = None
-    available_estimated: bool = False  # kernel < 3.14 has no MemAvailable: Free + Buffers + Cached
-    buffers_bytes: Optional[int] = None
-    cached_bytes: Optional[int] = None
-    dirty_bytes: Optional[int] = None
-    writeback_bytes: Optional[int] = None
-    shmem_bytes: Optional[int] = None
-    mapped_bytes: Optional[int] = None
-    anon_bytes: Optional[int] = None
-    mlocked_bytes: Optional[int] = None
-    kreclaimable_bytes: Optional[int] = None
-    swap_total_bytes: Optional[int] = None
-    swap_free_bytes: Optional[int] = None
-    skipped_lines: int = 0  # lines that did not parse (a malformed file still gives what it can)
-    missing: list[str] = field(default_factory=list)  # of MemFree, MemAvailable, Cached, Buffers
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.mem_total_bytes is not None
-
-    @property
-    def page_cache_bytes(self) -> int:
-        """File pages the kernel can drop: Buffers + Cached - Shmem (tmpfs pages cannot be dropped)."""
-        cache = (self.buffers_bytes or 0) + (self.cached_bytes or 0) - (self.shmem_bytes or 0)
-        return max(cache, 0)
 
 
 def parse_meminfo(text: str, source: str = MEMINFO_PATH) -> MemInfo:
@@ -118,39 +76,6 @@ def read_meminfo_file(path: str = MEMINFO_PATH) -> MemInfo:
 def read_meminfo(ctx: ReadContext) -> MemInfo:
     """System memory from /proc/meminfo (the only honest free-memory figure on a Spark)."""
     return read_meminfo_file()
-
-
-@dataclass
-class CudaDeviceMemory:
-    """``torch.cuda.mem_get_info(i)`` (cudaMemGetInfo) for one device, in bytes."""
-
-    index: int
-    name: str = ""
-    free_bytes: Optional[int] = None
-    total_bytes: Optional[int] = None
-    integrated: Optional[bool] = None  # cudaDeviceProp.integrated: the GPU shares host memory
-    error: Optional[str] = None
-
-
-@dataclass
-class CudaMemory:
-    """What CUDA reports free, with MemFree/MemAvailable read in the same instant.
-
-    Command line equivalent: ``python -c 'import torch; print(torch.cuda.mem_get_info())';
-    grep -E 'MemFree|MemAvailable' /proc/meminfo``
-    """
-
-    attempted: bool
-    reason: str = ""  # why not attempted, or what went wrong in the worker
-    devices: list[CudaDeviceMemory] = field(default_factory=list)
-    mem_free_bytes: Optional[int] = None
-    mem_available_bytes: Optional[int] = None
-    cached_bytes: Optional[int] = None
-
-    @property
-    def first(self) -> Optional[CudaDeviceMemory]:
-        ok = [d for d in self.devices if d.free_bytes is not None]
-        return ok[0] if ok else None
 
 
 @reader("mem.cuda")

@@ -10,56 +10,15 @@ and the launchers above it) is left out.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from .. import nvml, scrub
+from ..readings.gpu import DeviceProcessLists, GpuProcess, GpuProcesses
 from ..workloads import classify
 from . import ReadContext, reader
 
 NVML_LISTS = (("compute", "nvmlDeviceGetComputeRunningProcesses"),
               ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"))
-
-
-@dataclass
-class GpuProcess:
-    """One process beside this run.
-
-    Command line equivalent: ``nvidia-smi --query-compute-apps=pid,process_name,used_memory
-    --format=csv`` (plus the G rows of plain ``nvidia-smi``), then ``ps -o pid,ppid,user,rss,args
-    -p PID``.
-    """
-
-    pid: int
-    ppid: Optional[int] = None
-    name: Optional[str] = None
-    cmdline: Optional[list[str]] = None  # None when it could not be read; secret values masked
-    username: Optional[str] = None
-    rss_bytes: Optional[int] = None  # host RSS; on GB10 CUDA memory does not show here
-    gpu_memory_bytes: Optional[int] = None  # NVML usedGpuMemory summed over devices; None = not reported
-    gpu_devices: list[int] = field(default_factory=list)
-    nvml_lists: list[str] = field(default_factory=list)  # "compute" and/or "graphics"
-    found_by: str = "nvml"  # "nvml", "scan" or "nvml+scan"
-    problem: Optional[str] = None  # why something about it could not be read
-
-
-@dataclass
-class DeviceProcessLists:
-    index: int
-    uuid: Optional[str] = None
-    errors: dict[str, str] = field(default_factory=dict)  # list name -> NVML reason
-
-
-@dataclass
-class GpuProcesses:
-    nvml_error: Optional[str] = None  # NVML itself unavailable
-    devices: list[DeviceProcessLists] = field(default_factory=list)
-    processes: list[GpuProcess] = field(default_factory=list)
-    scan_error: Optional[str] = None  # the process table could not be scanned
-    scanned: int = 0  # processes whose command line was read
-    scan_denied: int = 0  # processes whose command line we may not read
-    own_excluded: int = 0  # NVML-listed processes of the suite's own tree, left out
-    cuda_visible_devices: Optional[str] = None
 
 
 # -- NVML ----------------------------------------------------------------------------------------

@@ -14,47 +14,14 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ..readings.thermal import HEARTBEAT_FORMAT, Heartbeat, RebootCheck
 from ..serial import from_jsonable, to_jsonable
 from . import ReadContext, reader
 
 HEARTBEAT_NAME = "g4-soak.heartbeat.json"
-FORMAT = "spark-gotchas-soak-heartbeat"
-
-
-@dataclass
-class Heartbeat:
-    """The soak's own record of itself; ``end_reason`` is None until the soak ends under control."""
-
-    boot_id: Optional[str]
-    btime_s: Optional[int]  # boot time of the soak's boot (epoch seconds, /proc/stat btime)
-    pid: int
-    host: str
-    started_epoch: float
-    planned_s: float
-    last_sample_epoch: float
-    samples: int = 0
-    csv_path: str = ""
-    ended_epoch: Optional[float] = None
-    end_reason: Optional[str] = None  # "completed", "cut short by SIGINT", "load failed: …"
-    format: str = FORMAT
-
-
-@dataclass
-class RebootCheck:
-    """The heartbeat of the last soak (if any) next to this boot's identity."""
-
-    heartbeat_path: str
-    found: bool = False
-    heartbeat: Optional[Heartbeat] = None
-    error: Optional[str] = None  # the file exists but cannot be used
-    boot_id: Optional[str] = None
-    btime_s: Optional[int] = None
-    now_epoch: float = 0.0
-    soak_pid_alive: Optional[bool] = None  # the soak's process still runs (same boot only)
 
 
 def boot_id() -> Optional[str]:
@@ -102,7 +69,7 @@ def load_heartbeat(path: Path) -> tuple[Optional[Heartbeat], Optional[str]]:
         return None, f"cannot read {path}: {exc.strerror or exc}"
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return None, f"{path} is not JSON ({exc})"
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") != HEARTBEAT_FORMAT:
         return None, f"{path} is not a soak heartbeat"
     try:
         return from_jsonable(Heartbeat, data), None

@@ -18,39 +18,12 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .. import nvml
 from ..procs import run_bounded
+from ..readings.thermal import ClockCounters, ThermalSample, ThermalSnapshot
 from . import ReadContext, reader
-
-# Clock-event reason bits (nvml.h nvmlClocksEventReason*).
-REASON_NAMES = {
-    0x1: "GPU idle",
-    0x2: "applications clocks setting",
-    0x4: "SW power cap",
-    0x8: "HW slowdown",
-    0x10: "sync boost",
-    0x20: "SW thermal slowdown",
-    0x40: "HW thermal slowdown",
-    0x80: "HW power brake",
-    0x100: "display clock setting",
-}
-SW_POWER_CAP = 0x4
-THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # thermal and power-brake reasons: the G4 evidence
-
-# Counter keys (cumulative microseconds). ``thermal`` is NVML's thermal policy total; the
-# ``sw_thermal``/``hw_thermal``/``hw_power_brake`` split is nvidia-smi's.
-COUNTER_NAMES = {
-    "sw_power_cap": "SW power cap",
-    "thermal": "thermal (NVML policy)",
-    "sw_thermal": "SW thermal slowdown",
-    "hw_thermal": "HW thermal slowdown",
-    "hw_power_brake": "HW power brake",
-    "sync_boost": "sync boost",
-}
-THROTTLE_COUNTERS = ("thermal", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 # ``nvidia-smi -q -d PERFORMANCE`` labels in the "Clocks Event Reasons Counters" section.
 _SMI_COUNTER_LABELS = {
@@ -61,77 +34,6 @@ _SMI_COUNTER_LABELS = {
     "hw power braking": "hw_power_brake",
 }
 SMI_TIMEOUT_S = 10.0
-
-
-def reason_names(mask: Optional[int]) -> list[str]:
-    """Names of the bits set in a clock-event reason mask (idle excluded: it is no throttle)."""
-    if not mask:
-        return []
-    return [name for bit, name in REASON_NAMES.items() if mask & bit and bit != 0x1]
-
-
-@dataclass
-class ThermalSample:
-    """One NVML reading, cheap enough for 10 Hz. None = not reported (see the snapshot's reasons).
-
-    Command line equivalent: ``nvidia-smi --query-gpu=timestamp,temperature.gpu,power.draw,
-    clocks.sm,clocks.mem,utilization.gpu,clocks_event_reasons.active --format=csv -lms 100``
-    """
-
-    t_s: float  # seconds since the sampler started
-    temperature_c: Optional[float] = None
-    power_w: Optional[float] = None
-    sm_clock_mhz: Optional[float] = None
-    mem_clock_mhz: Optional[float] = None
-    utilization_pct: Optional[float] = None
-    reasons_mask: Optional[int] = None
-    sw_power_cap_us: Optional[float] = None  # NVML violation status, power policy (cumulative)
-    thermal_us: Optional[float] = None  # NVML violation status, thermal policy (cumulative)
-
-
-@dataclass
-class ClockCounters:
-    """Cumulative time in each clock-event reason since the driver loaded, microseconds.
-
-    Command line equivalent: ``nvidia-smi -q -d PERFORMANCE`` ("Clocks Event Reasons Counters")
-    or ``nvidia-smi --query-gpu=clocks_event_reasons_counters.sw_power_cap,… --format=csv``.
-    """
-
-    values_us: dict[str, float] = field(default_factory=dict)  # key in COUNTER_NAMES
-    sources: dict[str, str] = field(default_factory=dict)  # key -> "nvml" | "nvidia-smi"
-    unavailable: dict[str, str] = field(default_factory=dict)  # source -> why it gave nothing
-
-    def delta(self, later: ClockCounters) -> dict[str, float]:
-        """``later - self`` for every counter both have (a counter that went back is left out)."""
-        out = {}
-        for key, before in self.values_us.items():
-            after = later.values_us.get(key)
-            if after is not None and before is not None and after >= before:
-                out[key] = after - before
-        return out
-
-
-@dataclass
-class ThermalSnapshot:
-    """The GPU at rest: what it reads now and what it has accumulated since the driver loaded.
-
-    Command line equivalent: ``nvidia-smi --query-gpu=name,temperature.gpu,power.draw,power.limit,
-    clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,clocks_event_reasons.active --format=csv``
-    and ``nvidia-smi -q -d PERFORMANCE,TEMPERATURE``.
-    """
-
-    nvml_error: Optional[str] = None
-    index: Optional[int] = None  # NVML index of the device torch calls cuda:0
-    selected_by: str = ""
-    name: Optional[str] = None
-    sample: Optional[ThermalSample] = None
-    power_limit_w: Optional[float] = None
-    max_sm_clock_mhz: Optional[float] = None
-    max_mem_clock_mhz: Optional[float] = None
-    slowdown_temp_c: Optional[float] = None
-    shutdown_temp_c: Optional[float] = None
-    counters: ClockCounters = field(default_factory=ClockCounters)
-    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 # -- device selection ----------------------------------------------------------------------

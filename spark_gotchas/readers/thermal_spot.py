@@ -19,54 +19,19 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .. import nvml
+from ..readings.thermal import SpotCheck
 from ..sampler import Sampler
 from . import ReadContext, reader
-from .thermal import ClockCounters, ThermalSample, cuda0_handle, read_counters, snapshot_of, take_sample
+from .thermal import cuda0_handle, read_counters, snapshot_of, take_sample
 
 LOAD_TASK = "microbench.soak_load:run"
 LOAD_SECONDS = 1.5  # measured load; with warm-up the GPU is busy about 2 s (clocks settle within 0.3 s on an H200)
 WINDOW_S = 0.5
 SAMPLE_INTERVAL_S = 0.1
 TIMEOUT_S = 120.0
-
-
-@dataclass
-class SpotCheck:
-    """The spot check's reading. Times are seconds since sampling began."""
-
-    attempted: bool
-    reason: str = ""  # why not attempted
-    load_problem: str = ""  # the load crashed, hung or raised
-    device: Optional[str] = None
-    size: Optional[int] = None
-    dtype: str = "bf16"
-    load_start_s: Optional[float] = None  # measured load window (after warm-up)
-    load_end_s: Optional[float] = None
-    tflops: Optional[float] = None
-    busy_fraction: Optional[float] = None
-    samples: list[ThermalSample] = field(default_factory=list)
-    counters_before: ClockCounters = field(default_factory=ClockCounters)
-    counters_after: ClockCounters = field(default_factory=ClockCounters)
-    max_sm_clock_mhz: Optional[float] = None
-    power_limit_w: Optional[float] = None
-    sampler_errors: int = 0
-    unavailable: dict[str, str] = field(default_factory=dict)
-    backend: str = ""  # what ran the load: "torch", or the libcublas path (ctypes, no torch)
-    backend_note: str = ""  # why the torch-free load was not used, where it was not
-
-    @property
-    def counter_deltas_us(self) -> dict[str, float]:
-        return self.counters_before.delta(self.counters_after)
-
-    def under_load(self, ramp_s: float = 0.3) -> list[ThermalSample]:
-        """Samples inside the measured load window, the first ``ramp_s`` (clock ramp) left out."""
-        if self.load_start_s is None or self.load_end_s is None:
-            return []
-        return [s for s in self.samples if self.load_start_s + ramp_s <= s.t_s <= self.load_end_s]
 
 
 def no_cuda_reason(ctx: ReadContext) -> Optional[str]:

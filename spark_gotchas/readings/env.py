@@ -1,0 +1,111 @@
+"""Reading types of the ``env.*`` keys (G1, G7, G9): container evidence, installed distributions and
+the baseline's, compiled extensions that link CUDA, the GPU targets of FP4 kernel libraries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+# -- env.container --------------------------------------------------------------------------------
+@dataclass
+class ContainerEvidence:
+    """Raw container markers; the G9 judge decides. Check by hand: ``ls -a /.dockerenv
+    /run/.containerenv; cat /proc/1/cgroup; grep ' / ' /proc/self/mountinfo; env | grep NVIDIA``"""
+
+    dockerenv: bool = False
+    containerenv: bool = False
+    proc1_cgroup: list[str] = field(default_factory=list)
+    proc1_cgroup_error: Optional[str] = None
+    root_fstype: Optional[str] = None
+    container_var: Optional[str] = None
+    kubernetes: bool = False
+    ngc_vars: dict[str, str] = field(default_factory=dict)
+
+
+# -- env.distributions ----------------------------------------------------------------------------
+@dataclass
+class RequirementProblem:
+    distribution: str
+    version: str
+    requirement: str  # as declared, e.g. "triton==3.6.0; platform_system == 'Linux'"
+    required: str  # canonical name of what is required
+    found: Optional[str]  # installed version, None when missing
+
+    @property
+    def text(self) -> str:
+        got = f"{self.required} {self.found} is installed" if self.found else f"{self.required} is missing"
+        spec = self.requirement.split(";")[0].strip()
+        return f"{self.distribution} {self.version} requires {spec}, but {got}"
+
+
+@dataclass
+class Distributions:
+    """``pip list`` plus ``pip check``, read through importlib.metadata."""
+
+    versions: dict[str, str] = field(default_factory=dict)  # canonical name -> version
+    problems: list[RequirementProblem] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)  # unparseable metadata, named
+
+
+# -- env.baseline ---------------------------------------------------------------------------------
+@dataclass
+class Baseline:
+    """The distributions of a known-good run (``--spark-baseline`` snapshot)."""
+
+    path: Optional[str] = None
+    created: Optional[str] = None
+    versions: Optional[dict[str, str]] = None
+    error: Optional[str] = None
+
+
+# -- env.cuda_extensions --------------------------------------------------------------------------
+@dataclass
+class LinkedExtension:
+    path: str  # as found on disk
+    distribution: Optional[str]  # who installed it (importlib.metadata RECORD), None if unknown
+    cuda_libs: dict[str, int] = field(default_factory=dict)  # soname -> CUDA major it names
+
+
+@dataclass
+class ExtensionScan:
+    """``for f in $(find site-packages -name '*.so*'); do readelf -d $f | grep 'NEEDED.*libcudart'; done``"""
+
+    site_dirs: list[str] = field(default_factory=list)
+    shared_objects: int = 0
+    seconds: float = 0.0
+    linked: list[LinkedExtension] = field(default_factory=list)
+    unreadable: int = 0
+
+
+# -- env.fp4_kernels ------------------------------------------------------------------------------
+@dataclass
+class LibraryKernels:
+    """One distribution's kernel images: target -> number of entries (``sm_121a``: 3)."""
+
+    distribution: str
+    label: str
+    version: str
+    role: str  # "fp4" (its NVFP4 kernels are its own) | "context"
+    files_scanned: int = 0
+    files_with_kernels: int = 0
+    targets: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # unreadable files, named
+    seconds: float = 0.0
+
+
+@dataclass
+class Fp4KernelScan:
+    """Check by hand: ``cuobjdump --list-elf --list-ptx $(python -c 'import vllm,os;
+    print(os.path.dirname(vllm.__file__))')/_C.abi3.so``; ``echo $TORCH_CUDA_ARCH_LIST``"""
+
+    libraries: list[LibraryKernels] = field(default_factory=list)
+    torch_cuda_arch_list: Optional[str] = None  # the environment variable, None when unset
+    seconds: float = 0.0
+
+    def library(self, distribution: str) -> Optional[LibraryKernels]:
+        for lib in self.libraries:
+            if lib.distribution == distribution:
+                return lib
+        return None

@@ -1,0 +1,105 @@
+"""Reading types of the ``gpu.*`` keys (G1, G3, G5, G6, G7, G10): NVML's inventory of the GPUs, and the
+other processes on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+# -- gpu.inventory --------------------------------------------------------------------------------
+@dataclass
+class GpuDevice:
+    """One GPU as NVML describes it. None = not readable; ``unavailable`` says why.
+
+    Command line equivalent: ``nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,
+    memory.used,clocks.max.memory,clocks.max.sm,power.limit --format=csv``
+    """
+
+    index: int
+    name: Optional[str] = None
+    uuid: Optional[str] = None
+    capability: Optional[tuple[int, int]] = None
+    memory_total_bytes: Optional[int] = None
+    memory_used_bytes: Optional[int] = None
+    memory_free_bytes: Optional[int] = None
+    bus_width_bits: Optional[int] = None
+    max_memory_clock_mhz: Optional[int] = None
+    max_sm_clock_mhz: Optional[int] = None
+    power_limit_mw: Optional[int] = None
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def theoretical_bandwidth_gbps(self) -> Optional[float]:
+        """max memory clock x bus width x 2 (DDR) / 8 bits, in GB/s; None when NVML hides it."""
+        if not self.max_memory_clock_mhz or not self.bus_width_bits:
+            return None
+        return self.max_memory_clock_mhz * 1e6 * self.bus_width_bits * 2 / 8 / 1e9
+
+
+@dataclass
+class GpuInventory:
+    """``nvml_error`` is set (and devices empty) when NVML itself is unavailable; ``pynvml_shadow``
+    then names the module named pynvml that is not nvidia-ml-py's, where that is the cause."""
+
+    nvml_error: Optional[str] = None
+    pynvml_shadow: Optional[str] = None
+    driver_version: Optional[str] = None
+    cuda_driver_version: Optional[int] = None  # 13000 means CUDA 13.0
+    devices: list[GpuDevice] = field(default_factory=list)
+
+    @property
+    def cuda_driver_major(self) -> Optional[int]:
+        return None if self.cuda_driver_version is None else self.cuda_driver_version // 1000
+
+    @property
+    def cuda_driver_text(self) -> Optional[str]:
+        v = self.cuda_driver_version
+        return None if v is None else f"{v // 1000}.{(v % 1000) // 10}"
+
+    @property
+    def first(self) -> Optional[GpuDevice]:
+        return self.devices[0] if self.devices else None
+
+
+# -- gpu.processes --------------------------------------------------------------------------------
+@dataclass
+class GpuProcess:
+    """One process beside this run.
+
+    Command line equivalent: ``nvidia-smi --query-compute-apps=pid,process_name,used_memory
+    --format=csv`` (plus the G rows of plain ``nvidia-smi``), then ``ps -o pid,ppid,user,rss,args
+    -p PID``.
+    """
+
+    pid: int
+    ppid: Optional[int] = None
+    name: Optional[str] = None
+    cmdline: Optional[list[str]] = None  # None when it could not be read; secret values masked
+    username: Optional[str] = None
+    rss_bytes: Optional[int] = None  # host RSS; on GB10 CUDA memory does not show here
+    gpu_memory_bytes: Optional[int] = None  # NVML usedGpuMemory summed over devices; None = not reported
+    gpu_devices: list[int] = field(default_factory=list)
+    nvml_lists: list[str] = field(default_factory=list)  # "compute" and/or "graphics"
+    found_by: str = "nvml"  # "nvml", "scan" or "nvml+scan"
+    problem: Optional[str] = None  # why something about it could not be read
+
+
+@dataclass
+class DeviceProcessLists:
+    index: int
+    uuid: Optional[str] = None
+    errors: dict[str, str] = field(default_factory=dict)  # list name -> NVML reason
+
+
+@dataclass
+class GpuProcesses:
+    nvml_error: Optional[str] = None  # NVML itself unavailable
+    devices: list[DeviceProcessLists] = field(default_factory=list)
+    processes: list[GpuProcess] = field(default_factory=list)
+    scan_error: Optional[str] = None  # the process table could not be scanned
+    scanned: int = 0  # processes whose command line was read
+    scan_denied: int = 0  # processes whose command line we may not read
+    own_excluded: int = 0  # NVML-listed processes of the suite's own tree, left out
+    cuda_visible_devices: Optional[str] = None

@@ -1,0 +1,133 @@
+"""Reading types of the ``mem.*`` keys (G3, G6): /proc/meminfo, what CUDA reports free beside it, and
+the soak's real safetensors load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# -- mem.meminfo ----------------------------------------------------------------------------------
+MEMINFO_PATH = "/proc/meminfo"
+
+
+@dataclass
+class MemInfo:
+    """The kernel's view of system memory (bytes; /proc/meminfo's "kB" are KiB).
+
+    Command line equivalent: ``grep -E 'Mem|Cached|Buffers|Dirty|Shmem|Swap' /proc/meminfo``
+    or ``free -b`` (its "buff/cache" is Buffers + Cached + SReclaimable, "available" is
+    MemAvailable).
+    """
+
+    source: str = MEMINFO_PATH
+    error: Optional[str] = None  # the file could not be read or has no MemTotal
+    mem_total_bytes: Optional[int] = None
+    mem_free_bytes: Optional[int] = None
+    mem_available_bytes: Optional[int] = None
+    available_estimated: bool = False  # kernel < 3.14 has no MemAvailable: Free + Buffers + Cached
+    buffers_bytes: Optional[int] = None
+    cached_bytes: Optional[int] = None
+    dirty_bytes: Optional[int] = None
+    writeback_bytes: Optional[int] = None
+    shmem_bytes: Optional[int] = None
+    mapped_bytes: Optional[int] = None
+    anon_bytes: Optional[int] = None
+    mlocked_bytes: Optional[int] = None
+    kreclaimable_bytes: Optional[int] = None
+    swap_total_bytes: Optional[int] = None
+    swap_free_bytes: Optional[int] = None
+    skipped_lines: int = 0  # lines that did not parse (a malformed file still gives what it can)
+    missing: list[str] = field(default_factory=list)  # of MemFree, MemAvailable, Cached, Buffers
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mem_total_bytes is not None
+
+    @property
+    def page_cache_bytes(self) -> int:
+        """File pages the kernel can drop: Buffers + Cached - Shmem (tmpfs pages cannot be dropped)."""
+        cache = (self.buffers_bytes or 0) + (self.cached_bytes or 0) - (self.shmem_bytes or 0)
+        return max(cache, 0)
+
+
+# -- mem.cuda -------------------------------------------------------------------------------------
+@dataclass
+class CudaDeviceMemory:
+    """``torch.cuda.mem_get_info(i)`` (cudaMemGetInfo) for one device, in bytes."""
+
+    index: int
+    name: str = ""
+    free_bytes: Optional[int] = None
+    total_bytes: Optional[int] = None
+    integrated: Optional[bool] = None  # cudaDeviceProp.integrated: the GPU shares host memory
+    error: Optional[str] = None
+
+
+@dataclass
+class CudaMemory:
+    """What CUDA reports free, with MemFree/MemAvailable read in the same instant.
+
+    Command line equivalent: ``python -c 'import torch; print(torch.cuda.mem_get_info())';
+    grep -E 'MemFree|MemAvailable' /proc/meminfo``
+    """
+
+    attempted: bool
+    reason: str = ""  # why not attempted, or what went wrong in the worker
+    devices: list[CudaDeviceMemory] = field(default_factory=list)
+    mem_free_bytes: Optional[int] = None
+    mem_available_bytes: Optional[int] = None
+    cached_bytes: Optional[int] = None
+
+    @property
+    def first(self) -> Optional[CudaDeviceMemory]:
+        ok = [d for d in self.devices if d.free_bytes is not None]
+        return ok[0] if ok else None
+
+
+# -- mem.load_probe -------------------------------------------------------------------------------
+@dataclass
+class LoadSample:
+    """One sample during the load (``grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo``)."""
+
+    t_s: float
+    mem_free_bytes: Optional[int] = None
+    mem_available_bytes: Optional[int] = None
+    cached_bytes: Optional[int] = None
+    rss_bytes: Optional[int] = None
+    cuda_reserved_bytes: Optional[int] = None
+
+
+@dataclass
+class LoadProbe:
+    """Peak extra memory of one load, as a multiple of the file size.
+
+    Reproduce by hand: ``python -m microbench safetensors_load --size-gb 8``.
+    """
+
+    attempted: bool
+    ok: bool = False
+    reason: str = ""
+    size_bytes: Optional[int] = None
+    size_reason: str = ""
+    directory: str = ""
+    fstype: Optional[str] = None
+    device: str = ""
+    device_name: Optional[str] = None
+    integrated: Optional[bool] = None  # the GPU shares host memory (GB10)
+    cold: bool = False  # the file was dropped from the page cache before the load
+    cache_dropped_bytes: Optional[int] = None  # how much Cached fell when it was (0: the drop did nothing)
+    write_seconds: Optional[float] = None
+    load_seconds: Optional[float] = None
+    load_gbps: Optional[float] = None
+    baseline: Optional[LoadSample] = None
+    peak_extra_bytes: Optional[int] = None
+    peak_extra_ratio: Optional[float] = None
+    cache_ratio: Optional[float] = None
+    rss_ratio: Optional[float] = None
+    cuda_ratio: Optional[float] = None
+    available_drop_ratio: Optional[float] = None
+    after_load_ratio: Optional[float] = None
+    sample_count: int = 0
+    samples: list[LoadSample] = field(default_factory=list)  # at most MAX_KEPT_SAMPLES, evenly spaced
+    csv_path: Optional[str] = None

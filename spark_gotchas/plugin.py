@@ -95,10 +95,14 @@ def _state(config: pytest.Config) -> SessionState:
 
 
 def aims_at_checks(config: pytest.Config) -> bool:
-    """True when the run's paths are this suite's checks (``tests_gotchas`` or a folder holding it)."""
+    """True when the run's paths are this suite's checks (``tests_gotchas`` or a folder holding it,
+    or the installed ``spark_gotchas/checks`` that ``spark-gotchas`` runs)."""
+    installed = Path(__file__).resolve().parent / "checks"
     for arg in getattr(config, "args", ()) or ():
         path = Path(str(arg).split("::")[0])
         if "tests_gotchas" in path.parts or (path.is_dir() and (path / "tests_gotchas").is_dir()):
+            return True
+        if installed == path.resolve() or installed in path.resolve().parents:
             return True
     return False
 

@@ -1,0 +1,104 @@
+"""``spark-gotchas``: the suite's one command (``python -m spark_gotchas`` is the same).
+
+    spark-gotchas -m fast [pytest options]     the checks, with the suite's own configuration
+    spark-gotchas diff A.json B.json           the tools, one subcommand each
+
+The checks run from any folder: pytest gets the installed suite's ini file (``-c``), its folder as
+the rootdir and the checks' folder as the only path, so nothing of the current folder is collected
+and nothing is written there unless asked for (no ``.pytest_cache``). Paths in options (``--spark-
+replay runs/x.json``) are read against the current folder: pytest runs in this process, from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Optional
+
+from . import __version__
+
+SUITE = Path(__file__).resolve().parent
+INI = SUITE / "pytest.ini"  # package data; a checkout's pyproject.toml says the same
+
+# name -> (module with main(argv) -> int, or None for the checks; one line of help)
+COMMANDS: dict[str, tuple[Optional[str], str]] = {
+    "run": (None, "the checks under pytest (the default: spark-gotchas -m fast [pytest options])"),
+    "diff": ("spark_gotchas.diff", "what changed between two runs or machines (JSON reports or snapshots)"),
+    "check-report": ("spark_gotchas.report_check", "fail unless a JSON report holds its tests and a G-line per gotcha"),
+    "microbench": ("spark_gotchas.microbench.__main__", "one GPU measurement alone: bandwidth, gemm, soak_load, ..."),
+}
+
+
+def prog() -> str:
+    """How the user called us, for the usage line."""
+    return "python -m spark_gotchas" if Path(sys.argv[0]).name == "__main__.py" else "spark-gotchas"
+
+
+def usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"usage: {prog()} COMMAND [ARGS]", f"       {prog()} -m fast [pytest options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_module, text) in COMMANDS.items()]
+    lines += ["", f"{prog()} COMMAND --help shows a command's arguments ({prog()} run --help: pytest's and the",
+              "suite's options); arguments that start with '-' run the checks, as after 'run'"]
+    return "\n".join(lines) + "\n"
+
+
+def checks_dir() -> Path:
+    """Where the checks are: ``spark_gotchas/checks`` installed, ``tests_gotchas/`` in a checkout."""
+    spec = importlib.util.find_spec("spark_gotchas.checks")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return SUITE.parent / "tests_gotchas"  # an uninstalled checkout
+
+
+def pytest_args(user_args: list[str]) -> list[str]:
+    """The installed suite's configuration, then the user's arguments, then the checks. The rootdir
+    is the checks' parent, so test ids read ``checks/test_g05_…`` installed and
+    ``tests_gotchas/test_g05_…`` from a checkout, as ``pytest -m fast`` names them there."""
+    checks = checks_dir()
+    return ["-c", str(INI), "--rootdir", str(checks.parent), "-p", "no:cacheprovider", *user_args, str(checks)]
+
+
+def run_checks(user_args: list[str]) -> int:
+    """pytest in this process, with the plugin registered before pytest parses the command line:
+    its options are known from the start, so ``--spark-replay PATH`` with a space is an option's
+    value, never a path pytest would collect or root the run in."""
+    import pytest
+
+    from . import plugin, startup
+
+    return int(pytest.main(pytest_args(user_args), plugins=[plugin, startup, ShortPaths()]))
+
+
+class ShortPaths:
+    """Test files named from the suite's folder in pytest's progress lines (``checks/test_g05_…``),
+    as a checkout shows ``tests_gotchas/test_g05_…``, not as ``../../lib/python3.11/site-packages/…``."""
+
+    def pytest_sessionstart(self, session) -> None:
+        config = session.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and hasattr(reporter, "startpath"):
+            reporter.startpath = config.rootpath
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        (sys.stdout if argv else sys.stderr).write(usage())
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"spark-gotchas {__version__}")
+        return 0
+    if argv[0].startswith("-"):
+        return run_checks(argv)
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"{prog()}: unknown command {name!r} (commands: {', '.join(COMMANDS)}; "
+              f"checks: {prog()} -m fast)", file=sys.stderr)
+        return 2
+    module = COMMANDS[name][0]
+    if module is None:
+        return run_checks(rest)
+    return int(importlib.import_module(module).main(rest) or 0)

@@ -41,16 +41,16 @@ nvidia-smi --query-gpu=clocks_event_reasons_counters.sw_power_cap,clocks_event_r
 nvidia-smi -q -d PERFORMANCE | sed -n '/Clocks Event Reasons Counters/,/^$/p' | head -8
 python3 - <<'EOF'
 import json, time
-from spark_gotchas.readers import thermal
-h, i, how = thermal.cuda0_handle()
-snap = thermal.snapshot_of(h, i, how)
+from spark_gotchas.readers.thermal import snapshot
+h, i, how = snapshot.cuda0_handle()
+snap = snapshot.snapshot_of(h, i, how)
 print("snapshot:", json.dumps({"name": snap.name, "power_limit_w": snap.power_limit_w, "max_sm_clock_mhz": snap.max_sm_clock_mhz,
       "slowdown_temp_c": snap.slowdown_temp_c, "sample": vars(snap.sample), "unavailable": snap.unavailable}, default=str))
 print("counters:", json.dumps({"values_us": snap.counters.values_us, "sources": snap.counters.sources,
       "unavailable": snap.counters.unavailable}))
-t = time.perf_counter(); [thermal.take_sample(h, time.time()) for _ in range(100)]
+t = time.perf_counter(); [snapshot.take_sample(h, time.time()) for _ in range(100)]
 print(f"one NVML sample: {(time.perf_counter() - t) * 10:.2f} ms")
-t = time.perf_counter(); thermal.smi_counters(i)
+t = time.perf_counter(); snapshot.smi_counters(i)
 print(f"one nvidia-smi counters read: {(time.perf_counter() - t) * 1000:.0f} ms")
 EOF
 
@@ -102,7 +102,7 @@ EOF
 step "6. rows for docs/benchmarks.md"
 python3 - "$SCRATCH/soak.json" "$SCRATCH/cost.json" <<'EOF'
 import json, sys
-from spark_gotchas.readers.soak import SoakReading
+from spark_gotchas.readings.thermal import SoakReading
 from spark_gotchas.serial import from_jsonable
 snap = json.load(open(sys.argv[1]))
 soak = from_jsonable(SoakReading, snap["readings"]["thermal.soak"])

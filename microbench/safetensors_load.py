@@ -110,7 +110,7 @@ class MemorySamples:
         self.t0 = time.perf_counter()
 
     def take(self) -> dict[str, Any]:
-        from spark_gotchas.readers.memory import read_meminfo_file
+        from spark_gotchas.readers.mem import read_meminfo_file
 
         info = read_meminfo_file()
         return {"t_s": round(time.perf_counter() - self.t0, 3), "mem_free_bytes": info.mem_free_bytes,
@@ -153,7 +153,7 @@ def probe(size_bytes: Optional[int] = None, directory: str = "reports", device: 
           cold: bool = True, interval_s: float = 0.05) -> dict[str, Any]:
     """Write, load and sample; returns JSON (``ok``/``reason``, the figures and every sample)."""
     from spark_gotchas import worker_main
-    from spark_gotchas.readers.memory import fstype_of, read_meminfo_file
+    from spark_gotchas.readers.mem import fstype_of, read_meminfo_file
     from spark_gotchas.sampler import Sampler
 
     out: dict[str, Any] = {"attempted": True, "ok": False, "device": device, "directory": os.path.abspath(directory)}

@@ -37,7 +37,7 @@ def measure(seconds: float = 30.0, interval_s: float = 1.0, device: str = "cuda"
             worker: Any = None, load_task: str = "microbench.soak_load:run") -> dict[str, Any]:
     """Run A (seconds/2) - B with sampler (seconds) - A (seconds/2); return the figures."""
     from spark_gotchas import nvml, soak
-    from spark_gotchas.readers.thermal import cuda0_handle
+    from spark_gotchas.readers.thermal.snapshot import cuda0_handle
     from spark_gotchas.worker import Worker
 
     own = worker is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .readers.memory import read_meminfo_file
+from .readers.mem import read_meminfo_file
 
 
 def cuda_memory(max_devices: int = 8) -> dict[str, Any]:

@@ -75,7 +75,7 @@ class SessionState:
         if self.replay is not None:
             raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
         if self._worker is None:
-            from .readers.torchinfo import torch_installed
+            from .readers.torch import torch_installed
             from .worker import Worker
 
             self._worker = Worker(preload=("torch",) if torch_installed() else ())

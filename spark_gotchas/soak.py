@@ -26,9 +26,9 @@ from typing import Any, Callable, Optional
 from . import nvml
 from .judges.g04_thermal import hms, pct
 from .readers import ReadContext
-from .readers.reboot import heartbeat_path, new_heartbeat
-from .readers.thermal import cuda0_handle, smi_counters, snapshot_of, take_sample
-from .readers.thermal_spot import no_cuda_reason
+from .readers.thermal.reboot import heartbeat_path, new_heartbeat
+from .readers.thermal.snapshot import cuda0_handle, smi_counters, snapshot_of, take_sample
+from .readers.thermal.spot_check import no_cuda_reason
 from .readings.thermal import SoakReading, SoakWindow
 from .sampler import Sampler
 from .soak_record import Recorder, SoakSample, downsample, format_meta

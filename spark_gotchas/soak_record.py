@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import scrub
-from .readers.reboot import write_heartbeat
+from .readers.thermal.reboot import write_heartbeat
 from .readings.thermal import Heartbeat, SoakReading, SoakWindow, ThermalSample
 from .verdict import format_line
 

@@ -188,7 +188,7 @@ def crashing_load(**_: Any) -> dict:
 # -- a soak recorder in a child process, for the kill test -----------------------------------
 def recorder_child(soak_dir: str) -> None:
     """Sample a fake GPU at 50 Hz into a CSV + heartbeat, closing a window every 0.1 s, forever."""
-    from spark_gotchas.readers.reboot import heartbeat_path, new_heartbeat
+    from spark_gotchas.readers.thermal.reboot import heartbeat_path, new_heartbeat
     from spark_gotchas.sampler import Sampler
     from spark_gotchas.soak import SampleSource
     from spark_gotchas.soak_record import Recorder

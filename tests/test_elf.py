@@ -9,7 +9,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from spark_gotchas import elf
-from spark_gotchas.readers import extensions as ex
+from spark_gotchas.readers import env as ex
 
 
 def reference(path) -> list[str] | None:

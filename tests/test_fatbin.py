@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from spark_gotchas import fatbin
-from spark_gotchas.readers.kernels import scan_distribution
+from spark_gotchas.readers.env import scan_distribution
 
 # file -> the targets its -gencode flags asked for (tests/fixtures/fatbin/build.sh)
 BUILT = {

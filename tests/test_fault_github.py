@@ -38,7 +38,7 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_TIMEOUT", str(BUDGET_S))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.readers.torchinfo import torch_installed
+from spark_gotchas.readers.torch import torch_installed
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 1  # SPARK_GOTCHAS_NVML_TIMEOUT for these runs

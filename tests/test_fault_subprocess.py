@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from spark_gotchas.procs import run_bounded
-from spark_gotchas.readers import thermal
+from spark_gotchas.readers.thermal import snapshot
 
 BUDGET_S = 2.0
 BOUND_S = 20.0  # "did not hang"
@@ -55,7 +55,7 @@ def hung_nvidia_smi(tmp_path, monkeypatch):
     script(bindir / "nvidia-smi", f"sleep 1000 &\necho $! > {pid_file}\necho 'Clocks Event Reasons Counters'\n"
                                   f"exec sleep 1000\n")
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setattr(thermal, "SMI_TIMEOUT_S", BUDGET_S)
+    monkeypatch.setattr(snapshot, "SMI_TIMEOUT_S", BUDGET_S)
     yield pid_file
     if pid_file.exists():  # never leave one behind, whatever the test found
         try:
@@ -66,7 +66,7 @@ def hung_nvidia_smi(tmp_path, monkeypatch):
 
 def test_a_hung_nvidia_smi_is_a_reading_within_the_bound_and_leaves_no_process(hung_nvidia_smi):
     t0 = time.monotonic()
-    counters, why = thermal.smi_counters(0)
+    counters, why = snapshot.smi_counters(0)
     seconds = time.monotonic() - t0
     assert counters == {}
     assert why == "nvidia-smi did not finish within 2 s (killed with its process group)"
@@ -75,7 +75,7 @@ def test_a_hung_nvidia_smi_is_a_reading_within_the_bound_and_leaves_no_process(h
 
 
 def test_the_counters_say_why_nvidia_smi_gave_nothing(hung_nvidia_smi):
-    counters = thermal.read_counters(handle=None, index=0)
+    counters = snapshot.read_counters(handle=None, index=0)
     assert counters.unavailable["nvidia-smi"].startswith("nvidia-smi did not finish within 2 s")
 
 

@@ -112,10 +112,10 @@ def test_a_crash_with_the_cuda_context_warm_up_beside_it_says_how_to_tell_them_a
 
     from spark_gotchas.options import RunOptions
     from spark_gotchas.readers import ReadContext
-    from spark_gotchas.readers.torchinfo import read_torch_build
+    from spark_gotchas.readers.torch import read_torch_build
     from spark_gotchas.worker import TaskResult
 
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     worker = FakeWorker({"spark_gotchas.tasks:torch_build": TaskResult(
         ok=False, crashed=True, signal="SIGSEGV", beside=("cuda_context",))})
     build = read_torch_build(ReadContext(options=RunOptions(), worker_factory=lambda: worker))

@@ -15,7 +15,7 @@ from gline_block import glines
 
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
-from spark_gotchas.readers import extensions as ex
+from spark_gotchas.readers import env as ex
 
 ROOT = Path(__file__).resolve().parents[1]
 EXT = f"cu12_ext/_C{eb.EXT_SUFFIX}"

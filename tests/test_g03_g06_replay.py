@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from gline_block import glines
 
-from spark_gotchas.readers.loadprobe import from_result
-from spark_gotchas.readers.memory import parse_meminfo
+from spark_gotchas.readers.mem import from_result, parse_meminfo
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
 from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory
 from spark_gotchas.serial import from_jsonable, to_jsonable
@@ -24,7 +23,7 @@ CHECKS = ("test_g03_unified_memory.py", "test_g06_contention.py")
 def inner_runs(monkeypatch):
     """In-process runs load only the plugins under test and a worker without torch."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
 
 
 def run(pytester, *args):

@@ -10,8 +10,7 @@ import pytest
 from spark_gotchas.judges import g03_unified_memory as g03
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10, H200, NONE
-from spark_gotchas.readers.loadprobe import from_result, thin
-from spark_gotchas.readers.memory import parse_meminfo, read_meminfo_file
+from spark_gotchas.readers.mem import from_result, parse_meminfo, read_meminfo_file, thin
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory, LoadProbe, MemInfo
 from spark_gotchas.serial import from_jsonable, to_jsonable
@@ -289,7 +288,7 @@ def test_probe_refuses_tmpfs(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
-    from spark_gotchas.readers.memory import fstype_of
+    from spark_gotchas.readers.mem import fstype_of
 
     if fstype_of("/dev/shm") != "tmpfs":
         pytest.skip("/dev/shm is not tmpfs here")
@@ -309,7 +308,7 @@ def test_readings_round_trip():
 
 
 def test_fstype_of_takes_the_longest_mount_point_holding_the_path(tmp_path):
-    from spark_gotchas.readers.memory import fstype_of
+    from spark_gotchas.readers.mem import fstype_of
 
     mounts = tmp_path / "mounts"
     mounts.write_text("/dev/sda1 / ext4 rw 0 0\ntmpfs /dev/shm tmpfs rw 0 0\n"
@@ -323,7 +322,7 @@ def test_fstype_of_takes_the_longest_mount_point_holding_the_path(tmp_path):
 
 @pytest.mark.skipif(sys.platform != "linux" or not os.path.exists("/proc/mounts"), reason="needs /proc/mounts")
 def test_fstype_of_names_the_root_filesystem():
-    from spark_gotchas.readers.memory import fstype_of
+    from spark_gotchas.readers.mem import fstype_of
 
     with open("/proc/mounts", encoding="utf-8") as fh:
         roots = [line.split()[2] for line in fh if line.split()[1:2] == ["/"]]

@@ -11,7 +11,8 @@ from spark_gotchas import nvml
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10, H200
-from spark_gotchas.readers import ReadContext, thermal, thermal_spot
+from spark_gotchas.readers import ReadContext
+from spark_gotchas.readers.thermal import snapshot, spot_check
 from spark_gotchas.readings.torch import TorchBuild
 from spark_gotchas.sampler import Sampler
 from spark_gotchas.worker import Worker
@@ -24,7 +25,7 @@ FIXTURES = HERE / "fixtures" / "g04"
 def fake_nvml(monkeypatch):
     """Install a fake NVML (restored afterwards); nvidia-smi is absent unless a test says otherwise."""
     monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
-    monkeypatch.setattr(thermal, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
+    monkeypatch.setattr(snapshot, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
 
     def use(*gpus):
         fake = FakeNvml(*gpus)
@@ -60,7 +61,7 @@ CUDA_TORCH = TorchBuild(installed=True, version="2.11.0+cu130", cuda="13.0", com
 def test_a_sample_converts_units_and_reports_what_is_not_supported(fake_nvml):
     fake = fake_nvml(FakeGpu(power_mw=98_500, power_cap_ns=3_000_000_000, thermal_ns=2_000, mem_clock_mhz=None))
     missing = {}
-    s = thermal.take_sample(fake.gpus[0], time.time(), missing)
+    s = snapshot.take_sample(fake.gpus[0], time.time(), missing)
     assert (s.temperature_c, s.power_w, s.sm_clock_mhz, s.utilization_pct) == (60.0, 98.5, 2450.0, 97.0)
     assert s.sw_power_cap_us == 3_000_000.0 and s.thermal_us == 2.0  # ns -> µs
     assert s.mem_clock_mhz is None and missing == {"mem_clock_mhz": "Not Supported"}
@@ -68,20 +69,20 @@ def test_a_sample_converts_units_and_reports_what_is_not_supported(fake_nvml):
 
 def test_old_drivers_give_the_reasons_under_the_old_name(fake_nvml):
     fake = fake_nvml(FakeGpu(reasons=0x20, unsupported=("nvmlDeviceGetCurrentClocksEventReasons",)))
-    assert thermal.take_sample(fake.gpus[0], time.time()).reasons_mask == 0x20
+    assert snapshot.take_sample(fake.gpus[0], time.time()).reasons_mask == 0x20
 
 
 def test_without_nvml_a_sample_is_empty_not_an_error(monkeypatch):
     monkeypatch.setattr(nvml, "_STATE", {"tried": True, "error": nvml.NotAvailable("NVML library not found"), "module": None})
-    s = thermal.take_sample(None, time.time())
+    s = snapshot.take_sample(None, time.time())
     assert s.temperature_c is None and s.sm_clock_mhz is None
-    snap = thermal.read_snapshot(None)
+    snap = snapshot.read_snapshot(None)
     assert g04.judge_snapshot(snap, GB10).line == "G4 SKIP: NVML unavailable: NVML library not found"
 
 
 def test_gb10_snapshot_power_limit_not_supported_is_a_reading_not_a_failure(fake_nvml):
     fake_nvml(FakeGpu(temperature_c=36, power_mw=3_000, sm_clock_mhz=208, power_limit_mw=None))
-    snap = thermal.read_snapshot(None)
+    snap = snapshot.read_snapshot(None)
     assert snap.power_limit_w is None and snap.unavailable["power_limit_w"] == "Not Supported"
     v = g04.judge_snapshot(snap, GB10)
     assert v.line == ("G4 INFO: at rest: 36 °C, 3.0 W (no power limit reported), SM 208 MHz of 3003 max; "
@@ -91,8 +92,8 @@ def test_gb10_snapshot_power_limit_not_supported_is_a_reading_not_a_failure(fake
 def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeypatch):
     fake_nvml(FakeGpu(power_cap_ns=10_800_240_649_000, thermal_ns=None))
     text = (FIXTURES / "nvidia-smi-q-performance-gb10-ollama13552.txt").read_text()
-    monkeypatch.setattr(thermal, "smi_counters", lambda index: (thermal.parse_smi_counters(text), None))
-    snap = thermal.read_snapshot(None)
+    monkeypatch.setattr(snapshot, "smi_counters", lambda index: (snapshot.parse_smi_counters(text), None))
+    snap = snapshot.read_snapshot(None)
     assert snap.counters.sources == {"sw_power_cap": "nvidia-smi", "sw_thermal": "nvidia-smi",
                                      "hw_thermal": "nvidia-smi", "hw_power_brake": "nvidia-smi",
                                      "sync_boost": "nvidia-smi"}
@@ -103,22 +104,22 @@ def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeyp
 
 
 def test_nvidia_smi_counters_parse_from_real_gb10_output():
-    ollama = thermal.parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-ollama13552.txt").read_text())
+    ollama = snapshot.parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-ollama13552.txt").read_text())
     assert ollama == {"sw_power_cap": 0.0, "sync_boost": 0.0, "sw_thermal": 173453251.0, "hw_thermal": 403805.0,
                       "hw_power_brake": 0.0}
-    lordachoo = thermal.parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-lordachoo.txt").read_text())
+    lordachoo = snapshot.parse_smi_counters((FIXTURES / "nvidia-smi-q-performance-gb10-lordachoo.txt").read_text())
     assert lordachoo["sw_power_cap"] == 50284264713.0 and len(lordachoo) == 5
-    assert thermal.parse_smi_counters("Clocks Throttle Reasons Counters\n    SW Power Capping : N/A\n") == {"sw_power_cap": None}
-    assert thermal.parse_smi_counters("no such section") == {}
+    assert snapshot.parse_smi_counters("Clocks Throttle Reasons Counters\n    SW Power Capping : N/A\n") == {"sw_power_cap": None}
+    assert snapshot.parse_smi_counters("no such section") == {}
 
 
 def test_cuda_visible_devices_picks_the_nvml_device(fake_nvml, monkeypatch):
     fake_nvml(FakeGpu(name="NVIDIA H200"), FakeGpu(name="NVIDIA H200 #1"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
-    handle, index, how = thermal.cuda0_handle()
+    handle, index, how = snapshot.cuda0_handle()
     assert index == 1 and handle.name == "NVIDIA H200 #1" and how == "CUDA_VISIBLE_DEVICES=1"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
-    handle, index, how = thermal.cuda0_handle()
+    handle, index, how = snapshot.cuda0_handle()
     assert handle is None and "CUDA_VISIBLE_DEVICES=7" in how
 
 
@@ -145,7 +146,7 @@ def test_the_sampler_keeps_its_schedule_counts_errors_and_stops():
 def spot(worker, build=CUDA_TORCH, light=None):
     ctx = ReadContext(options=RunOptions(), worker_factory=lambda: worker, provider=Provider(build),
                       load_worker_factory=(lambda: light) if light is not None else None)
-    return thermal_spot.read_spot_check(ctx)
+    return spot_check.read_spot_check(ctx)
 
 
 def light_worker(**env_extra):
@@ -156,9 +157,9 @@ def light_worker(**env_extra):
 
 @pytest.fixture
 def fake_load(monkeypatch):
-    monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:fake_load")
-    monkeypatch.setattr(thermal_spot, "LOAD_SECONDS", 1.0)  # the real check loads 1.5 s
-    monkeypatch.setattr(thermal_spot, "WINDOW_S", 0.25)
+    monkeypatch.setattr(spot_check, "LOAD_TASK", "g04_fakes:fake_load")
+    monkeypatch.setattr(spot_check, "LOAD_SECONDS", 1.0)  # the real check loads 1.5 s
+    monkeypatch.setattr(spot_check, "WINDOW_S", 0.25)
 
 
 def test_spot_check_healthy_gb10_passes(fake_nvml, fake_load, worker):
@@ -195,7 +196,7 @@ def test_spot_check_on_a_cpu_build_is_not_attempted(fake_nvml, worker):
 
 def test_spot_check_load_crash_is_a_fail_line(fake_nvml, monkeypatch, worker):
     fake_nvml(FakeGpu())
-    monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:crashing_load")
+    monkeypatch.setattr(spot_check, "LOAD_TASK", "g04_fakes:crashing_load")
     v = g04.judge_spot_check(spot(worker), H200)
     assert v.line == "G4 FAIL: the BF16 GEMM load failed under test: child process killed by SIGSEGV"
 
@@ -229,7 +230,7 @@ def test_spot_check_falls_back_to_torch_where_cublas_cannot_run(fake_nvml, fake_
 
 def test_spot_check_torch_free_load_crash_falls_back_but_a_torch_load_crash_fails(fake_nvml, monkeypatch, worker):
     fake_nvml(FakeGpu())
-    monkeypatch.setattr(thermal_spot, "LOAD_TASK", "g04_fakes:crashing_load")
+    monkeypatch.setattr(spot_check, "LOAD_TASK", "g04_fakes:crashing_load")
     light = light_worker()
     try:
         reading = spot(worker, light=light)

@@ -8,8 +8,9 @@ import pytest
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext, reboot
-from spark_gotchas.readers.reboot import HEARTBEAT_NAME, check_heartbeat, write_heartbeat
+from spark_gotchas.readers import ReadContext
+from spark_gotchas.readers.thermal import reboot
+from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, write_heartbeat
 from spark_gotchas.readings.thermal import Heartbeat
 from spark_gotchas.verdict import Status
 

@@ -13,8 +13,8 @@ from needs import requires_torch
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10
-from spark_gotchas.readers.reboot import HEARTBEAT_NAME, write_heartbeat
-from spark_gotchas.readers.thermal import parse_smi_counters
+from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, write_heartbeat
+from spark_gotchas.readers.thermal.snapshot import parse_smi_counters
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.readings.thermal import (
     ClockCounters,
@@ -42,7 +42,7 @@ GLINE = re.compile(r"^(G4 (FAIL|WARN|PASS|INFO|SKIP): |    fix: )")
 def inner_runs(monkeypatch):
     """In-process runs load only the plugins under test and a worker without torch."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
 
 
 def run(pytester, *args):
@@ -146,12 +146,12 @@ def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch)
     from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
     from spark_gotchas import nvml, soak
-    from spark_gotchas.readers import thermal
+    from spark_gotchas.readers.thermal import snapshot
 
     here = Path(__file__).parent
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
-    monkeypatch.setattr(thermal, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
+    monkeypatch.setattr(snapshot, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
     install(FakeNvml(FakeGpu(temperature_c=ramp(55, 0.05))))
     monkeypatch.setattr(soak, "no_cuda_reason", lambda ctx: None)
     monkeypatch.setattr(soak, "run_soak_check", functools.partial(

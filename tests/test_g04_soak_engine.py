@@ -22,8 +22,9 @@ from spark_gotchas import nvml, soak
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10
-from spark_gotchas.readers import ReadContext, thermal
-from spark_gotchas.readers.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
+from spark_gotchas.readers import ReadContext
+from spark_gotchas.readers.thermal import snapshot
+from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
 from spark_gotchas.readings.torch import TorchBuild
 from spark_gotchas.soak_plot import NO_MATPLOTLIB, plot_soak
 from spark_gotchas.soak_record import COLUMNS, NO_END, read_csv
@@ -39,7 +40,7 @@ CUDA_TORCH = TorchBuild(installed=True, version="2.11.0+cu130", cuda="13.0", com
 def gpu(monkeypatch):
     """A fake GB10 warming up: temperature and the power-cap counter grow as they are read."""
     monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
-    monkeypatch.setattr(thermal, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
+    monkeypatch.setattr(snapshot, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
     fake = FakeNvml(FakeGpu(temperature_c=ramp(55, 0.05), power_cap_ns=ramp(0, 2e7)))
     install(fake)
     return fake.gpus[0]

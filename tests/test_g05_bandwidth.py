@@ -151,7 +151,7 @@ def fake_gpu(monkeypatch):
         "microbench.gemm:probe": fk.h200_gemm(),
     })
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
     return worker
 
@@ -220,7 +220,7 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
     said, artifacts = [], {}
     provider.ctx.say = said.append
     provider.ctx.add_artifact = artifacts.__setitem__
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     got = provider.read("bench.bandwidth_sweep")
     assert said == ["G5 sweep: 96 MiB per array: copy 200 GB/s"]
     rows = (tmp_path / "reports" / "g5_bandwidth_sweep.csv").read_text().splitlines()

@@ -10,8 +10,8 @@ from spark_gotchas import nvml
 from spark_gotchas.judges import g06_contention as g06
 from spark_gotchas.options import RunOptions
 from spark_gotchas.profiles import GB10, H200, NONE
-from spark_gotchas.readers.memory import parse_meminfo
-from spark_gotchas.readers.processes import collect, mask_cmdline
+from spark_gotchas.readers.gpu import collect, mask_cmdline
+from spark_gotchas.readers.mem import parse_meminfo
 from spark_gotchas.readings.gpu import DeviceProcessLists, GpuDevice, GpuInventory, GpuProcess, GpuProcesses
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status

@@ -15,7 +15,7 @@ from gline_block import glines
 from microbench import gemm
 from spark_gotchas import nvml, profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
-from spark_gotchas.readers.kernels import read_fp4_kernels
+from spark_gotchas.readers.env import read_fp4_kernels
 from spark_gotchas.readings.bench import GemmReading
 from spark_gotchas.readings.torch import TorchBuild, TorchDevice
 from spark_gotchas.verdict import Status
@@ -263,7 +263,7 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     worker = fk.FakeWorker({"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
                             "microbench.gemm:probe": fk.gb10_gemm(nvfp4_tflops=127.0)})
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
     # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
     monkeypatch.setattr(nvml, "_STATE", {"tried": True, "error": nvml.NotAvailable("NVML library not found"),

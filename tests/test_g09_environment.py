@@ -11,7 +11,7 @@ import pytest
 from spark_gotchas.judges import g09_container as g09
 from spark_gotchas.options import RunOptions
 from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers import environment as envr
+from spark_gotchas.readers import env as envr
 from spark_gotchas.readings.env import Baseline, ContainerEvidence, Distributions, RequirementProblem
 from spark_gotchas.snapshot import Snapshot, save
 from spark_gotchas.verdict import Status

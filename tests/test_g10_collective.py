@@ -12,7 +12,7 @@ from needs import requires_torch
 from spark_gotchas.judges import g10_parallelism as g10
 from spark_gotchas.netsetup import read_net_setup
 from spark_gotchas.profiles import GB10, H200
-from spark_gotchas.readers.collective import CollectiveConfig, command, run_collective
+from spark_gotchas.readers.dist import CollectiveConfig, command, run_collective
 from spark_gotchas.readings.dist import BandwidthRow, CollectiveRun, LatencyRow, RankResult
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status

@@ -54,7 +54,7 @@ def inner_runs(monkeypatch):
     """In-process runs load only the plugins under test (each installed plugin would be imported
     afresh in every run: seconds) and start the worker without torch (not what these tests check)."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torchinfo.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
 
 
 def run(pytester, *args):

@@ -4,6 +4,10 @@ A reader takes a :class:`ReadContext` and never raises for expected trouble (no 
 permission, Not Supported): it says so inside its reading. The provider
 (:mod:`spark_gotchas.provider`) calls readers once per run, records their readings for a
 snapshot, and in replay returns recorded readings without calling any reader.
+
+A reading keyed ``area.name`` is taken by ``readers/<area>.py`` (or ``readers/<area>/<name>.py``
+where an area's readers are a package, as ``thermal`` is) and typed in
+``spark_gotchas/readings/<area>.py``.
 """
 
 from __future__ import annotations
@@ -84,10 +88,11 @@ def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
 
 
 def load_all() -> dict[str, ReaderSpec]:
-    """Import every reader module once (they are light: no torch, no NVML at import)."""
+    """Import every reader module once, those of an area's package too (``readers/thermal/``); they
+    are light: no torch, no NVML at import."""
     global _LOADED
     if not _LOADED:
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
+        for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+            importlib.import_module(info.name)
         _LOADED = True
     return READERS

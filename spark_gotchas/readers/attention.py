@@ -3,6 +3,9 @@
 Nothing here imports flash_attn, torch or Unsloth in the pytest process: flash_attn is imported
 and called in the GPU worker (a CUDA 12 build can segfault on import), and Unsloth's choice is
 read from its source files, because importing Unsloth patches half the ML stack.
+
+Keys: ``attention.flash_attn``, ``attention.sdpa``, ``attention.unsloth``; their types are in
+:mod:`spark_gotchas.readings.attention`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Optional
 from .. import elf
 from ..readings.attention import FlashAttn, FlashAttnProbe, Sdpa, Unsloth
 from . import ReadContext, reader
-from .extensions import cuda_majors
-from .torchinfo import torch_installed
+from .env import cuda_majors
+from .torch import torch_installed
 
 PROBE_TIMEOUT_S = 60.0
 

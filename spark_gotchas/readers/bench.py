@@ -2,6 +2,9 @@
 
 Both run in the GPU worker through the microbenchmarks that ``python -m microbench`` also
 runs, so the figures a check judges are the figures a user can reproduce by hand.
+
+Keys: ``bench.bandwidth``, ``bench.bandwidth_sweep``, ``bench.gemm``; their types are in
+:mod:`spark_gotchas.readings.bench`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ ends its answer) costs at most the budget, never a hang.
 Environment: ``SPARK_GOTCHAS_GITHUB_API`` (default https://api.github.com),
 ``SPARK_GOTCHAS_GITHUB_TIMEOUT`` (seconds for the whole fetch, default 8),
 ``XDG_CACHE_HOME`` (cache in ``$XDG_CACHE_HOME/spark-gotchas``, default ``~/.cache``).
+
+Key: ``github.playbook_issues``; its types are in :mod:`spark_gotchas.readings.github`.
 """
 
 from __future__ import annotations

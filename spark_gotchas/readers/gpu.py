@@ -1,12 +1,27 @@
-"""NVML inventory: driver, CUDA driver version, and each GPU's static facts."""
+"""The GPUs as NVML sees them, and the other processes on them.
+
+Keys: ``gpu.inventory``: driver, CUDA driver version, and each GPU's static facts. ``gpu.processes``:
+NVML's process lists, plus a scan of command lines for known servers. NVML lists processes that
+hold GPU memory (on GB10 per-process memory works although device memory does not). It does not
+list a server that has not allocated yet, and it may be missing altogether, so every process's
+command line is also scanned for known servers and trainers (:mod:`spark_gotchas.workloads`). The
+suite's own process tree (this pytest, its GPU worker, and the launchers above it) is left out.
+
+Their types are in :mod:`spark_gotchas.readings.gpu`.
+"""
 
 from __future__ import annotations
 
-from .. import nvml
-from ..readings.gpu import GpuDevice, GpuInventory
+import os
+from typing import Any, Callable, Iterable, Optional
+
+from .. import nvml, scrub
+from ..readings.gpu import DeviceProcessLists, GpuDevice, GpuInventory, GpuProcess, GpuProcesses
+from ..workloads import classify
 from . import ReadContext, reader
 
 
+# -- gpu.inventory --------------------------------------------------------------------------------
 def read_device(index: int, handle) -> GpuDevice:
     values = {
         "name": nvml.query("nvmlDeviceGetName", handle),
@@ -50,3 +65,157 @@ def read_inventory(ctx: ReadContext) -> GpuInventory:
         cuda_driver_version=None if nvml.is_na(cuda) else int(cuda),
         devices=devices,
     )
+
+
+# -- gpu.processes --------------------------------------------------------------------------------
+NVML_LISTS = (("compute", "nvmlDeviceGetComputeRunningProcesses"),
+              ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"))
+
+
+# -- NVML ----------------------------------------------------------------------------------------
+def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list] = nvml.device_handles,
+              init: Callable[[], Any] = nvml.init) -> tuple[Optional[str], list[DeviceProcessLists], dict[int, dict]]:
+    """NVML's compute and graphics lists of every device: (error, per-device lists, pid -> row)."""
+    reason = init()
+    if reason is not None:
+        return reason.reason, [], {}
+    devices: list[DeviceProcessLists] = []
+    rows: dict[int, dict] = {}
+    for index, handle in enumerate(handles()):
+        uuid = query("nvmlDeviceGetUUID", handle)
+        dev = DeviceProcessLists(index=index, uuid=None if nvml.is_na(uuid) else str(uuid))
+        for list_name, func in NVML_LISTS:
+            procs = query(func, handle)
+            if isinstance(procs, nvml.NotAvailable):
+                dev.errors[list_name] = procs.reason
+                continue
+            for proc in procs or []:
+                pid = int(proc.pid)
+                row = rows.setdefault(pid, {"memory": None, "devices": [], "lists": []})
+                used = getattr(proc, "usedGpuMemory", None)
+                if used is not None:
+                    row["memory"] = (row["memory"] or 0) + int(used)
+                if index not in row["devices"]:
+                    row["devices"].append(index)
+                if list_name not in row["lists"]:
+                    row["lists"].append(list_name)
+        devices.append(dev)
+    late = init()  # a call that hung meanwhile made NVML unavailable: say so, not "no process"
+    return (None if late is None else late.reason), devices, rows
+
+
+# -- psutil ----------------------------------------------------------------------------------------
+def mask_cmdline(argv: Iterable[str]) -> list[str]:
+    """Mask credentials in a command line (``--api-key X``, ``--hf-token=X``, ``TOKEN=X``, a URL
+    with a password, a JSON argument with an ``api_key``): :func:`spark_gotchas.scrub.mask_argv`."""
+    return scrub.mask_argv(argv)
+
+
+def own_tree(psutil: Any, pid: Optional[int] = None) -> set[int]:
+    """This process, its children (the GPU worker) and its ancestors (the launcher of this run)."""
+    me = psutil.Process(pid or os.getpid())
+    pids = {me.pid}
+    for getter in (lambda: me.children(recursive=True), me.parents):
+        try:
+            pids.update(p.pid for p in getter())
+        except (psutil.Error, OSError):
+            pass
+    return pids
+
+
+def describe(psutil: Any, pid: int) -> GpuProcess:
+    """psutil's facts about one pid; a missing permission or a vanished pid is said, not raised."""
+    proc = GpuProcess(pid=pid)
+    try:
+        p = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        proc.problem = "pid not visible here (exited, or in another container's pid namespace)"
+        return proc
+    except psutil.AccessDenied:
+        proc.problem = "no permission to inspect it"
+        return proc
+    denied = []
+    for attr, getter in (("name", p.name), ("ppid", p.ppid), ("username", p.username),
+                         ("cmdline", p.cmdline), ("rss_bytes", lambda: p.memory_info().rss)):
+        try:
+            value = getter()
+        except psutil.AccessDenied:
+            denied.append(attr.replace("_bytes", ""))
+            continue
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            proc.problem = "exited while being read"
+            break
+        except (psutil.Error, OSError) as exc:
+            denied.append(f"{attr} ({type(exc).__name__})")
+            continue
+        if attr == "cmdline":
+            value = mask_cmdline(value)
+        setattr(proc, attr, value)
+    if denied and proc.problem is None:
+        proc.problem = "no permission to read its " + ", ".join(denied) + " (another user's process; run as root to see it)"
+    return proc
+
+
+def scan(psutil: Any, skip: set[int]) -> tuple[list[GpuProcess], int, int]:
+    """Every process whose command line is a known server or trainer: (found, read, denied)."""
+    found: list[GpuProcess] = []
+    read = denied = 0
+    for p in psutil.process_iter(["pid", "name", "cmdline"]):
+        info = p.info
+        if info.get("pid") in skip:
+            continue
+        argv = info.get("cmdline")
+        if argv is None:
+            denied += 1
+            continue
+        read += 1
+        if classify(argv, info.get("name") or "") is not None:
+            found.append(describe(psutil, info["pid"]))
+    return found, read, denied
+
+
+@reader("gpu.processes")
+def read_processes(ctx: ReadContext) -> GpuProcesses:
+    """NVML's GPU process lists and the known servers/trainers among all command lines."""
+    return collect()
+
+
+def collect(psutil: Any = None, query: Callable[..., Any] = nvml.query,
+            handles: Callable[[], list] = nvml.device_handles, init: Callable[[], Any] = nvml.init,
+            self_pid: Optional[int] = None) -> GpuProcesses:
+    """The whole reading; the arguments let tests stand in for psutil and NVML."""
+    error, devices, rows = nvml_rows(query, handles, init)
+    out = GpuProcesses(nvml_error=error, devices=devices,
+                       cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if psutil is None:
+        try:
+            import psutil
+        except ImportError:
+            psutil = None
+    own: set[int] = set()
+    if psutil is None:
+        out.scan_error = "psutil is not installed: no command lines, no owners"
+    else:
+        own = own_tree(psutil, self_pid)
+    by_pid: dict[int, GpuProcess] = {}
+    for pid, row in sorted(rows.items()):
+        if pid in own:
+            out.own_excluded += 1
+            continue
+        proc = describe(psutil, pid) if psutil is not None else GpuProcess(pid=pid)
+        proc.gpu_memory_bytes, proc.gpu_devices, proc.nvml_lists = row["memory"], row["devices"], row["lists"]
+        by_pid[pid] = proc
+    if psutil is not None:
+        try:
+            found, out.scanned, out.scan_denied = scan(psutil, own)
+        except (psutil.Error, OSError) as exc:
+            out.scan_error = f"could not list processes: {exc}"
+            found = []
+        for proc in found:
+            if proc.pid in by_pid:
+                by_pid[proc.pid].found_by = "nvml+scan"
+            else:
+                proc.found_by = "scan"
+                by_pid[proc.pid] = proc
+    out.processes = [by_pid[pid] for pid in sorted(by_pid)]
+    return out

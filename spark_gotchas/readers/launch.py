@@ -11,6 +11,8 @@ expanded, MAX_EXPANDED_CHARS for script variables), and only a regular file is o
 reading at all: ``/dev/zero``, a FIFO with no writer, a 200 MB file, a billion-laughs YAML or
 JSON nested 100 000 levels deep is a reading that says which limit it passed, never a hang,
 a RecursionError or a full memory.
+
+Key: ``launch.review``; its types and limits are in :mod:`spark_gotchas.readings.launch`.
 """
 
 from __future__ import annotations

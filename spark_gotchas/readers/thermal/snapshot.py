@@ -10,6 +10,8 @@ clocks are being capped:
   violation status gives power and thermal totals cheaply (used at every sample); the finer
   split (SW/HW thermal, HW power brake) comes from ``nvidia-smi -q -d PERFORMANCE``, read
   only now and then because it starts a process.
+
+Key: ``thermal.snapshot``; its types are in :mod:`spark_gotchas.readings.thermal`.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import shutil
 import time
 from typing import Any, Optional
 
-from .. import nvml
-from ..procs import run_bounded
-from ..readings.thermal import ClockCounters, ThermalSample, ThermalSnapshot
-from . import ReadContext, reader
+from ... import nvml
+from ...procs import run_bounded
+from ...readings.thermal import ClockCounters, ThermalSample, ThermalSnapshot
+from .. import ReadContext, reader
 
 # ``nvidia-smi -q -d PERFORMANCE`` labels in the "Clocks Event Reasons Counters" section.
 _SMI_COUNTER_LABELS = {

@@ -13,6 +13,8 @@ worker. Either way the GPU worker runs no other task meanwhile, so no measuremen
 Check by hand: run ``python -m microbench soak_load --seconds 10`` in one shell and
 ``nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
 --format=csv -lms 200`` in another.
+
+Key: ``thermal.spot_check``; its type is in :mod:`spark_gotchas.readings.thermal`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import time
 from contextlib import nullcontext
 from typing import Any, Optional
 
-from .. import nvml
-from ..readings.thermal import SpotCheck
-from ..sampler import Sampler
-from . import ReadContext, reader
-from .thermal import cuda0_handle, read_counters, snapshot_of, take_sample
+from ... import nvml
+from ...readings.thermal import SpotCheck
+from ...sampler import Sampler
+from .. import ReadContext, reader
+from .snapshot import cuda0_handle, read_counters, snapshot_of, take_sample
 
 LOAD_TASK = "microbench.soak_load:run"
 LOAD_SECONDS = 1.5  # measured load; with warm-up the GPU is busy about 2 s (clocks settle within 0.3 s on an H200)
@@ -79,7 +81,7 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
 
 def _gpu_to_itself(ctx: ReadContext) -> Any:
     """Pause the GPU worker while the load runs elsewhere: no GPU task of its may start meanwhile."""
-    from ..provider import ReadingUnavailable
+    from ...provider import ReadingUnavailable
 
     try:
         return ctx.worker.paused()
@@ -91,7 +93,7 @@ def _run_load(ctx: ReadContext, spot: SpotCheck) -> Any:
     """The load's TaskResult: torch-free first, else through torch; None (with spot.reason) when
     neither can run."""
     args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
-    from .. import headstart
+    from ... import headstart
 
     light = ctx.load_worker if headstart.enabled("g4_load") else None
     if light is not None:

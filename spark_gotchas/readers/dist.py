@@ -15,6 +15,8 @@ two processes on this node, which tests the probe and the launch, not the link. 
 ``SPARK_GOTCHAS_COLLECTIVE_SIZES`` (e.g. ``64M,256M,1G``; at most 1G),
 ``SPARK_GOTCHAS_COLLECTIVE_TIMEOUT`` (seconds without progress, default 60; 20 in a rehearsal),
 ``SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS`` (seconds to wait for the other nodes, default 300).
+
+Key: ``dist.collective``; its types are in :mod:`spark_gotchas.readings.dist`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..procs import run_bounded
 from ..readings.dist import CollectiveRun, RankResult
 from ..serial import from_jsonable
 from . import ReadContext, reader
-from .torchinfo import torch_installed
+from .torch import torch_installed
 
 DEFAULT_PORT = 29531
 MULTINODE_SIZES = "64M,256M,1G"

@@ -6,6 +6,8 @@ written during an earlier boot: only the next run can see that, so the fast pref
 
 Check by hand: ``cat reports/g4-soak.heartbeat.json; cat /proc/sys/kernel/random/boot_id;
 grep btime /proc/stat; uptime -s``.
+
+Key: ``thermal.reboot``; its types are in :mod:`spark_gotchas.readings.thermal`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..readings.thermal import HEARTBEAT_FORMAT, Heartbeat, RebootCheck
-from ..serial import from_jsonable, to_jsonable
-from . import ReadContext, reader
+from ...readings.thermal import HEARTBEAT_FORMAT, Heartbeat, RebootCheck
+from ...serial import from_jsonable, to_jsonable
+from .. import ReadContext, reader
 
 HEARTBEAT_NAME = "g4-soak.heartbeat.json"
 
@@ -56,7 +58,7 @@ def new_heartbeat(planned_s: float, csv_path: str, started_epoch: Optional[float
 def write_heartbeat(path: Path, beat: Heartbeat, fsync: bool = False) -> None:
     """Replace the file atomically (:func:`spark_gotchas.atomic.write_text`): a crash leaves the
     old or the new one, whole; credentials in it (a command line, say) masked."""
-    from .. import atomic, scrub
+    from ... import atomic, scrub
 
     atomic.write_text(path, json.dumps(scrub.scrub(to_jsonable(beat))), fsync=fsync)
 

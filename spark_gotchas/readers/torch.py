@@ -1,4 +1,7 @@
-"""torch as the environment has it, read in the GPU worker (a crash there is a reading)."""
+"""torch as the environment has it, read in the GPU worker (a crash there is a reading).
+
+Keys: ``torch.build``, ``torch.first_launch``; their types are in :mod:`spark_gotchas.readings.torch`.
+"""
 
 from __future__ import annotations
 

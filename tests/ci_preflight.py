@@ -66,6 +66,11 @@ class CiRun:
         return self.reports / "snapshot.json"
 
 
+def plain_job_env() -> dict[str, str]:
+    """The job's variables that hold no ``${{ … }}`` expression, as the runner sets them (SOAK_MAX_MINUTES …)."""
+    return {k: str(v) for k, v in job()["env"].items() if not EXPRESSION.search(str(v))}
+
+
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]  # GitHub's default shell on Linux
 
 
@@ -80,6 +85,7 @@ def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, **env_overrides: st
     reports.mkdir(exist_ok=True)
     summary = base / "step_summary.md"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(plain_job_env())
     env.update({
         "PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}",
         "MODE": "preflight", "REPORTS": str(reports), "GITHUB_STEP_SUMMARY": str(summary), "STRICT_FLAG": "",

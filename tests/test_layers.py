@@ -1,0 +1,160 @@
+"""The suite's layers import one way, read from the source with ``ast`` (nothing is imported).
+
+- knowledge: the judges, verdict, profiles, workloads, text, scrub — pure; imports only the reading
+  types (:mod:`spark_gotchas.readings`) and other knowledge;
+- readings: the readers, provider, NVML wrapper, serialisation, snapshot — may import knowledge;
+- runtime: the GPU worker, its tasks, the soak engine — above both.
+
+:mod:`spark_gotchas.readings` itself is pure types: it imports only other readings modules and the
+result types of :mod:`microbench`, a leaf package. Imports inside functions count for every rule but
+the one on cycles, which is about what importing a module runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("spark_gotchas", "microbench")
+
+# What a judge may import of the suite: the reading types and the other knowledge modules.
+KNOWLEDGE = ("spark_gotchas.readings", "spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads",
+             "spark_gotchas.units", "spark_gotchas.text", "spark_gotchas.scrub")
+KNOWLEDGE_EXACT = ("spark_gotchas",)  # the package itself, for __version__
+
+# Imports the rules still allow, each until the name it brings moves to the right layer: delete an
+# entry once its import is gone (test_every_allowed_exception_is_still_needed says when).
+ALLOWED = {
+    # G6 sizes the planned load with G3's planned_peak_bytes, memory_kind, GB and gb.
+    ("spark_gotchas.judges.g06_contention", "spark_gotchas.judges.g03_unified_memory"): "judge imports judge",
+    # G3 and G6 read --spark-model-gb and --spark-load-factor from RunOptions.
+    ("spark_gotchas.judges.g03_unified_memory", "spark_gotchas.options"): "judge imports options",
+    ("spark_gotchas.judges.g06_contention", "spark_gotchas.options"): "judge imports options",
+    # G1's fix for a module named pynvml that is not nvidia-ml-py is nvml.fix_for.
+    ("spark_gotchas.judges.g01_cuda_abi", "spark_gotchas.nvml"): "judge imports the NVML wrapper",
+    # G7 orders kernel targets (sm_121a, compute_120f) with fatbin.entry_from_target.
+    ("spark_gotchas.judges.g07_nvfp4", "spark_gotchas.fatbin"): "judge imports the fatbin reader",
+    # G10 words the launch review's size limit with bounded_read.describe_size.
+    ("spark_gotchas.judges.g10_parallelism", "spark_gotchas.bounded_read"): "judge imports bounded_read",
+    # G5 names BandwidthResult and MethodResult, the microbenchmark's types that bench readings embed.
+    ("spark_gotchas.judges.g05_bandwidth", "microbench.bandwidth"): "judge imports microbench",
+}
+
+
+@functools.cache
+def modules() -> dict[str, tuple[Path, bool]]:
+    """Dotted name -> (file, is a package) for every module of the suite's packages."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _suite(name: str) -> str:
+    """microbench ships inside the suite as spark_gotchas.microbench: either name is microbench."""
+    return name.replace("spark_gotchas.microbench", "microbench", 1) if name.startswith("spark_gotchas.microbench") \
+        else name
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import statement names (``from . import nvml`` names spark_gotchas.nvml)."""
+    if isinstance(node, ast.Import):
+        return [_suite(alias.name) for alias in node.names]
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    source = _suite(source)
+    return [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules() else source for alias in node.names]
+
+
+@functools.cache
+def imports(module: str, module_level: bool = False) -> frozenset[str]:
+    """What ``module`` imports of the suite: everywhere, or only what importing it runs."""
+    path, is_package = modules()[module]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if module_level and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.update(_targets(module, is_package, child))
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return frozenset(t for t in found if t.split(".")[0] in PACKAGES and t != module)
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def edges(importers: str, wrong) -> list[str]:
+    """``importer -> imported`` for every import of a module under ``importers`` that ``wrong`` flags
+    and ALLOWED does not list."""
+    return sorted(f"{m} -> {t}" for m in modules() if _under(m, importers) for t in imports(m)
+                  if wrong(m, t) and (m, t) not in ALLOWED)
+
+
+def is_judge(name: str) -> bool:
+    return name.startswith("spark_gotchas.judges.")
+
+
+@pytest.mark.xfail(strict=True, reason="microbench still imports the suite (serial, worker_main, nvml, readers, soak, "
+                                       "options, sampler, netsetup); it becomes a leaf package next")
+def test_microbench_imports_nothing_of_the_suite():
+    found = edges("microbench", lambda m, t: _under(t, "spark_gotchas"))
+    assert found == [], "microbench imports the suite: " + "; ".join(found)
+
+
+def test_no_judge_imports_another_judge():
+    found = edges("spark_gotchas.judges", lambda m, t: is_judge(m) and is_judge(t))
+    assert found == [], "a judge imports another judge: " + "; ".join(found)
+
+
+def test_reading_types_import_only_other_reading_types_and_microbench():
+    allowed = ("spark_gotchas.readings", "microbench")
+    found = edges("spark_gotchas.readings", lambda m, t: not any(_under(t, a) for a in allowed))
+    assert found == [], "reading types import more than reading types: " + "; ".join(found)
+
+
+def test_judges_import_only_reading_types_and_knowledge():
+    def wrong(m: str, t: str) -> bool:
+        return is_judge(m) and not is_judge(t) and not (
+            t in KNOWLEDGE_EXACT or any(_under(t, k) for k in KNOWLEDGE))
+
+    found = edges("spark_gotchas.judges", wrong)
+    assert found == [], "judges import more than reading types and knowledge: " + "; ".join(found)
+
+
+def test_every_allowed_exception_is_still_needed():
+    gone = sorted(f"{m} -> {t}" for m, t in ALLOWED if m not in modules() or t not in imports(m))
+    assert gone == [], f"no longer imported: delete these entries from ALLOWED: {gone}"
+
+
+def test_no_import_cycle_at_module_level():
+    """Importing a module runs its module-level imports, and those of each package on the way
+    (``spark_gotchas.readers.mem`` runs ``spark_gotchas.readers`` first)."""
+    graph: dict[str, set[str]] = {}
+    for m in modules():
+        graph[m] = set()
+        for t in imports(m, module_level=True):
+            parts = t.split(".")
+            for above in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+                if above in modules() and above != m and not m.startswith(above + "."):
+                    graph[m].add(above)
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        pytest.fail("import cycle: " + " -> ".join(exc.args[1]))

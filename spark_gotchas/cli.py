@@ -45,6 +45,17 @@ def usage() -> str:
     return "\n".join(lines) + "\n"
 
 
+# The suite's dependencies (pyproject.toml's [project] dependencies) and the module each provides:
+# a Python without one is told so in a line, not by a traceback from deep inside pytest.
+REQUIRES = {"pytest": "pytest", "pytest-timeout": "pytest_timeout", "pytest-json-report": "pytest_jsonreport",
+            "nvidia-ml-py": "pynvml", "pyelftools": "elftools", "psutil": "psutil", "packaging": "packaging",
+            "PyYAML": "yaml"}
+
+
+def missing_requirements() -> list[str]:
+    return [dist for dist, module in REQUIRES.items() if importlib.util.find_spec(module) is None]
+
+
 def checks_dir() -> Path:
     """Where the checks are: ``spark_gotchas/checks`` installed, ``tests_gotchas/`` in a checkout."""
     spec = importlib.util.find_spec("spark_gotchas.checks")
@@ -65,6 +76,11 @@ def run_checks(user_args: list[str]) -> int:
     """pytest in this process, with the plugin registered before pytest parses the command line:
     its options are known from the start, so ``--spark-replay PATH`` with a space is an option's
     value, never a path pytest would collect or root the run in."""
+    missing = missing_requirements()
+    if missing:
+        print(f"{prog()}: {sys.executable} lacks the suite's dependencies {', '.join(missing)}: install the suite "
+              "into this environment (pip install spark-gotchas, or pip install -e . in a checkout)", file=sys.stderr)
+        return 2
     import pytest
 
     from . import plugin, startup

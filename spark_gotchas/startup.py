@@ -40,7 +40,7 @@ def values_taken_for_paths(args: list[str]) -> list[str]:
     (it roots the run in the folder of any that exists)."""
     flags = value_flags()
     taken = []
-    for flag, value in zip(args, args[1:]):
+    for flag, value in zip(args, args[1:], strict=False):
         if flag == "--":
             break
         if flag in flags and not value.startswith("-") and Path(value.split("::")[0]).exists():

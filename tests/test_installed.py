@@ -19,7 +19,6 @@ import site
 import subprocess
 import sys
 import sysconfig
-import tomllib
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata
@@ -28,6 +27,11 @@ from pathlib import Path
 import pytest
 from gline_block import glines
 from packaging.version import Version
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "spark_gotchas", "microbench", "tests_gotchas")
@@ -219,3 +223,22 @@ def test_the_tools_are_subcommands_of_the_same_command(installed, tmp_path, argv
     proc = installed.run(*argv, cwd=tmp_path, timeout=60)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert text in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_command_knows_the_suites_dependencies():
+    from spark_gotchas.cli import REQUIRES
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert set(REQUIRES) == {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in declared}
+
+
+def test_a_python_without_the_suites_dependencies_is_told_in_one_line(tmp_path):
+    """As ``tox -e preflight`` meets a venv that has torch but not the suite."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run([str(bare / "bin" / "python"), "-m", "spark_gotchas", "-m", "fast"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "lacks the suite's dependencies pytest, pytest-timeout" in proc.stderr
+    assert "pip install -e . in a checkout" in proc.stderr

@@ -6,6 +6,7 @@ import http.server
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import training_venv
 from ci_preflight import (
     BASH,
     ROOT,
@@ -287,7 +289,7 @@ def test_the_soak_step_accepts_its_options_and_writes_its_reports():
     assert json.loads(run.report.read_text())["spark_gotchas"]["options"]["soak_duration"] == "20s"
 
 
-@pytest.mark.parametrize("name", ["Preflight (", "Preflight and soak"])
+@pytest.mark.parametrize("name", ["Install spark-gotchas", "Preflight (", "Preflight and soak"])
 def test_the_gpu_devscript_runs_the_workflows_steps_verbatim(name):
     """devscripts/ci.sh shows on the GPU machine what the workflow runs; it must not drift."""
     script = (ROOT / "devscripts" / "ci.sh").read_text(encoding="utf-8")
@@ -424,3 +426,208 @@ def test_the_nightly_diff_step_without_a_previous_snapshot(tmp_path):
     run = run_step("Diff with the previous night", tmp_path, cwd=night, REPORTS="reports", PREVIOUS_RUN="7")
     assert run.returncode == 0, run.output
     assert "previous night's run 7 left no snapshot to compare with" in run.output
+
+
+# -- pinning ----------------------------------------------------------------------------------------
+PINNED_USES = re.compile(r"^\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)\s*$")
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version_in_a_comment():
+    """A tag can be moved to other code; a commit SHA cannot. The comment says which release it is."""
+    lines = [line for line in WORKFLOW.read_text(encoding="utf-8").splitlines() if re.search(r"^\s*(-\s+)?uses:", line)]
+    assert len(lines) == len([s for s in job()["steps"] if "uses" in s]) == 3
+    pinned = {}
+    for line in lines:
+        match = PINNED_USES.match(line)
+        assert match, f"not pinned to a full commit SHA with '# vX.Y.Z' after it: {line.strip()}"
+        pinned[match.group(1)] = match.group(3)
+    assert set(pinned) == {"actions/checkout", "actions/upload-artifact", "actions/download-artifact"}
+    docs = DOCS.read_text(encoding="utf-8")
+    for line in lines:  # docs/ci.md lists the same pins, to update them together
+        action, sha = PINNED_USES.match(line).group(1, 2)
+        assert f"`{action}`" in docs and sha in docs, f"docs/ci.md does not list {action}@{sha}"
+
+
+def test_checkout_leaves_no_token_in_the_checkout():
+    (checkout,) = [s for s in job()["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert checkout["with"]["persist-credentials"] is False
+
+
+def test_the_container_image_is_the_one_the_settings_step_checks():
+    assert job()["container"]["image"] == job()["env"]["SPARK_IMAGE"]
+    line = next(x for x in WORKFLOW.read_text(encoding="utf-8").splitlines() if x.strip().startswith("image: ${{"))
+    assert line.rstrip().endswith("# zizmor: ignore[unpinned-images]")  # justified by the warning below
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("image, warned", [
+    ("nvcr.io/nvidia/pytorch:25.10-py3", True),
+    ("nvcr.io/nvidia/pytorch", True),
+    (f"nvcr.io/nvidia/pytorch:25.10-py3@{DIGEST}", False),
+    (f"nvcr.io/nvidia/pytorch@{DIGEST}", False),
+    (f"nvcr.io/nvidia/pytorch@{DIGEST[:-1]}", True),  # a digest one digit short is no digest
+    ("", False),  # no container: the runner host
+])
+def test_an_image_without_a_digest_gets_a_warning(image, warned):
+    run = run_step("Check the run's settings", fresh_dir(), SPARK_IMAGE=image)
+    assert run.returncode == 0, run.output  # a warning, not a failure: the value is the repository's choice
+    assert ("::warning::the container image" in run.output) is warned, run.output
+    if warned:
+        assert f"::warning::the container image {image} has no digest" in run.output
+        assert "pin it as name@sha256:<digest>" in run.output
+
+
+def test_a_hostile_image_reference_cannot_write_workflow_commands():
+    run = run_step("Check the run's settings", fresh_dir(), SPARK_IMAGE="evil\n::error::forged%0A::add-mask::x")
+    assert run.returncode == 0
+    (line,) = [x for x in run.output.splitlines() if x.startswith("::")]
+    assert line.startswith("::warning::the container image evil?::error::forged?0A::add-mask::x has no digest")
+
+
+# -- the soak's length against the job's timeout ------------------------------------------------------
+def _soak_timeout_minutes() -> int:
+    match = re.fullmatch(r"\$\{\{ \(github\.event_name == 'schedule' \|\| inputs\.mode == 'soak'\) && (\d+) \|\| \d+ \}\}",
+                         job()["timeout-minutes"])
+    assert match, job()["timeout-minutes"]
+    return int(match.group(1))
+
+
+def test_the_soak_limit_leaves_room_in_the_job_for_everything_else():
+    """timeout-minutes cannot be computed from a duration like '8h', so the limit is a number beside it:
+    the soak's own pytest timeout (duration + 15 min) and half an hour for the rest must fit."""
+    from spark_gotchas.plugin import SOAK_TIMEOUT_MARGIN_S
+
+    limit = int(job()["env"]["SOAK_MAX_MINUTES"])
+    assert (_soak_timeout_minutes(), limit) == (720, 660)  # the rule docs/ci.md states: 11 h of soak in 12 h
+    assert limit + SOAK_TIMEOUT_MARGIN_S / 60 + 30 <= _soak_timeout_minutes()
+    docs = DOCS.read_text(encoding="utf-8")
+    assert "at most 11 h (660 minutes)" in docs and f"`SOAK_MAX_MINUTES: \"{limit}\"`" in docs
+
+
+@pytest.mark.parametrize("duration, ok", [
+    ("1h", True), ("8h", True), ("11h", True), ("660m", True), ("39600s", True), ("39600", True),
+    ("1.5h", True), (" 20s ", True), ("8 h", True), ("10.99H", True), ("0.4d", True),
+    ("11.01h", False), ("12h", False), ("661m", False), ("39601s", False), ("1d", False),
+    ("999999999999999999999h", False),
+])
+def test_a_soak_longer_than_the_job_allows_is_refused_before_anything_runs(duration, ok):
+    run = run_step("Check the run's settings", fresh_dir(), MODE="soak", SOAK_DURATION=duration, SPARK_IMAGE="")
+    assert (run.returncode == 0) is ok, run.output
+    if ok:
+        assert "fits the job's limit of 660 minutes of soak" in run.output
+    else:
+        assert f"::error::soak_duration {duration} is longer than the soak job allows: at most 660 minutes (11h)" \
+            in run.output
+        assert "raise timeout-minutes and SOAK_MAX_MINUTES together" in run.output
+
+
+@pytest.mark.parametrize("duration", ["banana", "-1h", "1w", "h", "1.h", "", "8h; rm -rf /", "1e3s"])
+def test_a_soak_duration_that_is_no_duration_is_refused(duration):
+    run = run_step("Check the run's settings", fresh_dir(), MODE="soak", SOAK_DURATION=duration, SPARK_IMAGE="")
+    assert run.returncode == 1
+    (line,) = [x for x in run.output.splitlines() if x.startswith("::")]
+    assert line.startswith("::error::soak_duration '") and line.endswith("' is not a duration: write it as 20s, 30m, 8h or 1.5h")
+
+
+def test_the_preflight_ignores_the_soak_duration():
+    run = run_step("Check the run's settings", fresh_dir(), MODE="preflight", SOAK_DURATION="99h", SPARK_IMAGE="")
+    assert run.returncode == 0 and "::" not in run.output, run.output
+
+
+@pytest.mark.parametrize("duration", ["20s", "30m", "8h", "1.5h", "90", " 2h ", "8 h", "10.99H", "0.5d", "12h",
+                                      "banana", "-1h", "1w", "1.h", "", "1e3s", ".5h"])
+def test_the_settings_step_reads_a_duration_as_the_suite_does(duration):
+    """The step refuses what --soak-duration would refuse, and measures the rest the same way."""
+    from spark_gotchas.options import parse_duration
+
+    run = run_step("Check the run's settings", fresh_dir(), MODE="soak", SOAK_DURATION=duration, SPARK_IMAGE="")
+    try:
+        seconds = parse_duration(duration)
+    except ValueError:
+        assert "is not a duration" in run.output, run.output
+        return
+    assert "is not a duration" not in run.output
+    assert (run.returncode == 0) is (seconds <= 660 * 60), run.output
+
+
+# -- zizmor, the GitHub Actions linter --------------------------------------------------------------
+def _zizmor() -> str:
+    found = Path(sys.executable).with_name("zizmor")
+    if not found.exists():
+        found = shutil.which("zizmor")
+    if not found:
+        pytest.skip("zizmor is not installed (pip install 'zizmor>=1.33')")
+    return str(found)
+
+
+def test_zizmor_finds_nothing_in_the_workflow():
+    """zizmor's default ('regular') persona, offline, every severity from low up: no finding, ignored
+    ones aside (each ignore comment in the workflow says why). The 'auditor' persona also reports that
+    the job runs on a self-hosted runner, which is the point of this workflow."""
+    result = subprocess.run([_zizmor(), "--offline", "--no-config", "--min-severity=low", "--format=json",
+                             str(WORKFLOW)], capture_output=True, text=True, timeout=120)
+    findings = json.loads(result.stdout or "[]")
+    assert findings == [], json.dumps(findings, indent=1)[:4000]
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_zizmor_would_catch_an_unpinned_action(tmp_path):
+    """The check above can fail: a tag instead of the commit is a finding."""
+    text = re.sub(r"actions/checkout@[0-9a-f]{40} # v[\d.]+", "actions/checkout@v4", WORKFLOW.read_text(encoding="utf-8"))
+    path = tmp_path / "unpinned.yml"
+    path.write_text(text, encoding="utf-8")
+    result = subprocess.run([_zizmor(), "--offline", "--no-config", "--min-severity=low", "--format=json", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert [f["ident"] for f in json.loads(result.stdout)] == ["unpinned-uses"]
+    assert result.returncode != 0
+
+
+# -- the install step for real, against a venv like a runner's training venv ------------------------
+def test_the_install_step_leaves_the_training_venv_as_it_was_and_pytest_finds_the_suite(tmp_path):
+    """The workflow's install step, then its preflight and report check, in a real venv that holds the
+    suite's dependencies but not the suite (offline: pip builds from a copy of this checkout with the
+    venv's own setuptools). The venv's ``pip freeze`` and files are the same before and after; pytest
+    finds the suite's plugin through the entry point in the job's folder on PYTHONPATH."""
+    why = training_venv.can_build_offline()
+    if why:
+        pytest.skip(f"cannot build the suite offline here: {why}")
+    venv = training_venv.make(tmp_path)
+    checkout = training_venv.checkout_copy(tmp_path / "checkout")
+    frozen, files = venv.freeze(), venv.files()
+    assert "spark-gotchas" not in frozen and "pytest==" in frozen
+
+    runner_temp, github_env = tmp_path / "runner-temp", tmp_path / "github_env"
+    runner_temp.mkdir()
+    github_env.touch()
+    job_env = venv.env(RUNNER_TEMP=str(runner_temp), GITHUB_ENV=str(github_env))
+    install = run_step("Install spark-gotchas", tmp_path, cwd=checkout, **job_env)
+    assert install.returncode == 0, install.output[-4000:]
+    site = runner_temp / "spark-gotchas-site"
+    assert "torch: none" in install.output and "installing for this job only" not in install.output  # all there
+    assert github_env.read_text() == f"PYTHONPATH={site}\n"
+    assert (site / "spark_gotchas" / "plugin.py").is_file()  # a copy, not a link back to the checkout
+    assert venv.freeze() == frozen and venv.files() == files
+
+    # the later steps see what $GITHUB_ENV says
+    job_env["PYTHONPATH"] = str(site)
+    outside = tmp_path / "elsewhere"  # no checkout, no conftest.py: only the entry point can load the plugin
+    outside.mkdir()
+    found = subprocess.run([str(venv.bin / "python3"), "-c", "import importlib.metadata as m, spark_gotchas; "
+                            "print(spark_gotchas.__file__); print([e.value for e in m.entry_points(group='pytest11')])"],
+                           cwd=outside, env=job_env, capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[0] == str(site / "spark_gotchas" / "__init__.py")
+    assert "spark_gotchas.plugin" in found.stdout.splitlines()[1]
+    helped = subprocess.run([str(venv.bin / "python3"), "-m", "pytest", "--help"], cwd=outside, env=job_env,
+                            capture_output=True, text=True, timeout=120)
+    assert "--spark-snapshot" in helped.stdout, helped.stdout[-2000:] + helped.stderr[-2000:]
+
+    preflight_run = run_step("Preflight (", tmp_path, cwd=checkout, **job_env,
+                             EXTRA_ARGS="-p no:hypothesispytest -p no:benchmark")
+    assert preflight_run.returncode in (0, 1), preflight_run.output[-4000:]
+    assert re.search(r"^G9 (PASS|WARN|FAIL|INFO|SKIP): ", preflight_run.output, re.M), preflight_run.output[-3000:]
+    check = run_step("Check that the report is whole", tmp_path, cwd=checkout, **job_env)
+    assert check.returncode == 0, check.output
+    assert venv.freeze() == frozen and venv.files() == files  # pytest left nothing in the venv either

@@ -13,7 +13,6 @@ import importlib.metadata as md
 import os
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,9 +74,18 @@ def can_build_offline() -> str:
         return f"setuptools {version} builds wheels only with the wheel package (or setuptools>=70.1)"
 
 
+def _dependencies() -> list[str]:
+    """The suite's own requirements: from the checkout's pyproject.toml where Python reads TOML (3.11+),
+    else from the installed suite's metadata."""
+    try:
+        import tomllib
+    except ImportError:
+        return [r for r in md.requires("spark-gotchas") or [] if "extra ==" not in r]
+    return list(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"])
+
+
 def _closure() -> set[str]:
-    wanted = list(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"])
-    wanted += BUILD_TOOLS
+    wanted = _dependencies() + list(BUILD_TOOLS)
     seen: set[str] = set()
     while wanted:
         req = Requirement(wanted.pop())

@@ -74,8 +74,10 @@ def plain_job_env() -> dict[str, str]:
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]  # GitHub's default shell on Linux
 
 
-def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, **env_overrides: str) -> CiRun:
-    """Run one step of the job as the runner would: its shell, the job's variables, a summary file."""
+def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, environ: dict[str, str] | None = None,
+             **env_overrides: str) -> CiRun:
+    """Run one step of the job as the runner would: its shell, the job's variables, a summary file.
+    ``environ``: the runner's own environment (default: this process's)."""
     bindir = base / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     if not (bindir / "python3").exists():  # this interpreter by its own path: a venv's finds its pyvenv.cfg
@@ -84,7 +86,7 @@ def run_step(name_prefix: str, base: Path, cwd: Path = ROOT, **env_overrides: st
     reports = base / "reports"
     reports.mkdir(exist_ok=True)
     summary = base / "step_summary.md"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("PYTEST_")}
     env.update(plain_job_env())
     env.update({
         "PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}",

@@ -602,7 +602,7 @@ def test_the_install_step_leaves_the_training_venv_as_it_was_and_pytest_finds_th
     runner_temp.mkdir()
     github_env.touch()
     job_env = venv.env(RUNNER_TEMP=str(runner_temp), GITHUB_ENV=str(github_env))
-    install = run_step("Install spark-gotchas", tmp_path, cwd=checkout, **job_env)
+    install = run_step("Install spark-gotchas", tmp_path, cwd=checkout, environ=job_env, PATH=job_env["PATH"])
     assert install.returncode == 0, install.output[-4000:]
     site = runner_temp / "spark-gotchas-site"
     assert "torch: none" in install.output and "installing for this job only" not in install.output  # all there
@@ -624,10 +624,9 @@ def test_the_install_step_leaves_the_training_venv_as_it_was_and_pytest_finds_th
                             capture_output=True, text=True, timeout=120)
     assert "--spark-snapshot" in helped.stdout, helped.stdout[-2000:] + helped.stderr[-2000:]
 
-    preflight_run = run_step("Preflight (", tmp_path, cwd=checkout, **job_env,
-                             EXTRA_ARGS="-p no:hypothesispytest -p no:benchmark")
+    preflight_run = run_step("Preflight (", tmp_path, cwd=checkout, environ=job_env, PATH=job_env["PATH"])
     assert preflight_run.returncode in (0, 1), preflight_run.output[-4000:]
     assert re.search(r"^G9 (PASS|WARN|FAIL|INFO|SKIP): ", preflight_run.output, re.M), preflight_run.output[-3000:]
-    check = run_step("Check that the report is whole", tmp_path, cwd=checkout, **job_env)
+    check = run_step("Check that the report is whole", tmp_path, cwd=checkout, environ=job_env, PATH=job_env["PATH"])
     assert check.returncode == 0, check.output
     assert venv.freeze() == frozen and venv.files() == files  # pytest left nothing in the venv either

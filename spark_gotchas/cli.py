@@ -79,7 +79,7 @@ def run_checks(user_args: list[str]) -> int:
     missing = missing_requirements()
     if missing:
         print(f"{prog()}: {sys.executable} lacks the suite's dependencies {', '.join(missing)}: install the suite "
-              "into this environment (pip install spark-gotchas, or pip install -e . in a checkout)", file=sys.stderr)
+              "into this environment (pip install -e . in a checkout, or pip install its wheel)", file=sys.stderr)
         return 2
     import pytest
 

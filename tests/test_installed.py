@@ -83,11 +83,22 @@ def copy_sources(dest: Path) -> Path:
     return dest
 
 
-def this_environments_site_dirs() -> list[str]:
-    dirs = list(site.getsitepackages())
-    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
-        dirs.append(site.getusersitepackages())
-    return dirs
+def this_environments_paths() -> list[str]:
+    """Where this environment's packages are: its site folders and whatever else is on sys.path
+    (a .pth file may add folders), but not this checkout (its top-level ``microbench/`` would hide a
+    wheel that lacks it) and not the standard library (the new venv has its own)."""
+    base = Path(sys.base_prefix).resolve()
+    out: list[str] = []
+    for entry in [*site.getsitepackages(), site.getusersitepackages(), *sys.path]:
+        if not entry or entry in out or not os.path.isdir(entry):
+            continue
+        path = Path(entry).resolve()
+        if path == ROOT:
+            continue
+        if (path == base or base in path.parents) and not {"site-packages", "dist-packages"} & set(path.parts):
+            continue  # the standard library
+        out.append(entry)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +115,7 @@ def installed(tmp_path_factory) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     result = Installed(venv, wheel, {})
     result.site_packages.mkdir(parents=True, exist_ok=True)
-    (result.site_packages / "_this_environment.pth").write_text("\n".join(this_environments_site_dirs()) + "\n")
+    (result.site_packages / "_this_environment.pth").write_text("\n".join(this_environments_paths()) + "\n")
     python = venv / "bin" / "python"
     # --ignore-installed: this environment's own spark-gotchas (seen through the .pth) is left alone
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",

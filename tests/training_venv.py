@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -115,12 +116,20 @@ def make(base: Path) -> TrainingVenv:
     return TrainingVenv(venv, linked)
 
 
+UNTRACKED = (".git", ".venv", ".ci-venv", ".tox", ".whl", ".ab", "build", "dist", "reports", "*.egg-info",
+             "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis")
+
+
 def checkout_copy(dest: Path) -> Path:
     """The working tree's files (tracked, and new ones git does not ignore), copied: a build writes
-    ``build/`` and ``*.egg-info`` into the tree it builds from, and that must not be this one."""
+    ``build/`` and ``*.egg-info`` into the tree it builds from, and that must not be this one. A tree
+    that is no git checkout (itself a copy) is copied whole but for what git would ignore."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
-    for rel in filter(None, listed):
+                            capture_output=True, timeout=60)
+    if listed.returncode != 0:
+        shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(*UNTRACKED))
+        return dest
+    for rel in filter(None, listed.stdout.decode().split("\0")):
         source = ROOT / rel
         if source.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)

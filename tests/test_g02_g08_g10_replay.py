@@ -69,8 +69,8 @@ def test_live_then_replay_gives_the_same_verdicts(tmp_path, github):
     snap = tmp_path / "snap.json"
     live, out = run_suite(
         tmp_path, "--spark-profile", "gb10", "--spark-playbook", "unsloth", "--spark-playbook", "nccl",
-        "--spark-launch-config", str(FIXTURES / "g10" / "vllm_tp2.sh"),
-        "--spark-launch-config", str(FIXTURES / "g10" / "accelerate_ddp.yaml"),
+        "--spark-launch-config", "tests/fixtures/g10/vllm_tp2.sh",  # relative: a long checkout path would
+        "--spark-launch-config", "tests/fixtures/g10/accelerate_ddp.yaml",  # cut the 400-character summary
         "--spark-snapshot", str(snap), SPARK_GOTCHAS_GITHUB_API=github)
     assert set(live) == {"test_g2_flash_attn_and_unsloth", "test_g8_playbook_open_issues",
                          "test_g10_launch_config_review", "test_g10_collective_probe"}, out[-3000:]

@@ -78,8 +78,9 @@ def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
     """
 
     def register(func: Callable) -> Callable:
-        if key in READERS and READERS[key].func is not func:
-            raise ValueError(f"reader {key!r} registered twice")
+        known = READERS.get(key)
+        if known is not None and (known.func.__module__, known.func.__qualname__) != (func.__module__, func.__qualname__):
+            raise ValueError(f"reader {key!r} registered twice")  # (the same reader imported again replaces itself)
         returns = get_type_hints(func).get("return", Any)
         READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "", prepare, replay_input)
         return func

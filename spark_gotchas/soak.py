@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import nvml
-from .judges.g04_thermal import hms, pct
 from .readers import ReadContext
 from .readers.thermal.reboot import heartbeat_path, new_heartbeat
 from .readers.thermal.snapshot import cuda0_handle, smi_counters, snapshot_of, take_sample
@@ -32,6 +31,7 @@ from .readers.thermal.spot_check import no_cuda_reason
 from .readings.thermal import SoakReading, SoakWindow
 from .sampler import Sampler
 from .soak_record import Recorder, SoakSample, downsample, format_meta
+from .units import hms, pct
 
 LOAD_TASK = "microbench.soak_load:run"
 LOAD_TIMEOUT_MARGIN_S = 300.0  # torch/cuBLAS start-up and the last window, beyond the duration

@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 from typing import Optional
 
-from .judges.g04_thermal import hms
 from .readings.thermal import THROTTLE_BITS, THROTTLE_COUNTERS, SoakReading, SoakWindow
+from .units import hms
 
 NO_MATPLOTLIB = "matplotlib not installed (pip install 'spark-gotchas[plot]'): no PNG; the CSV has every sample"
 STATUS_COLOURS = {"FAIL": "#c62828", "WARN": "#ef6c00", "PASS": "#2e7d32"}

@@ -6,6 +6,7 @@ from g04_fakes import series, soak_reading
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10, GENERIC, H200
 from spark_gotchas.readings.thermal import SoakReading
+from spark_gotchas.units import hms
 from spark_gotchas.verdict import Status
 
 
@@ -166,4 +167,4 @@ def test_h200_below_half_its_max_clock_fails_without_the_spark_fix():
 
 
 def test_long_runs_report_hours():
-    assert g04.hms(28800) == "8:00:00" and g04.hms(754) == "0:12:34" and g04.hms(None) == "0:00:00"
+    assert hms(28800) == "8:00:00" and hms(754) == "0:12:34" and hms(None) == "0:00:00"

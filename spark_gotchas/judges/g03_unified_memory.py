@@ -35,10 +35,10 @@ from ..options import RunOptions
 from ..profiles import Profile
 from ..readings.gpu import GpuInventory
 from ..readings.mem import CudaMemory, LoadProbe, MemInfo
+from ..units import GB, gb
 from ..verdict import Status, Verdict
 
 G = 3
-GB = 1e9
 PAGE_CACHE_WARN_FRACTION = 0.25
 DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
 DROP_CACHES_FIX = (f"as root, between runs: {DROP_CACHES} — never in the middle of training "
@@ -46,11 +46,6 @@ DROP_CACHES_FIX = (f"as root, between runs: {DROP_CACHES} — never in the middl
 QLORA_NOTE = "QLoRA peaks earlier than bf16 (dequantization adds transient copies): leave more room than the factor says"
 
 
-def gb(n: Optional[float]) -> str:
-    """Bytes as GB for a line: one decimal, two below 1 GB (an 18 MiB Xorg is 0.02 GB, not 0.0)."""
-    if n is None:
-        return "? GB"
-    return f"{n / GB:.2f} GB" if 0 < abs(n) < GB else f"{n / GB:.1f} GB"
 
 
 def memory_kind(profile: Profile) -> str:

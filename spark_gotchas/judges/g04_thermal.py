@@ -51,7 +51,6 @@ Soak (``thermal.soak``):
 
 from __future__ import annotations
 
-import datetime as _dt
 import statistics
 from typing import Any, Optional
 
@@ -70,6 +69,7 @@ from ..readings.thermal import (
     ThermalSnapshot,
     reason_names,
 )
+from ..units import hms, human_us, pct, utc
 from ..verdict import Status, Verdict
 
 G = 4
@@ -98,31 +98,10 @@ FIX_UNEXPLAINED = "look for other GPU or CPU jobs during the soak (G6; nvidia-sm
 
 
 # -- small formatters ----------------------------------------------------------------------
-def hms(seconds: Optional[float]) -> str:
-    """``0:12:34`` (hours unbounded)."""
-    s = int(round(seconds or 0))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def utc(epoch: Optional[float]) -> str:
-    if epoch is None:
-        return "an unknown time"
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def human_us(us: float) -> str:
-    """Microseconds as a person reads them: 0 s, 450 µs, 12 ms, 0.4 s, 2.9 min, 3.0 h."""
-    if us <= 0:
-        return "0 s"
-    if us < 1e3:
-        return f"{us:.0f} µs"
-    if us < 1e6:
-        return f"{us / 1e3:.0f} ms"
-    if us < 60e6:
-        return f"{us / 1e6:.1f} s"
-    if us < 3600e6:
-        return f"{us / 60e6:.1f} min"
-    return f"{us / 3600e6:.1f} h"
 
 
 def counters_text(values_us: dict[str, float]) -> str:
@@ -150,9 +129,6 @@ def rated_power(profile: Profile, power_limit_w: Optional[float]) -> tuple[Optio
     return None, "no rated figure"
 
 
-def pct(change: float) -> str:
-    """A signed percentage that never prints "-0.0%"."""
-    return f"{0.0 if abs(change) < 0.0005 else change:+.1%}"
 
 
 def _median(values: list[float]) -> Optional[float]:

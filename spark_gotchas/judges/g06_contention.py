@@ -33,9 +33,10 @@ from ..options import RunOptions
 from ..profiles import Profile
 from ..readings.gpu import GpuInventory, GpuProcess, GpuProcesses
 from ..readings.mem import MemInfo
+from ..units import GB, gb
 from ..verdict import Status, Verdict
 from ..workloads import Workload, classify
-from .g03_unified_memory import GB, gb, memory_kind, planned_peak_bytes
+from .g03_unified_memory import memory_kind, planned_peak_bytes
 
 G = 6
 NEAR_CAPACITY_FRACTION = 0.5

@@ -11,17 +11,13 @@ from __future__ import annotations
 import os
 import stat
 
+from .units import describe_size
+
 
 class Refused(ValueError):
     """A file this suite will not read; the message says what it is or how big, in a few words."""
 
 
-def describe_size(n: int) -> str:
-    """``1048576`` -> ``1 MiB``."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n} bytes"
 
 
 def kind_of(mode: int) -> str:

@@ -27,10 +27,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator, Optional
 
+from .readings.env import FatbinEntry, entry_from_target
+
 MAGIC = 0xBA55ED50
 KIND_PTX, KIND_CUBIN = 1, 2
-FLAG_ARCH_SPECIFIC = 0x100000  # the "a" in sm_121a
-FLAG_FAMILY = 0x200000  # the "f" in sm_120f
 CONTAINER = struct.Struct("<IHHQ")
 ENTRY = struct.Struct("<HHIQIIHHIIIQ")  # the first 48 bytes of an entry header
 MIN_ENTRY_HEADER = 64
@@ -41,29 +41,6 @@ class FatbinError(ValueError):
     """The bytes are not a fatbin this walker understands; the message says where and why."""
 
 
-@dataclass(frozen=True)
-class FatbinEntry:
-    """One kernel image in a fatbin: a cubin for one SM, or PTX for one virtual arch."""
-
-    kind: str  # "cubin" | "ptx" | "kind N"
-    sm: int  # 121 for sm_121 / compute_121
-    flags: int
-    payload_bytes: int
-    compressed: bool = False
-
-    @property
-    def suffix(self) -> str:
-        if self.flags & FLAG_ARCH_SPECIFIC:
-            return "a"
-        if self.flags & FLAG_FAMILY:
-            return "f"
-        return ""
-
-    @property
-    def target(self) -> str:
-        """``sm_121a`` for a cubin, ``compute_121a`` for PTX."""
-        prefix = "compute" if self.kind == "ptx" else "sm"
-        return f"{prefix}_{self.sm}{self.suffix}"
 
 
 def parse(data: bytes, where: str = "fatbin") -> list[FatbinEntry]:
@@ -200,14 +177,3 @@ def cubin_target(elf) -> Optional[FatbinEntry]:
     return FatbinEntry(kind="cubin", sm=sm, flags=0, payload_bytes=0) if sm else None
 
 
-def entry_from_target(target: str) -> Optional[FatbinEntry]:
-    """``sm_121a`` / ``compute_120f`` -> an entry description (used for cubins and tests)."""
-    prefix, _, rest = target.partition("_")
-    if prefix not in ("sm", "compute") or not rest:
-        return None
-    suffix = rest[-1] if rest[-1] in "af" else ""
-    digits = rest[:-1] if suffix else rest
-    if not digits.isdigit():
-        return None
-    flags = {"a": FLAG_ARCH_SPECIFIC, "f": FLAG_FAMILY, "": 0}[suffix]
-    return FatbinEntry(kind="ptx" if prefix == "compute" else "cubin", sm=int(digits), flags=flags, payload_bytes=0)

@@ -156,11 +156,6 @@ def shadow() -> Optional[str]:
     return _STATE.get("shadow")
 
 
-def fix_for(path: str) -> str:
-    """What to do about a foreign module named pynvml (not the driver, not torch)."""
-    return (f"remove or rename {path}: a module named pynvml there hides {OFFICIAL}'s "
-            f"(torch imports pynvml too); check the current folder and PYTHONPATH; reinstalling torch "
-            f"or the driver will not help")
 
 
 def _blame(head: str, found: Binding, driver_hint: str = "") -> str:

@@ -15,6 +15,8 @@ from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional, get_type_hints
 
+from .plan import DEFAULT_LOAD_FACTOR, Plan
+
 PROFILE_CHOICES = ("auto", "gb10", "h100", "h200", "gh200", "generic")
 PRECISION_CHOICES = ("bf16", "fp8", "nvfp4")
 
@@ -38,7 +40,7 @@ class RunOptions:
                                          "(no GPU, NVML or torch needed)", metavar="PATH", path=True)
     spark_model_gb: Optional[float] = option(None, "--spark-model-gb", "planned model weights in GB (G3 headroom, "
                                              "G5 decode ceiling)", metavar="GB", judged=True, zero=False)
-    spark_load_factor: float = option(2.0, "--spark-load-factor", "peak memory during a weights load as a multiple of "
+    spark_load_factor: float = option(DEFAULT_LOAD_FACTOR, "--spark-load-factor", "peak memory during a weights load as a multiple of "
                                       "the weights (G3)", metavar="X", judged=True, zero=False)
     spark_baseline: Optional[str] = option(None, "--spark-baseline", "snapshot of a known-good run: G9 lists what "
                                            "changed since", metavar="PATH", path=True)
@@ -61,6 +63,11 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         parse_duration(self.soak_duration)  # refuse a bad duration when the options are made
+
+    @property
+    def plan(self) -> Plan:
+        """The planned run, as the judges read it."""
+        return Plan(model_gb=self.spark_model_gb, load_factor=self.spark_load_factor, precision=self.spark_precision)
 
     @property
     def soak_seconds(self) -> float:

@@ -210,6 +210,11 @@ class Spark:
         return self._state.options
 
     @property
+    def plan(self):
+        """The planned run (weights, load factor, precision) the judges weigh."""
+        return self._state.options.plan
+
+    @property
     def live(self) -> bool:
         return self._state.replay is None
 

@@ -50,6 +50,13 @@ class Profile:
     def has_gpu(self) -> bool:
         return self.key != "none"
 
+    @property
+    def memory_kind(self) -> str:
+        """"unified" (one pool: GB10, GH200), "discrete" (the GPU's own memory) or "none" (no GPU)."""
+        if not self.has_gpu:
+            return "none"
+        return "unified" if self.unified_memory else "discrete"
+
 
 GB10 = Profile(
     key="gb10",

@@ -50,3 +50,10 @@ def human_us(us: float) -> str:
 def pct(change: float) -> str:
     """A signed percentage that never prints "-0.0%"."""
     return f"{0.0 if abs(change) < 0.0005 else change:+.1%}"
+
+def describe_size(n: int) -> str:
+    """``1048576`` -> ``1 MiB``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} bytes"

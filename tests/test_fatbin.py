@@ -13,6 +13,7 @@ import pytest
 
 from spark_gotchas import fatbin
 from spark_gotchas.readers.env import scan_distribution
+from spark_gotchas.readings.env import FLAG_ARCH_SPECIFIC, FLAG_FAMILY, entry_from_target
 
 # file -> the targets its -gencode flags asked for (tests/fixtures/fatbin/build.sh)
 BUILT = {
@@ -40,10 +41,10 @@ def test_every_gencode_target_is_named_with_its_variant(fb, name):
 def test_flags_tell_arch_specific_and_family_apart_where_e_flags_cannot(fb):
     entries = {e.target: e for e in fatbin.read_file(str(fb / "mixed_sm120_sm121_sm121a_ptx121.o")).entries}
     assert entries["sm_121a"].sm == entries["sm_121"].sm == 121
-    assert entries["sm_121a"].flags & fatbin.FLAG_ARCH_SPECIFIC and not entries["sm_121"].flags & 0x300000
+    assert entries["sm_121a"].flags & FLAG_ARCH_SPECIFIC and not entries["sm_121"].flags & 0x300000
     assert entries["compute_121"].kind == "ptx" and entries["sm_121"].kind == "cubin"
     family = fatbin.read_file(str(fb / "sm120f.so")).entries[0]
-    assert family.flags & fatbin.FLAG_FAMILY and family.suffix == "f"
+    assert family.flags & FLAG_FAMILY and family.suffix == "f"
 
 
 def test_compressed_entries_are_walked_by_their_headers(fb):
@@ -104,7 +105,7 @@ def test_a_shared_object_without_kernels_has_no_fatbin(tmp_path):
 
 @pytest.mark.parametrize("target", ["sm_121a", "sm_120f", "sm_90", "compute_121a", "compute_120"])
 def test_target_names_round_trip(target):
-    assert fatbin.entry_from_target(target).target == target
+    assert entry_from_target(target).target == target
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH: the committed nvcc 13.0 builds are used")

@@ -181,6 +181,7 @@ class ReplaySpark:
         self.options = RunOptions(spark_profile=profile)
         self.provider = Provider(self.options, snapshot)
         self.profile = platform.profile(self.provider, profile)
+        self.plan = self.options.plan
         self.live = False
         self.verdicts: list[Verdict] = []
 

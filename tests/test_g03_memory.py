@@ -9,6 +9,7 @@ import pytest
 
 from spark_gotchas.judges import g03_unified_memory as g03
 from spark_gotchas.options import RunOptions
+from spark_gotchas.plan import Plan
 from spark_gotchas.profiles import GB10, H200, NONE
 from spark_gotchas.readers.mem import from_result, parse_meminfo, read_meminfo_file, thin
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
@@ -45,8 +46,9 @@ def cuda_for(case: str, total: int = 130663821312, integrated: bool = True) -> C
                       cached_bytes=info.cached_bytes)
 
 
-def opts(**kw) -> RunOptions:
-    return RunOptions(**kw)
+def opts(**kw) -> Plan:
+    """The planned run, written with the option names a user types."""
+    return RunOptions(**kw).plan
 
 
 # -- parsing -------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from microbench.bandwidth import BandwidthSweep
 from spark_gotchas import profiles
 from spark_gotchas.judges import g05_bandwidth as g05
 from spark_gotchas.options import RunOptions
+from spark_gotchas.plan import Plan
 from spark_gotchas.readers import ReadContext
 from spark_gotchas.readers.bench import compile_kernels_ahead  # imported before any in-process pytester run
 from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
@@ -104,7 +105,7 @@ def test_methods_that_could_not_run_are_left_out_or_skip():
 
 
 def test_decode_ceiling_from_the_measured_read():
-    v = g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, 70.0)
+    v = g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, Plan(model_gb=70.0))
     assert v.line == ("G5 INFO: decode ceiling for 70 GB of weights: at most 3.3 tokens/s per batch-1 sequence at the "
                       "measured read 232 GB/s (a plan from the datasheet's 273 GB/s would expect 3.9); KV-cache reads "
                       "lower it further")
@@ -112,9 +113,9 @@ def test_decode_ceiling_from_the_measured_read():
 
 
 def test_decode_ceiling_needs_a_model_size():
-    assert g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, None).line == \
+    assert g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, Plan(model_gb=None)).line == \
         "G5 SKIP: no planned model size (--spark-model-gb GB): no decode ceiling to state"
-    assert g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, 0).status is Status.SKIP
+    assert g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, Plan(model_gb=0)).status is Status.SKIP
 
 
 def sweep_reading(scale_at_largest: float = 1.0) -> BandwidthSweepReading:

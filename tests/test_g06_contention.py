@@ -39,7 +39,7 @@ def proc(pid, argv, held_gb=None, **kw) -> GpuProcess:
 
 
 def judge(reading, profile=GB10, meminfo=GB10_MEM, inventory=None, **options):
-    return g06.judge_contention(reading, profile, RunOptions(**options), meminfo, inventory)
+    return g06.judge_contention(reading, profile, RunOptions(**options).plan, meminfo, inventory)
 
 
 # -- the classifier: each server's documented command lines ---------------------------------------

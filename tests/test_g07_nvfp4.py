@@ -15,6 +15,7 @@ from gline_block import glines
 from microbench import gemm
 from spark_gotchas import nvml, profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
+from spark_gotchas.plan import Plan
 from spark_gotchas.readers.env import read_fp4_kernels
 from spark_gotchas.readings.bench import GemmReading
 from spark_gotchas.readings.torch import TorchBuild, TorchDevice
@@ -67,7 +68,7 @@ def test_vllm_without_sm121a_warns_stay_on_fp8(site):
     scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so", "vllm/__init__.py": None}))
     lib = scan.library("vllm")
     assert lib.targets == {"sm_120": 1, "sm_121": 1, "compute_121": 1} and lib.files_scanned == 1
-    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, None)
+    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None))
     assert v.line == ("G7 WARN: vLLM 0.11.0 ships sm_120, sm_121, compute_121, none sm_121a/sm_12Xf; NVFP4 would run "
                       "without cvt.e2m1x2: stay on FP8")
     assert 'TORCH_CUDA_ARCH_LIST="12.1a"' in v.fix
@@ -75,7 +76,7 @@ def test_vllm_without_sm121a_warns_stay_on_fp8(site):
 
 def test_planned_nvfp4_with_such_kernels_fails(site):
     scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so"}))
-    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, "nvfp4")
+    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, Plan(precision="nvfp4"))
     assert v.status is Status.FAIL and v.summary.endswith("and this run plans NVFP4")
 
 
@@ -85,7 +86,7 @@ def test_sm121a_or_family_kernels_pass(site):
                    flashinfer_cubin=("0.5.0", {"flashinfer_cubin/cubins/gemm.cubin": "standalone_sm121a.cubin"}),
                    sgl_kernel=("0.3.0", {"sgl_kernel/common_ops.abi3.so": "sm120f.so"}),
                    flashinfer_python=("0.5.0", {"flashinfer/__init__.py": None}))
-    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, "nvfp4")
+    v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, Plan(precision="nvfp4"))
     assert v.status is Status.PASS
     assert v.summary == ("FP4 kernels target SM121's arch-specific code: vLLM 0.11.1 (sm_121a, compute_121a); "
                          "FlashInfer cubins 0.5.0 (sm_121a); SGLang kernels 0.3.0 (sm_120f); "
@@ -95,7 +96,7 @@ def test_sm121a_or_family_kernels_pass(site):
 def test_an_arch_list_without_121a_warns_even_with_good_wheels(site, monkeypatch):
     scan_of(site, vllm=("0.11.1", {"vllm/_C.abi3.so": "sm121a_ptx121a.so"}))
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", NGC_ARCH_LIST)
-    v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, None)
+    v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None))
     assert v.status is Status.WARN
     assert v.summary.startswith(f'TORCH_CUDA_ARCH_LIST="{NGC_ARCH_LIST}" builds without sm_121a')
 
@@ -118,14 +119,14 @@ def test_which_targets_run_fp4_natively_on_sm121(target, ready):
 
 def test_no_fp4_library_is_info_naming_torch(site):
     site("torch", "2.10.0+cu130", {"torch/lib/libtorch_cuda.so": "compressed_sm121a_sm120.so"})
-    v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, None)
+    v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None))
     assert v.status is Status.INFO
     assert v.summary.endswith("TORCH_CUDA_ARCH_LIST unset; PyTorch 2.10.0+cu130: sm_120, sm_121a")
 
 
 def test_elsewhere_the_targets_are_listed_as_info(site):
     scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "sm120a_sm90.so"}))
-    v = g07.judge_kernel_targets(scan, fk.h200_inventory(), None, profiles.H200, None)
+    v = g07.judge_kernel_targets(scan, fk.h200_inventory(), None, profiles.H200, Plan(precision=None))
     assert v.line.startswith("G7 INFO: capability 9.0 (NVIDIA H200), not SM121: vLLM 0.11.0: no sm_90a")
 
 
@@ -142,7 +143,7 @@ def rates(result):
 
 
 def test_h200_states_what_runs_and_why_nvfp4_does_not():
-    v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, None)
+    v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, Plan(precision=None))
     assert v.status is Status.INFO
     assert v.summary.startswith("NVIDIA H200 (cc 9.0) runs BF16 763, FP8 1290 TFLOP/s at 8192^3; NVFP4 not supported "
                                 "here: RuntimeError('CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling")
@@ -150,35 +151,35 @@ def test_h200_states_what_runs_and_why_nvfp4_does_not():
 
 
 def test_planning_a_precision_the_gpu_cannot_run_fails():
-    v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, "nvfp4")
+    v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, Plan(precision="nvfp4"))
     assert v.status is Status.FAIL and v.summary.startswith("the planned precision NVFP4 does not run here (cc 9.0")
-    assert g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, "fp8").status is Status.INFO
+    assert g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, Plan(precision="fp8")).status is Status.INFO
 
 
 def test_gb10_nvfp4_slower_than_fp8_fails_with_the_ratio():
     fp8 = fk.GB10["gemm_tflops_8192"]["fp8_cublas"]
-    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=fp8 * 0.68)), profiles.GB10, None)
+    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=fp8 * 0.68)), profiles.GB10, Plan(precision=None))
     assert v.line == ("G7 FAIL: NVFP4 127 TFLOP/s is 0.68x FP8's 187 at 8192^3: NVFP4 is slower here "
                       "(BF16 94, FP8 187, NVFP4 127)")
     assert v.readings["nvfp4_over_fp8"] == pytest.approx(0.68)
 
 
 def test_gb10_nvfp4_faster_than_fp8_passes():
-    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=350.0)), profiles.GB10, "nvfp4")
+    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=350.0)), profiles.GB10, Plan(precision="nvfp4"))
     assert v.line == "G7 PASS: NVFP4 350 TFLOP/s = 1.87x FP8's 187 at 8192^3 (BF16 94, FP8 187, NVFP4 350)"
 
 
 def test_gb10_without_a_working_nvfp4_gemm_warns_stay_on_fp8():
     error = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmulAlgoGetHeuristic"
-    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, None)
+    v = g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, Plan(precision=None))
     assert v.status is Status.WARN and v.summary.endswith("BF16 94, FP8 187 TFLOP/s at 8192^3: stay on FP8")
-    assert g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, "nvfp4").status is Status.FAIL
+    assert g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, Plan(precision="nvfp4")).status is Status.FAIL
 
 
 def test_a_gemm_outside_its_tolerance_fails():
     res = fk.gb10_gemm(nvfp4_tflops=300.0)
     res.results[1].check, res.results[1].tflops = "relative error 0.31 over the 0.01 tolerance", None
-    v = g07.judge_gemm_rates(rates(res), profiles.GB10, None)
+    v = g07.judge_gemm_rates(rates(res), profiles.GB10, Plan(precision=None))
     assert v.status is Status.FAIL and "FP8: relative error 0.31 over the 0.01 tolerance" in v.summary
 
 
@@ -190,7 +191,7 @@ def test_a_gemm_outside_its_tolerance_fails():
      "GEMM probe could not run: RuntimeError: CUDA error: out of memory"),
 ])
 def test_bad_gemm_input_gives_one_clear_line(bad, status, start):
-    v = g07.judge_gemm_rates(bad, profiles.GB10, None)
+    v = g07.judge_gemm_rates(bad, profiles.GB10, Plan(precision=None))
     assert v.status is status and v.summary.startswith(start)
 
 

@@ -24,23 +24,12 @@ PACKAGES = ("spark_gotchas", "microbench")
 
 # What a judge may import of the suite: the reading types and the other knowledge modules.
 KNOWLEDGE = ("spark_gotchas.readings", "spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads",
-             "spark_gotchas.units", "spark_gotchas.text", "spark_gotchas.scrub")
+             "spark_gotchas.units", "spark_gotchas.plan", "spark_gotchas.text", "spark_gotchas.scrub")
 KNOWLEDGE_EXACT = ("spark_gotchas",)  # the package itself, for __version__
 
 # Imports the rules still allow, each until the name it brings moves to the right layer: delete an
 # entry once its import is gone (test_every_allowed_exception_is_still_needed says when).
 ALLOWED = {
-    # G6 sizes the planned load with G3's planned_peak_bytes, memory_kind, GB and gb.
-    ("spark_gotchas.judges.g06_contention", "spark_gotchas.judges.g03_unified_memory"): "judge imports judge",
-    # G3 and G6 read --spark-model-gb and --spark-load-factor from RunOptions.
-    ("spark_gotchas.judges.g03_unified_memory", "spark_gotchas.options"): "judge imports options",
-    ("spark_gotchas.judges.g06_contention", "spark_gotchas.options"): "judge imports options",
-    # G1's fix for a module named pynvml that is not nvidia-ml-py is nvml.fix_for.
-    ("spark_gotchas.judges.g01_cuda_abi", "spark_gotchas.nvml"): "judge imports the NVML wrapper",
-    # G7 orders kernel targets (sm_121a, compute_120f) with fatbin.entry_from_target.
-    ("spark_gotchas.judges.g07_nvfp4", "spark_gotchas.fatbin"): "judge imports the fatbin reader",
-    # G10 words the launch review's size limit with bounded_read.describe_size.
-    ("spark_gotchas.judges.g10_parallelism", "spark_gotchas.bounded_read"): "judge imports bounded_read",
     # G5 names BandwidthResult and MethodResult, the microbenchmark's types that bench readings embed.
     ("spark_gotchas.judges.g05_bandwidth", "microbench.bandwidth"): "judge imports microbench",
 }

@@ -7,14 +7,14 @@ from spark_gotchas.judges import g03_unified_memory as g03
 
 @pytest.mark.fast
 def test_g3_page_cache(spark):
-    spark.report(g03.judge_page_cache(spark.read("mem.meminfo"), spark.profile, spark.options))
+    spark.report(g03.judge_page_cache(spark.read("mem.meminfo"), spark.profile, spark.plan))
 
 
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g3_load_headroom(spark):
     cuda = spark.try_read("mem.cuda") if spark.profile.has_gpu and not spark.profile.unified_memory else None
-    spark.report(g03.judge_headroom(spark.read("mem.meminfo"), spark.profile, spark.options,
+    spark.report(g03.judge_headroom(spark.read("mem.meminfo"), spark.profile, spark.plan,
                                     cuda, spark.try_read("gpu.inventory")))
 
 
@@ -28,4 +28,4 @@ def test_g3_gpu_memory_view(spark):
 @pytest.mark.soak
 @pytest.mark.gpu
 def test_g3_load_double_count(spark):
-    spark.report(g03.judge_load_probe(spark.read("mem.load_probe"), spark.options))
+    spark.report(g03.judge_load_probe(spark.read("mem.load_probe"), spark.plan))

@@ -14,7 +14,7 @@ def test_g5_bandwidth_budget(spark):
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g5_decode_ceiling(spark):
-    spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.options.spark_model_gb))
+    spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.plan))
 
 
 @pytest.mark.soak

@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Optional
 
-from .. import nvml
 from ..profiles import Profile
 from ..readings.env import ExtensionScan
 from ..readings.gpu import GpuInventory
@@ -35,6 +34,13 @@ def _outside_torch(path: Optional[str]) -> str:
         return ""
     parts = PurePath(path).parts
     return "" if "torch" in parts or "torchgen" in parts else path
+
+
+def shadow_fix(path: str) -> str:
+    """What to do about a foreign module named pynvml (not the driver, not torch)."""
+    return (f"remove or rename {path}: a module named pynvml there hides nvidia-ml-py's "
+            f"(torch imports pynvml too); check the current folder and PYTHONPATH; reinstalling torch "
+            f"or the driver will not help")
 
 
 def _is_pynvml(path: str) -> bool:
@@ -68,14 +74,14 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
         if shadow:  # torch imports pynvml: the foreign one is the likelier culprit
             return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem} "
                                            f"(torch imports pynvml, and {shadow} is not nvidia-ml-py's)"[:300],
-                           fix=nvml.fix_for(shadow), readings=readings)
+                           fix=shadow_fix(shadow), readings=readings)
         return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem}",
                        fix=FIX_INDEX, readings=readings)
     if build.import_error:
         elsewhere = _outside_torch(build.import_error_file)
         if elsewhere and shadow and _is_pynvml(elsewhere):
             return Verdict(G, Status.FAIL, f"import torch fails in {elsewhere}: {build.import_error}"[:300],
-                           fix=nvml.fix_for(elsewhere), readings=readings)
+                           fix=shadow_fix(elsewhere), readings=readings)
         if elsewhere:
             return Verdict(G, Status.FAIL, f"import torch fails in {elsewhere}: {build.import_error}"[:300],
                            fix=f"{elsewhere} is not part of torch: repair or remove the package it belongs to "

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from ..options import RunOptions
+from ..plan import Plan
 from ..profiles import Profile
 from ..readings.gpu import GpuInventory
 from ..readings.mem import CudaMemory, LoadProbe, MemInfo
@@ -48,29 +48,6 @@ QLORA_NOTE = "QLoRA peaks earlier than bf16 (dequantization adds transient copie
 
 
 
-def memory_kind(profile: Profile) -> str:
-    """"unified", "discrete" or "none" (no GPU)."""
-    if not profile.has_gpu:
-        return "none"
-    return "unified" if profile.unified_memory else "discrete"
-
-
-def load_factor(options: RunOptions) -> float:
-    return max(float(options.spark_load_factor or 2.0), 1.0)
-
-
-def planned_peak_bytes(options: RunOptions, unified: bool) -> Optional[float]:
-    """The planned load's peak in the memory a GPU process draws from (None without a plan).
-
-    Unified: the whole peak (N x F) lands in the one pool. Discrete: the device holds the
-    weights once (N); the rest of the peak is host memory.
-    """
-    if options.spark_model_gb is None:
-        return None
-    weights = float(options.spark_model_gb) * GB
-    return weights * load_factor(options) if unified else weights
-
-
 def _skip_meminfo(info: MemInfo) -> Verdict:
     return Verdict(G, Status.SKIP, f"could not read system memory: {info.error or 'no MemTotal'}",
                    readings={"source": info.source})
@@ -83,14 +60,14 @@ def _figures(info: MemInfo) -> dict:
 
 
 # -- page cache ---------------------------------------------------------------------------------
-def judge_page_cache(info: MemInfo, profile: Profile, options: RunOptions) -> Verdict:
+def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan) -> Verdict:
     if not info.ok:
         return _skip_meminfo(info)
     lacking = [k for k in ("MemFree", "Cached") if k in info.missing]
     if lacking:
         return Verdict(G, Status.SKIP, f"{info.source} has no {' or '.join(lacking)} line: page cache unknown",
                        readings=_figures(info))
-    kind = memory_kind(profile)
+    kind = profile.memory_kind
     total, free, avail = info.mem_total_bytes, info.mem_free_bytes or 0, info.mem_available_bytes or 0
     cache = info.page_cache_bytes
     share = cache / total if total else 0.0
@@ -103,7 +80,7 @@ def judge_page_cache(info: MemInfo, profile: Profile, options: RunOptions) -> Ve
         return Verdict(G, Status.PASS, f"{head} is host memory only: the {profile.title}'s own memory is separate "
                        f"(MemAvailable {gb(avail)})", readings=readings)
     dirty = f"; {gb(info.dirty_bytes)} of it dirty, so sync first" if (info.dirty_bytes or 0) >= GB else ""
-    peak = planned_peak_bytes(options, unified=True)
+    peak = plan.peak_bytes(unified=True)
     readings["planned_peak_bytes"] = peak
     if peak is not None and free < peak <= avail and cache >= peak - free:
         return Verdict(G, Status.WARN,
@@ -134,57 +111,57 @@ def best_device(cuda: Optional[CudaMemory], inventory: Optional[GpuInventory]) -
     return None, None, ""
 
 
-def judge_headroom(info: MemInfo, profile: Profile, options: RunOptions,
+def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
                    cuda: Optional[CudaMemory] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
     if not info.ok:
         return _skip_meminfo(info)
     if info.mem_available_bytes is None:
         return Verdict(G, Status.SKIP, f"{info.source} has no MemAvailable or MemFree line: headroom unknown",
                        readings=_figures(info))
-    kind = memory_kind(profile)
-    factor = load_factor(options)
+    kind = profile.memory_kind
+    factor = plan.factor
     avail = info.mem_available_bytes or 0
-    readings = {**_figures(info), "memory": kind, "load_factor": factor, "model_gb": options.spark_model_gb}
+    readings = {**_figures(info), "memory": kind, "load_factor": factor, "model_gb": plan.model_gb}
     if kind == "discrete":
-        return _headroom_discrete(info, options, factor, readings, *best_device(cuda, inventory))
+        return _headroom_discrete(info, plan, factor, readings, *best_device(cuda, inventory))
     where = "host memory (no GPU)" if kind == "none" else "the unified pool"
-    if options.spark_model_gb is None:
+    if plan.model_gb is None:
         fits = avail / factor
         return Verdict(G, Status.INFO,
                        f"MemAvailable {gb(avail)} of {gb(info.mem_total_bytes)} (MemFree {gb(info.mem_free_bytes)}, page "
                        f"cache {gb(info.page_cache_bytes)}): at x{factor:g} a safetensors load of up to {gb(fits)} of "
                        "weights fits; --spark-model-gb N judges a plan", readings=readings)
-    peak = planned_peak_bytes(options, unified=True)
+    peak = plan.peak_bytes(unified=True)
     readings["planned_peak_bytes"] = peak
-    plan = f"{options.spark_model_gb:g} GB of weights peak at ~{gb(peak)} while loading (x{factor:g})"
+    planned = f"{plan.model_gb:g} GB of weights peak at ~{gb(peak)} while loading (x{factor:g})"
     if avail < peak:
         return Verdict(G, Status.FAIL,
-                       f"{plan}, but MemAvailable is {gb(avail)} in {where}: {gb(peak - avail)} short",
+                       f"{planned}, but MemAvailable is {gb(avail)} in {where}: {gb(peak - avail)} short",
                        fix="free memory before loading: stop other GPU processes (see G6); drop the page cache as "
                            f"root between runs ({DROP_CACHES}); or plan a smaller or quantized model. {QLORA_NOTE}",
                        readings=readings)
-    return Verdict(G, Status.PASS, f"{plan}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} of headroom",
+    return Verdict(G, Status.PASS, f"{planned}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} of headroom",
                    readings=readings)
 
 
-def _headroom_discrete(info: MemInfo, options: RunOptions, factor: float, readings: dict,
+def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
                        dev_free: Optional[int], dev_total: Optional[int], label: str) -> Verdict:
     avail = info.mem_available_bytes or 0
     readings.update({"device": label, "device_free_bytes": dev_free, "device_total_bytes": dev_total})
     device = f"{label} has {gb(dev_free)} free of {gb(dev_total)}" if dev_free is not None else \
         "GPU free memory unreadable (no NVML memory, no CUDA device)"
-    if options.spark_model_gb is None:
+    if plan.model_gb is None:
         host_fit = avail / (factor - 1) if factor > 1 else float("inf")
         fits = min(dev_free, host_fit) if dev_free is not None else host_fit
         text = f"{device}; host MemAvailable {gb(avail)}"
         text += f": a safetensors load of up to {gb(fits)} of weights fits" if fits != float("inf") else ""
         return Verdict(G, Status.INFO, text + "; --spark-model-gb N judges a plan", readings=readings)
-    weights = float(options.spark_model_gb) * GB
+    weights = float(plan.model_gb) * GB
     host_need = weights * (factor - 1)
     readings.update({"device_need_bytes": weights, "host_need_bytes": host_need})
     problems = []
     if dev_free is not None and dev_free < weights:
-        problems.append(f"{options.spark_model_gb:g} GB of weights do not fit: {device} ({gb(weights - dev_free)} short)")
+        problems.append(f"{plan.model_gb:g} GB of weights do not fit: {device} ({gb(weights - dev_free)} short)")
     if avail < host_need:
         problems.append(f"the load's host side (~{gb(host_need)} at x{factor:g}) exceeds MemAvailable {gb(avail)} "
                         f"({gb(host_need - avail)} short)")
@@ -192,7 +169,7 @@ def _headroom_discrete(info: MemInfo, options: RunOptions, factor: float, readin
         return Verdict(G, Status.FAIL, "; ".join(problems),
                        fix="free the GPU first (see G6), shard or quantize the model, or free host memory. "
                            + QLORA_NOTE, readings=readings)
-    dev_part = (f"{label} has {gb(dev_free)} free for {options.spark_model_gb:g} GB of weights "
+    dev_part = (f"{label} has {gb(dev_free)} free for {plan.model_gb:g} GB of weights "
                 f"({gb(dev_free - weights)} to spare)") if dev_free is not None else device
     return Verdict(G, Status.PASS, f"{dev_part}; host MemAvailable {gb(avail)} covers the load's host side "
                    f"(~{gb(host_need)})", readings=readings)
@@ -201,7 +178,7 @@ def _headroom_discrete(info: MemInfo, options: RunOptions, factor: float, readin
 # -- what NVML and CUDA say ----------------------------------------------------------------------
 def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[GpuInventory],
                           cuda: Optional[CudaMemory]) -> Verdict:
-    kind = memory_kind(profile)
+    kind = profile.memory_kind
     nvml_devs = inventory.devices if inventory is not None else []
     cuda_dev = cuda.first if cuda is not None else None
     nvml_why = (inventory.nvml_error if inventory is not None else "not read") or "no GPU listed"
@@ -255,8 +232,8 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
 
 
 # -- the load probe (soak) --------------------------------------------------------------------------
-def judge_load_probe(probe: LoadProbe, options: RunOptions) -> Verdict:
-    factor = load_factor(options)
+def judge_load_probe(probe: LoadProbe, plan: Plan) -> Verdict:
+    factor = plan.factor
     readings = {"size_bytes": probe.size_bytes, "peak_extra_ratio": probe.peak_extra_ratio,
                 "load_factor": factor, "cold": probe.cold, "integrated": probe.integrated,
                 "load_seconds": probe.load_seconds, "directory": probe.directory}

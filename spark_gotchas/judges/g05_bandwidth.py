@@ -29,6 +29,7 @@ from typing import Optional
 
 from microbench.bandwidth import BandwidthResult, MethodResult
 
+from ..plan import Plan
 from ..profiles import Profile
 from ..readings.bench import BandwidthReading, BandwidthSweepReading
 from ..readings.gpu import GpuInventory
@@ -168,7 +169,8 @@ def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory]
     return judge_figures(figures, profile, inventory, what, readings)
 
 
-def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, model_gb: Optional[float]) -> Verdict:
+def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan) -> Verdict:
+    model_gb = plan.model_gb
     """tokens/s <= read GB/s / weights GB, for batch-1 decode (rules in the module docstring)."""
     if model_gb is None:
         return Verdict(G, Status.SKIP, "no planned model size (--spark-model-gb GB): no decode ceiling to state")

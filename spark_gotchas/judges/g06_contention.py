@@ -29,14 +29,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..options import RunOptions
+from ..plan import Plan
 from ..profiles import Profile
 from ..readings.gpu import GpuInventory, GpuProcess, GpuProcesses
 from ..readings.mem import MemInfo
 from ..units import GB, gb
 from ..verdict import Status, Verdict
 from ..workloads import Workload, classify
-from .g03_unified_memory import memory_kind, planned_peak_bytes
 
 G = 6
 NEAR_CAPACITY_FRACTION = 0.5
@@ -142,7 +141,7 @@ def pool_bytes(profile: Profile, meminfo: Optional[MemInfo], inventory: Optional
     totals = {d.index: d.memory_total_bytes for d in (inventory.devices if inventory else []) if d.memory_total_bytes}
     if totals:
         return min([totals[i] for i in devices if i in totals] or list(totals.values()))
-    if memory_kind(profile) != "discrete" and meminfo is not None and meminfo.ok:
+    if profile.memory_kind != "discrete" and meminfo is not None and meminfo.ok:
         return meminfo.mem_total_bytes
     return None
 
@@ -195,11 +194,11 @@ def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
     return Status.PASS, ""
 
 
-def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOptions,
+def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
                      meminfo: Optional[MemInfo] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
     if reading.nvml_error and reading.scan_error:
         return Verdict(G, Status.SKIP, f"no process list: NVML {reading.nvml_error}; {reading.scan_error}")
-    kind = memory_kind(profile)
+    kind = profile.memory_kind
     visible = visible_devices(reading) if kind == "discrete" else None
     judged, elsewhere = [], []
     for group in group_processes(reading.processes):
@@ -224,7 +223,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, options: RunOption
                      "cmdline": group.root.cmdline, "user": group.root.username, "problem": group.root.problem,
                      "status": status.value})
     claims = sum(item[0] for item in by_claim)
-    peak = planned_peak_bytes(options, unified=kind != "discrete")
+    peak = plan.peak_bytes(unified=kind != "discrete")
     readings = {"memory": kind, "pool_bytes": pool_all, "claims_bytes": claims, "planned_peak_bytes": peak,
                 "workloads": rows, "elsewhere": [g.pids for g in elsewhere], "nvml_error": reading.nvml_error,
                 "scanned": reading.scanned, "scan_denied": reading.scan_denied, "own_excluded": reading.own_excluded}

@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from .. import fatbin
+from ..plan import Plan
 from ..profiles import Profile
 from ..readings.bench import GemmReading
-from ..readings.env import Fp4KernelScan, LibraryKernels
+from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
 from ..readings.gpu import GpuInventory
 from ..readings.torch import TorchBuild
 from ..verdict import Status, Verdict
@@ -65,7 +65,7 @@ def device_capability(inventory: Optional[GpuInventory], build: Optional[TorchBu
 
 def ready_target(target: str, capability: tuple[int, int]) -> bool:
     """Does this cubin/PTX target run FP4 natively on ``capability`` (sm_121a, sm_12Xf, X <= minor)?"""
-    entry = fatbin.entry_from_target(target)
+    entry = entry_from_target(target)
     if entry is None:
         return False
     major, minor = entry.sm // 10, entry.sm % 10
@@ -100,8 +100,9 @@ def _cap_text(cap: tuple[int, int]) -> str:
 
 
 def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory], build: Optional[TorchBuild],
-                         profile: Profile, precision: Optional[str]) -> Verdict:
+                         profile: Profile, plan: Plan) -> Verdict:
     """Do the installed FP4 libraries (and TORCH_CUDA_ARCH_LIST) target sm_121a? (rules above)"""
+    precision = plan.precision
     cap, source = device_capability(inventory, build, profile)
     fp4 = [lib for lib in scan.libraries if lib.role == "fp4"]
     context = [lib for lib in scan.libraries if lib.role != "fp4"]
@@ -165,7 +166,8 @@ def _rate(r) -> str:
     return f"{r.tflops:.0f}"
 
 
-def judge_gemm_rates(reading: GemmReading, profile: Profile, precision: Optional[str]) -> Verdict:
+def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verdict:
+    precision = plan.precision
     """Measured NVFP4 vs FP8 (and BF16) GEMM rates (rules above)."""
     if not reading.attempted:
         return Verdict(G, Status.SKIP, f"GEMM rates not measured: {reading.reason}")

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..bounded_read import describe_size
 from ..profiles import Profile
 from ..readings.dist import CollectiveRun, NetSetup, RankResult
 from ..readings.gpu import GpuInventory
 from ..readings.launch import MAX_FILE_BYTES, LaunchFile, LaunchReview, to_int
+from ..units import describe_size
 from ..verdict import Status, Verdict
 
 G = 10

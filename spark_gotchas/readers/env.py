@@ -36,6 +36,7 @@ from ..readings.env import (
     LibraryKernels,
     LinkedExtension,
     RequirementProblem,
+    entry_from_target,
 )
 from . import ReadContext, reader
 
@@ -305,7 +306,7 @@ def scan_distribution(name: str, label: str, role: str) -> Optional[LibraryKerne
 
 def target_order(target: str) -> tuple:
     """Sort sm_* before compute_*, then by SM number, plain before a before f."""
-    entry = fatbin.entry_from_target(target)
+    entry = entry_from_target(target)
     if entry is None:
         return (2, 0, target)
     return (entry.kind == "ptx", entry.sm, entry.suffix)

@@ -24,7 +24,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from ..bounded_read import Refused, describe_size, read_bytes
+from ..bounded_read import Refused, read_bytes
 from ..readings.launch import (
     MAX_DEPTH,
     MAX_EXPANDED_CHARS,
@@ -35,6 +35,7 @@ from ..readings.launch import (
     Setting,
     to_int,
 )
+from ..units import describe_size
 from . import ReadContext, reader
 
 ENV_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "RANK", "LOCAL_RANK", "NNODES", "PET_NNODES",

@@ -109,3 +109,44 @@ class Fp4KernelScan:
             if lib.distribution == distribution:
                 return lib
         return None
+
+
+# -- kernel targets in fatbins (spark_gotchas.fatbin reads them) ---------------------------------------
+FLAG_ARCH_SPECIFIC = 0x100000  # the "a" in sm_121a
+FLAG_FAMILY = 0x200000  # the "f" in sm_120f
+
+@dataclass(frozen=True)
+class FatbinEntry:
+    """One kernel image in a fatbin: a cubin for one SM, or PTX for one virtual arch."""
+
+    kind: str  # "cubin" | "ptx" | "kind N"
+    sm: int  # 121 for sm_121 / compute_121
+    flags: int
+    payload_bytes: int
+    compressed: bool = False
+
+    @property
+    def suffix(self) -> str:
+        if self.flags & FLAG_ARCH_SPECIFIC:
+            return "a"
+        if self.flags & FLAG_FAMILY:
+            return "f"
+        return ""
+
+    @property
+    def target(self) -> str:
+        """``sm_121a`` for a cubin, ``compute_121a`` for PTX."""
+        prefix = "compute" if self.kind == "ptx" else "sm"
+        return f"{prefix}_{self.sm}{self.suffix}"
+
+def entry_from_target(target: str) -> Optional[FatbinEntry]:
+    """``sm_121a`` / ``compute_120f`` -> an entry description (used for cubins and tests)."""
+    prefix, _, rest = target.partition("_")
+    if prefix not in ("sm", "compute") or not rest:
+        return None
+    suffix = rest[-1] if rest[-1] in "af" else ""
+    digits = rest[:-1] if suffix else rest
+    if not digits.isdigit():
+        return None
+    flags = {"a": FLAG_ARCH_SPECIFIC, "f": FLAG_FAMILY, "": 0}[suffix]
+    return FatbinEntry(kind="ptx" if prefix == "compute" else "cubin", sm=int(digits), flags=flags, payload_bytes=0)

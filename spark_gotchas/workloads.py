@@ -22,6 +22,11 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+# The caps a server takes when its flag is not given (documented defaults; SGLang's is sized from
+# the GPU's memory, so a figure is assumed).
+VLLM_DEFAULT_FRACTION = 0.9
+TRTLLM_DEFAULT_FRACTION = 0.9  # of the memory still free after the weights
+TGI_DEFAULT_FRACTION = 1.0
 SGLANG_ASSUMED_FRACTION = 0.85
 
 
@@ -116,21 +121,21 @@ def classify(argv: Sequence[str] | None, name: str = "") -> Optional[Workload]:
         return None
     # Engine children retitle themselves and keep no flags: their cap is their parent's.
     if title.startswith("VLLM::") or (argv and argv[0].startswith("VLLM::")):
-        return Workload("vllm", "vLLM", "server", 0.9, VLLM_FLAGS[0], "child")
+        return Workload("vllm", "vLLM", "server", VLLM_DEFAULT_FRACTION, VLLM_FLAGS[0], "child")
     if title.startswith("sglang::") or (argv and argv[0].startswith("sglang::")):
         return Workload("sglang", "SGLang", "server", SGLANG_ASSUMED_FRACTION, SGLANG_FLAGS[0], "child")
     if _follows(argv, {"vllm"}, {"serve"}) or _module(argv, ("vllm.entrypoints",)):
-        return _capped("vllm", "vLLM", argv, VLLM_FLAGS, 0.9)
+        return _capped("vllm", "vLLM", argv, VLLM_FLAGS, VLLM_DEFAULT_FRACTION)
     if _follows(argv, {"trl"}, {"vllm-serve"}):
-        return _capped("vllm", "vLLM (trl vllm-serve)", argv, VLLM_FLAGS, 0.9)
+        return _capped("vllm", "vLLM (trl vllm-serve)", argv, VLLM_FLAGS, VLLM_DEFAULT_FRACTION)
     if _module(argv, ("sglang.launch_server",)):
         return _capped("sglang", "SGLang", argv, SGLANG_FLAGS, SGLANG_ASSUMED_FRACTION, "auto")
     if any(_base(t) == "trtllm-serve" for t in argv):
-        return _capped("trtllm", "TensorRT-LLM", argv, TRTLLM_FLAGS, 0.9, cap_of="free")
+        return _capped("trtllm", "TensorRT-LLM", argv, TRTLLM_FLAGS, TRTLLM_DEFAULT_FRACTION, cap_of="free")
     if any(_base(t) == "text-generation-launcher" for t in argv):
-        return _capped("tgi", "TGI", argv, TGI_FLAGS, 1.0)
+        return _capped("tgi", "TGI", argv, TGI_FLAGS, TGI_DEFAULT_FRACTION)
     if _follows(argv, {"text-generation-server"}, {"serve"}):
-        return Workload("tgi", "TGI", "server", 1.0, TGI_FLAGS[0], "child")
+        return Workload("tgi", "TGI", "server", TGI_DEFAULT_FRACTION, TGI_FLAGS[0], "child")
     if _follows(argv, {"ollama"}, {"serve", "runner"}) or any(_base(t) == "ollama_llama_server" for t in argv):
         return Workload("ollama", "Ollama", "server", loads_on_demand=True)
     if any(_base(t) == "llama-swap" for t in argv):

@@ -1,9 +1,6 @@
 """The suite's own tests: judges on recorded readings, readers on fixture files, the plugin via pytester."""
 
 import importlib.util
-from pathlib import Path
-
-import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -13,10 +10,3 @@ pytest_plugins = ["pytester"]
 if importlib.util.find_spec("numpy") is not None:
     import numpy  # noqa: F401
 
-RESEARCH = Path(__file__).resolve().parents[2] / "shared" / "research"
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture
-def fixtures() -> Path:
-    return FIXTURES

@@ -40,7 +40,6 @@ from ..workloads import Workload, classify
 G = 6
 NEAR_CAPACITY_FRACTION = 0.5
 SMALL_BYTES = 4 * GB  # the gotcha's own example: a < 4 GB LoRA coexists with a capped server
-DEFAULTS = {"vllm": 0.9, "sglang": 0.85, "tgi": 1.0, "trtllm": 0.9}
 CAP_HOWTO = {
     "vllm": "restart vLLM with --gpu-memory-utilization 0.5 or lower",
     "sglang": "restart SGLang with --mem-fraction-static 0.5 or lower",

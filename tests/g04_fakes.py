@@ -155,7 +155,7 @@ def fake_load(seconds: float, window_s: float, tflops: list | None = None, crash
               device: str = "cuda", dtype: str = "bf16", backend: str = "torch", **_: Any) -> dict:
     """Windows of fake throughput (``tflops[i]``, else 95.0) until ``seconds`` or should_stop()."""
     if backend == "cublas" and os.environ.get("FAKE_NO_CUBLAS"):
-        raise RuntimeError("no usable cuBLAS: none found")  # what microbench._cublas says where it cannot run
+        raise RuntimeError("no usable cuBLAS: none found")  # what spark_gotchas.microbench._cublas says where it cannot run
     start = time.time()
     windows = []
     while time.time() - start < seconds and not worker_main.should_stop():
@@ -190,8 +190,8 @@ def recorder_child(soak_dir: str) -> None:
     """Sample a fake GPU at 50 Hz into a CSV + heartbeat, closing a window every 0.1 s, forever."""
     from spark_gotchas.readers.thermal.reboot import heartbeat_path, new_heartbeat
     from spark_gotchas.sampler import Sampler
-    from spark_gotchas.soak import SampleSource
-    from spark_gotchas.soak_record import Recorder
+    from spark_gotchas.soak.engine import SampleSource
+    from spark_gotchas.soak.record import Recorder
 
     install(FakeNvml(FakeGpu(temperature_c=ramp(50, 0.01), power_cap_ns=ramp(0, 1e6))))
     t0 = time.time()

@@ -3,7 +3,7 @@
 import pytest
 
 from spark_gotchas.options import RunOptions, parse_duration
-from spark_gotchas.soak import window_for
+from spark_gotchas.soak.engine import window_for
 
 
 @pytest.mark.parametrize("text, seconds", [

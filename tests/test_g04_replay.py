@@ -146,17 +146,18 @@ def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch)
 
     from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
-    from spark_gotchas import nvml, soak
+    from spark_gotchas import nvml
     from spark_gotchas.readers.thermal import snapshot
+    from spark_gotchas.soak import engine
 
     here = Path(__file__).parent
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
     monkeypatch.setattr(snapshot, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
     install(FakeNvml(FakeGpu(temperature_c=ramp(55, 0.05))))
-    monkeypatch.setattr(soak, "no_cuda_reason", lambda ctx: None)
-    monkeypatch.setattr(soak, "run_soak_check", functools.partial(
-        soak.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
+    monkeypatch.setattr(engine, "no_cuda_reason", lambda ctx: None)
+    monkeypatch.setattr(engine, "run_soak_check", functools.partial(
+        engine.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
         progress_every_s=0.5))
     snap = pytester.path / "soak.json"
     live = run(pytester, "-m", "soak", "--soak-duration", "1.5s", "--spark-snapshot", str(snap))
@@ -171,6 +172,11 @@ def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch)
                                "G4 soak files: *reports/g4-soak-*.csv (matplotlib not installed*"])
     line = glines(live)
     assert len(line) == 1 and line[0].startswith("G4 PASS: 0:00:0")
-    assert len(json.loads(snap.read_text())["readings"]["thermal.soak"]["windows"]) >= 4
+    recorded = json.loads(snap.read_text())["readings"]["thermal.soak"]
+    assert len(recorded["windows"]) >= 4
+    if importlib.util.find_spec("matplotlib") is not None:  # drawn after the verdict, named in the snapshot
+        assert recorded["png_path"] == recorded["csv_path"][:-len(".csv")] + ".png" and recorded["plot_note"] == ""
+    else:
+        assert recorded["png_path"] == "" and recorded["plot_note"].startswith("matplotlib not installed")
     replay = run(pytester, "-m", "soak", "--spark-replay", str(snap))
     assert glines(replay) == line and "G4 soak" not in replay.stdout.str()

@@ -5,6 +5,7 @@ load and still judge, a crash of the load is a verdict, a SIGKILL leaves a whole
 CSV alone gives back the run's verdict, and the plot is there (or the run says why not).
 """
 
+import functools
 import os
 import re
 import signal
@@ -12,22 +13,27 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from g04_fakes import FakeGpu, FakeNvml, install, ramp, series, soak_reading
 from needs import requires_matplotlib, requires_torch
 
-from spark_gotchas import nvml, soak
+from spark_gotchas import cli, nvml
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10
+from spark_gotchas.profiles import GB10, Profile
+from spark_gotchas.provider import Provider
 from spark_gotchas.readers import ReadContext
 from spark_gotchas.readers.thermal import snapshot
 from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
 from spark_gotchas.readings.torch import TorchBuild
-from spark_gotchas.soak_plot import NO_MATPLOTLIB, plot_soak
-from spark_gotchas.soak_record import COLUMNS, NO_END, read_csv
+from spark_gotchas.soak import engine
+from spark_gotchas.soak.finish import finish
+from spark_gotchas.soak.plot import NO_MATPLOTLIB, plot_soak
+from spark_gotchas.soak.record import COLUMNS, NO_END, read_csv
 from spark_gotchas.worker import Worker
 
 HERE = Path(__file__).parent
@@ -55,15 +61,15 @@ def worker():
 
 
 def plan(tmp_path, duration_s, **load_args):
-    return soak.SoakPlan(duration_s=duration_s, soak_dir=tmp_path, stem="g4-soak-test", window_s=0.25,
+    return engine.SoakPlan(duration_s=duration_s, soak_dir=tmp_path, stem="g4-soak-test", window_s=0.25,
                          sample_interval_s=0.05, progress_every_s=0.5, load_task="g04_fakes:fake_load",
                          load_args={"dtype": "bf16", **load_args})
 
 
 def run(worker, gpu, p, said):
     t0 = time.time()
-    source = soak.SampleSource(gpu, 0, t0, smi=None)
-    return soak.run_soak(worker, p, source, t0, said.append,
+    source = engine.SampleSource(gpu, 0, t0, smi=None)
+    return engine.run_soak(worker, p, source, t0, said.append,
                          {"device": "NVIDIA GB10", "max_sm_clock_mhz": 3003.0, "power_limit_w": None})
 
 
@@ -156,28 +162,53 @@ def test_a_sigkilled_soak_leaves_a_whole_csv_and_the_next_run_knows(tmp_path):
     assert "without an end marker and without a reboot: its process was killed" in line
 
 
+@dataclass
+class LiveCheck:
+    """What the soak's last step uses of the checks' ``spark`` fixture, in a live run."""
+
+    provider: Provider
+    say: Callable[[str], None]
+    add_artifact: Callable[[str, str], None]
+    live: bool = True
+    profile: Profile = GB10
+
+
 @requires_torch
 @requires_matplotlib
-def test_the_soak_reader_runs_judges_plots_and_names_its_files(tmp_path, gpu, worker):
+def test_the_soak_check_judges_the_reading_then_plots_titled_with_the_verdict(tmp_path, gpu, worker, monkeypatch):
+    """The reading as a run takes it (the provider calls the registered reader), the verdict, then the PNG."""
     said, artifacts = [], {}
-
-    class Provider:
-        def try_read(self, key):
-            return CUDA_TORCH if key == "torch.build" else None
-
-    options = RunOptions(soak_duration="1.2s", soak_dir=str(tmp_path), spark_profile="gb10")
-    ctx = ReadContext(options=options, worker_factory=lambda: worker, provider=Provider(), say=said.append,
-                      add_artifact=artifacts.__setitem__)
-    reading = soak.run_soak_check(ctx, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
-                                  progress_every_s=0.5, stem="g4-soak-reader")
-    assert reading.end_reason == "completed" and reading.max_sm_clock_mhz == 3003.0
+    monkeypatch.setattr(engine, "no_cuda_reason", lambda ctx: None)
+    monkeypatch.setattr(engine, "run_soak_check", functools.partial(
+        engine.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
+        progress_every_s=0.5, stem="g4-soak-reader"))
+    provider = Provider(RunOptions(soak_duration="1.2s", soak_dir=str(tmp_path)), worker_factory=lambda: worker)
+    provider.ctx.say, provider.ctx.add_artifact = said.append, artifacts.__setitem__
+    reading = provider.read("thermal.soak")
+    assert reading.end_reason == "completed" and reading.max_sm_clock_mhz == 3003.0 and reading.png_path == ""
+    assert said[0].startswith("G4 soak: BF16 GEMM load for 0:00:01 on NVIDIA GB10, sampling every 0.05 s into ")
+    assert not any(line.startswith("G4 soak finished") for line in said)  # the engine judges nothing
+    verdict = g04.judge_soak(reading, GB10)
+    reported = finish(LiveCheck(provider, said.append, artifacts.__setitem__), reading, verdict)
     assert artifacts == {"g4_soak_csv": str(tmp_path / "g4-soak-reader.csv"),
                          "g4_soak_heartbeat": str(tmp_path / "g4-soak.heartbeat.json"),
                          "g4_soak_png": str(tmp_path / "g4-soak-reader.png")}
     assert Path(reading.png_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert said[0].startswith("G4 soak: BF16 GEMM load for 0:00:01 on NVIDIA GB10, sampling every 0.05 s into ")
-    assert said[-2].startswith("G4 soak finished (completed): G4 PASS: 0:00:01 of BF16 GEMM held its throughput")
+    assert said[-2] == f"G4 soak finished (completed): {verdict.line}"
+    assert verdict.line.startswith("G4 PASS: 0:00:01 of BF16 GEMM held its throughput")
     assert said[-1] == f"G4 soak files: {reading.csv_path}, {reading.png_path}"
+    # the report's verdict and the snapshot's reading name the PNG, as when the reader drew it
+    assert reported.line == verdict.line and reported.readings["png"] == reading.png_path
+    assert provider.recorded["thermal.soak"]["png_path"] == reading.png_path
+
+
+def test_a_replayed_soak_draws_and_says_nothing(tmp_path):
+    reading = soak_reading(series(), csv_path=str(tmp_path / "g4-soak-then.csv"), png_path="/then/g4-soak-then.png")
+    verdict = g04.judge_soak(reading, GB10)
+    said = []
+    replay = LiveCheck(Provider(RunOptions()), said.append, lambda name, path: said.append(name), live=False)
+    assert finish(replay, reading, verdict) == verdict and said == [] and not list(tmp_path.iterdir())
+    assert verdict.readings["png"] == "/then/g4-soak-then.png"
 
 
 def test_the_soak_reader_skips_on_a_cpu_build(tmp_path):
@@ -186,7 +217,7 @@ def test_the_soak_reader_skips_on_a_cpu_build(tmp_path):
             return TorchBuild(installed=True, version="2.13.0+cpu", compiled_with_cuda=False)
 
     ctx = ReadContext(options=RunOptions(soak_dir=str(tmp_path)), worker_factory=lambda: None, provider=Provider())
-    reading = soak.run_soak_check(ctx)
+    reading = engine.run_soak_check(ctx)
     assert g04.judge_soak(reading, GB10).line == "G4 SKIP: soak not run: torch 2.13.0+cpu is a CPU build"
     assert not list(tmp_path.iterdir())  # nothing written
 
@@ -206,16 +237,16 @@ def test_the_plot_draws_from_windows_when_the_csv_is_gone(tmp_path):
 
 
 def test_duration_sets_window_length_and_the_drop_fraction_comes_from_the_environment():
-    assert [soak.window_for(s) for s in (2, 20, 180, 1800, 28800)] == [0.5, 5.0, 5.0, 15.0, 60.0]
-    assert soak.max_drop_fraction({}) == (0.10, "")
-    assert soak.max_drop_fraction({soak.MAX_DROP_ENV: "5%"}) == (0.05, "")
-    assert soak.max_drop_fraction({soak.MAX_DROP_ENV: "0.2"}) == (0.2, "")
-    value, note = soak.max_drop_fraction({soak.MAX_DROP_ENV: "lots"})
+    assert [engine.window_for(s) for s in (2, 20, 180, 1800, 28800)] == [0.5, 5.0, 5.0, 15.0, 60.0]
+    assert engine.max_drop_fraction({}) == (0.10, "")
+    assert engine.max_drop_fraction({engine.MAX_DROP_ENV: "5%"}) == (0.05, "")
+    assert engine.max_drop_fraction({engine.MAX_DROP_ENV: "0.2"}) == (0.2, "")
+    value, note = engine.max_drop_fraction({engine.MAX_DROP_ENV: "lots"})
     assert value == 0.10 and note == "SPARK_GOTCHAS_SOAK_MAX_DROP='lots' is not a fraction in (0, 1); using 10%"
 
 
 def test_the_soak_record_cli_rejudges_a_csv(tmp_path, gpu, worker, capsys):
-    from spark_gotchas.soak_record import main
+    from spark_gotchas.soak.record import main
 
     reading = run(worker, gpu, plan(tmp_path, 1.0), [])
     assert main([reading.csv_path, "--profile", "gb10"]) == 0
@@ -227,10 +258,16 @@ def test_the_soak_record_cli_rejudges_a_csv(tmp_path, gpu, worker, capsys):
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     assert main([str(tmp_path / "bad.csv")]) == 2
     assert "is not a G4 soak CSV" in capsys.readouterr().out
+    # the same tool as a subcommand of the suite's command, and as a module of its own
+    assert cli.main(["soak-record", reading.csv_path, "--profile", "gb10"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == out[0]
+    alone = subprocess.run([sys.executable, "-m", "spark_gotchas.soak.record", reading.csv_path, "--profile", "gb10"],
+                           env=ENV, capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0 and alone.stdout.splitlines()[0] == out[0] and alone.stderr == ""
 
 
 def test_the_sampler_cost_benchmark_compares_load_alone_with_load_and_sampler(gpu, worker):
-    from microbench.soak_cost import measure, report
+    from spark_gotchas.soak.cost import measure, report
 
     out = measure(seconds=1.0, interval_s=0.1, window_s=0.25, worker=worker, load_task="g04_fakes:fake_load")
     assert out["alone_1"]["tflops"] == out["alone_2"]["tflops"] == out["sampled"]["tflops"] == 95.0
@@ -241,9 +278,17 @@ def test_the_sampler_cost_benchmark_compares_load_alone_with_load_and_sampler(gp
     assert lines[4].startswith("memory over the sampled phase: this process ")
 
 
+def test_the_sampler_cost_command_refuses_a_bad_duration_in_one_line():
+    proc = subprocess.run([sys.executable, "-m", "spark_gotchas.soak.cost", "--seconds", "banana"], env=ENV,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1] == ("python -m spark_gotchas soak-cost: error: argument --seconds: "
+                                            "not a duration: 'banana' (use e.g. 20s, 30m, 8h)")
+
+
 def test_a_soak_without_nvml_judges_throughput_only_and_says_so_live_and_from_its_csv(tmp_path, worker):
     t0 = time.time()
-    reading = soak.run_soak(worker, plan(tmp_path, 1.0), soak.SampleSource(None, None, t0), t0, lambda _: None,
+    reading = engine.run_soak(worker, plan(tmp_path, 1.0), engine.SampleSource(None, None, t0), t0, lambda _: None,
                             {"nvml_error": "NVML library not found"})
     v = g04.judge_soak(reading, GB10)
     assert v.status.value == "PASS"
@@ -261,5 +306,5 @@ def test_an_unusable_soak_dir_is_a_skip_line_before_any_load(tmp_path, gpu):
     bad = tmp_path / "a-file" / "reports"
     ctx = ReadContext(options=RunOptions(soak_dir=str(bad)), worker_factory=lambda: pytest.fail("no load may start"),
                       provider=Provider())
-    line = g04.judge_soak(soak.run_soak_check(ctx), GB10).line
+    line = g04.judge_soak(engine.run_soak_check(ctx), GB10).line
     assert line == f"G4 SKIP: soak not run: cannot write to --soak-dir {bad}: Not a directory"

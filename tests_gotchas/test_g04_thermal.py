@@ -3,6 +3,7 @@
 import pytest
 
 from spark_gotchas.judges import g04_thermal as g04
+from spark_gotchas.soak.finish import finish
 
 
 @pytest.mark.fast
@@ -25,4 +26,6 @@ def test_g4_last_soak_ended(spark):
 @pytest.mark.soak
 @pytest.mark.gpu
 def test_g4_soak(spark):
-    spark.report(g04.judge_soak(spark.read("thermal.soak"), spark.profile))
+    reading = spark.read("thermal.soak")
+    verdict = g04.judge_soak(reading, spark.profile)
+    spark.report(finish(spark, reading, verdict))  # live: the PNG titled with the verdict line, the files named

@@ -75,7 +75,6 @@ from ..verdict import Status, Verdict
 G = 4
 BUSY_MIN = 0.80
 FLOOR_FRACTION_OF_MAX = 0.5
-DEFAULT_MAX_DROP = 0.10
 CLOCK_FALL = 0.05
 CAP_SHARE_RISE = 0.10
 PLATEAU_CV = 0.05

@@ -7,7 +7,8 @@ snapshot, and in replay returns recorded readings without calling any reader.
 
 A reading keyed ``area.name`` is taken by ``readers/<area>.py`` (or ``readers/<area>/<name>.py``
 where an area's readers are a package, as ``thermal`` is) and typed in
-``spark_gotchas/readings/<area>.py``.
+``spark_gotchas/readings/<area>.py``. A reader that belongs with a package of its own is named in
+:data:`ELSEWHERE` instead (``thermal.soak``: :mod:`spark_gotchas.soak.reader`, beside the soak).
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class ReaderSpec:
 READERS: dict[str, ReaderSpec] = {}
 _LOADED = False
 
+# Reader modules outside this package, imported by name when the readers load: as strings, so this
+# package imports none of them (the soak's package sits above the readers and imports them).
+ELSEWHERE = ("spark_gotchas.soak.reader",)
+
 
 def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
            replay_input: Optional[tuple[str, Callable[[ReadContext, Any], Any]]] = None) -> Callable[[Callable], Callable]:
@@ -89,11 +94,13 @@ def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
 
 
 def load_all() -> dict[str, ReaderSpec]:
-    """Import every reader module once, those of an area's package too (``readers/thermal/``); they
-    are light: no torch, no NVML at import."""
+    """Import every reader module once, those of an area's package too (``readers/thermal/``) and
+    those named in :data:`ELSEWHERE`; they are light: no torch, no NVML at import."""
     global _LOADED
     if not _LOADED:
         for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
             importlib.import_module(info.name)
+        for name in ELSEWHERE:
+            importlib.import_module(name)
         _LOADED = True
     return READERS

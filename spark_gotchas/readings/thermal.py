@@ -180,6 +180,11 @@ class RebootCheck:
 
 
 # -- thermal.soak ---------------------------------------------------------------------------------
+# The throughput fall (last full window vs the first) that fails a soak, unless
+# SPARK_GOTCHAS_SOAK_MAX_DROP says otherwise; each reading records the one it was judged with.
+DEFAULT_MAX_DROP = 0.10
+
+
 @dataclass
 class SoakWindow:
     """One load window: the load's throughput and what the sampler saw meanwhile.
@@ -231,7 +236,7 @@ class SoakReading:
     dtype: str = "bf16"
     max_sm_clock_mhz: Optional[float] = None
     power_limit_w: Optional[float] = None
-    max_drop_fraction: float = 0.10
+    max_drop_fraction: float = DEFAULT_MAX_DROP
     samples: int = 0
     sampler_busy_s: float = 0.0
     sampler_errors: int = 0

@@ -1,15 +1,18 @@
-"""The G4 soak: sustained GEMM load in the worker, a 1 Hz sampler here, a CSV you can trust.
+"""The G4 soak's engine: plan a soak, run it, return what it measured (it never judges).
 
-- The load (``microbench.soak_load:run``) runs in the GPU worker and reports each window's
-  throughput through progress messages.
+- The load (``spark_gotchas.microbench.soak_load:run``) runs in the GPU worker and reports each
+  window's throughput through progress messages.
 - A sampler thread in this process reads NVML every second (nvidia-smi's counters every
-  10 s) and appends each sample to the CSV at once (:mod:`spark_gotchas.soak_record`); it also
+  10 s) and appends each sample to the CSV at once (:mod:`spark_gotchas.soak.record`); it also
   rewrites the heartbeat the next run's reboot check reads.
-- SIGINT/SIGTERM stop the load (``Worker.interrupt()``); the run then closes the CSV, judges
-  what it measured and says it was cut short. A second Ctrl-C aborts at once (the CSV keeps
-  every sample so far).
+- SIGINT/SIGTERM stop the load (``Worker.interrupt()``); the run then closes the CSV and returns
+  what it measured, marked as cut short. A second Ctrl-C aborts at once (the CSV keeps every
+  sample so far).
 - About once a minute a progress line goes to the terminal (past pytest's capture):
   elapsed/remaining, temperature, power, clock, throughput and drift from the first window.
+
+The check judges the reading (:func:`spark_gotchas.judges.g04_thermal.judge_soak`), then
+:func:`spark_gotchas.soak.finish.finish` draws the PNG titled with the verdict and names the files.
 """
 
 from __future__ import annotations
@@ -23,20 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import nvml
-from .readers import ReadContext
-from .readers.thermal.reboot import heartbeat_path, new_heartbeat
-from .readers.thermal.snapshot import cuda0_handle, smi_counters, snapshot_of, take_sample
-from .readers.thermal.spot_check import no_cuda_reason
-from .readings.thermal import SoakReading, SoakWindow
-from .sampler import Sampler
-from .soak_record import Recorder, SoakSample, downsample, format_meta
-from .units import hms, pct
+from .. import nvml
+from ..readers import ReadContext
+from ..readers.thermal.reboot import heartbeat_path, new_heartbeat
+from ..readers.thermal.snapshot import cuda0_handle, smi_counters, snapshot_of, take_sample
+from ..readers.thermal.spot_check import no_cuda_reason
+from ..readings.thermal import DEFAULT_MAX_DROP, SoakReading, SoakWindow
+from ..sampler import Sampler
+from ..units import hms, pct
+from .record import Recorder, SoakSample, downsample, format_meta
 
-LOAD_TASK = "microbench.soak_load:run"
+LOAD_TASK = "spark_gotchas.microbench.soak_load:run"
 LOAD_TIMEOUT_MARGIN_S = 300.0  # torch/cuBLAS start-up and the last window, beyond the duration
 MAX_DROP_ENV = "SPARK_GOTCHAS_SOAK_MAX_DROP"
-DEFAULT_MAX_DROP = 0.10
 
 
 def window_for(duration_s: float) -> float:
@@ -89,10 +91,6 @@ class SoakPlan:
     @property
     def csv_path(self) -> Path:
         return self.soak_dir / f"{self.stem}.csv"
-
-    @property
-    def png_path(self) -> Path:
-        return self.soak_dir / f"{self.stem}.png"
 
     @property
     def heartbeat_path(self) -> Path:
@@ -261,7 +259,7 @@ def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: 
 
 
 def run_soak_check(ctx: ReadContext, **overrides: Any) -> SoakReading:
-    """The ``thermal.soak`` reader: check the machine, run the soak, judge it, draw it, name the files.
+    """The ``thermal.soak`` reading: check the machine, run the soak, name the CSV and heartbeat.
 
     ``overrides`` replace :class:`SoakPlan` fields (tests use a fake load and faster ticks).
     """
@@ -300,22 +298,4 @@ def run_soak_check(ctx: ReadContext, **overrides: Any) -> SoakReading:
     reading = run_soak(ctx.worker, plan, source, t0, ctx.say, meta)
     ctx.add_artifact("g4_soak_csv", str(plan.csv_path))
     ctx.add_artifact("g4_soak_heartbeat", str(plan.heartbeat_path))
-    finish(ctx, reading, plan)
     return reading
-
-
-def finish(ctx: ReadContext, reading: SoakReading, plan: SoakPlan) -> None:
-    """Judge once for the plot's title and the closing lines; draw the PNG (matplotlib optional)."""
-    from . import platform
-    from .judges.g04_thermal import clock_floor, judge_soak, rated_power
-    from .soak_plot import plot_soak
-
-    profile = platform.profile(ctx.provider, ctx.options.spark_profile)
-    verdict = judge_soak(reading, profile)
-    floor, _ = clock_floor(profile, reading.max_sm_clock_mhz)
-    rated, label = rated_power(profile, reading.power_limit_w)
-    reading.png_path, reading.plot_note = plot_soak(reading, verdict.line, plan.png_path, floor, rated, label)
-    if reading.png_path:
-        ctx.add_artifact("g4_soak_png", reading.png_path)
-    ctx.say(f"G4 soak finished ({reading.end_reason}): {verdict.line}")
-    ctx.say(f"G4 soak files: {reading.csv_path}" + (f", {reading.png_path}" if reading.png_path else f" ({reading.plot_note})"))

@@ -7,8 +7,9 @@ middle phase with the mean of the two outer ones cancels a slow thermal drift; t
 the two outer phases is printed as the noise floor. Memory: this process's RSS at the start and
 end of the sampled phase, and the load's RSS in its first and last window.
 
-``python -m microbench soak_cost --seconds 30`` (≈ 65 s on a GPU); the soak's budget is
-1% of throughput. ``--device cpu`` is a dry run of the plumbing without a GPU.
+``python -m spark_gotchas.soak.cost --seconds 30`` (≈ 65 s on a GPU); the soak's budget is
+1% of throughput. ``--device cpu`` is a dry run of the plumbing without a GPU. It is the suite's
+own measurement of its soak, so it lives with the soak and runs the soak's own engine.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
+
+from .. import nvml
+from ..readers.thermal.snapshot import cuda0_handle
+from . import engine
+from .engine import LOAD_TASK
 
 LIMIT = 0.01
 
@@ -34,11 +40,9 @@ def _rss() -> Optional[int]:
 
 
 def measure(seconds: float = 30.0, interval_s: float = 1.0, device: str = "cuda", window_s: float = 5.0,
-            worker: Any = None, load_task: str = "microbench.soak_load:run") -> dict[str, Any]:
+            worker: Any = None, load_task: str = LOAD_TASK) -> dict[str, Any]:
     """Run A (seconds/2) - B with sampler (seconds) - A (seconds/2); return the figures."""
-    from spark_gotchas import nvml, soak
-    from spark_gotchas.readers.thermal.snapshot import cuda0_handle
-    from spark_gotchas.worker import Worker
+    from ..worker import Worker
 
     own = worker is None
     worker = worker or Worker(preload=("torch",))
@@ -52,12 +56,13 @@ def measure(seconds: float = 30.0, interval_s: float = 1.0, device: str = "cuda"
                 if nvml.init() is None and device.startswith("cuda"):
                     handle, index, _ = cuda0_handle()
                 with tempfile.TemporaryDirectory(prefix="g4-cost-") as tmp:
-                    plan = soak.SoakPlan(duration_s=seconds, soak_dir=Path(tmp), window_s=window_s,
-                                         sample_interval_s=interval_s, progress_every_s=1e9, load_task=load_task,
-                                         load_args={"device": device, "dtype": "bf16"})
+                    plan = engine.SoakPlan(duration_s=seconds, soak_dir=Path(tmp), window_s=window_s,
+                                           sample_interval_s=interval_s, progress_every_s=1e9, load_task=load_task,
+                                           load_args={"device": device, "dtype": "bf16"})
                     t0 = time.time()
                     rss_start = _rss()
-                    reading = soak.run_soak(worker, plan, soak.SampleSource(handle, index, t0), t0, lambda _: None, {})
+                    source = engine.SampleSource(handle, index, t0)
+                    reading = engine.run_soak(worker, plan, source, t0, lambda _: None, {})
                     rss_end = _rss()
                 if reading.load_problem:
                     raise RuntimeError(f"load failed while sampled: {reading.load_problem}")
@@ -107,19 +112,31 @@ def report(out: dict[str, Any]) -> list[str]:
     ]
 
 
-def main(argv: list[str]) -> int:
-    from spark_gotchas.options import parse_duration
+def _duration(text: str) -> float:
+    from ..options import parse_duration
 
-    parser = argparse.ArgumentParser(prog="python -m microbench soak_cost", description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", default="30s", help="length of the sampled phase (each alone phase is half)")
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-cost", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=_duration, default="30s",
+                        help="length of the sampled phase (each alone phase is half), e.g. 30s, 2m")
     parser.add_argument("--interval", type=float, default=1.0, help="sampler interval in seconds (the soak's: 1)")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu for a dry run")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    out = measure(parse_duration(args.seconds), args.interval, args.device)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        out = measure(args.seconds, args.interval, args.device)
+    except RuntimeError as exc:  # the load failed: one line, not a traceback
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(out, indent=1) if args.json else "\n".join(report(out)), flush=True)
     return 0 if out["ok"] else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

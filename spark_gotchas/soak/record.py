@@ -7,8 +7,9 @@ heartbeat are also fsynced every 30 s, for a power loss. A record with no ``end`
 that was killed or lost power.
 
 The per-window series is built from those events by :class:`WindowBuilder`, the same way live
-and from a recorded CSV, so ``python -m spark_gotchas.soak_record CSV`` gives the verdict the
-run gave.
+and from a recorded CSV, so ``python -m spark_gotchas.soak.record CSV`` (``spark-gotchas
+soak-record CSV``) gives the verdict the run gave. That command is a tool on top of the record:
+it alone judges, and imports the judge only when it runs.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from . import scrub
-from .readers.thermal.reboot import write_heartbeat
-from .readings.thermal import Heartbeat, SoakReading, SoakWindow, ThermalSample
-from .verdict import format_line
+from .. import scrub
+from ..readers.thermal.reboot import write_heartbeat
+from ..readings.thermal import DEFAULT_MAX_DROP, Heartbeat, SoakReading, SoakWindow, ThermalSample
+from ..verdict import format_line
 
 COLUMNS = [
     "event", "t_s", "epoch_s", "temperature_c", "power_w", "sm_clock_mhz", "mem_clock_mhz", "utilization_pct",
@@ -383,7 +384,7 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
         max_sm_clock_mhz=_float(meta.get("max_sm_clock_mhz", "")),
         power_limit_w=_float(meta.get("power_limit_w", "")),
         nvml_error=meta.get("nvml_error", ""),
-        max_drop_fraction=_float(meta.get("max_drop_fraction", "")) or 0.10,
+        max_drop_fraction=_float(meta.get("max_drop_fraction", "")) or DEFAULT_MAX_DROP,
         samples=n_samples,
         windows=windows,
         merged=merged,
@@ -392,16 +393,16 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
     return CsvRecord(reading=reading, samples=samples, torn_lines=torn)
 
 
-def main(argv: list[str]) -> int:
-    """``python -m spark_gotchas.soak_record CSV [--profile gb10] [--max-drop 0.1]``: re-judge a CSV."""
-    from . import profiles
-    from .judges import g04_thermal as g04
+def main(argv: Optional[list[str]] = None) -> int:
+    """Judge a recorded G4 soak CSV again: the G4 line the run gave (or would with another --max-drop)."""
+    from .. import profiles
+    from ..judges import g04_thermal as g04
 
-    parser = argparse.ArgumentParser(prog="python -m spark_gotchas.soak_record", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-record", description=main.__doc__)
     parser.add_argument("csv")
     parser.add_argument("--profile", default="auto", choices=profiles.CHOICES)
     parser.add_argument("--max-drop", type=float, default=None, help="fraction, e.g. 0.1 (default: the run's)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         record = read_csv(args.csv)
     except (OSError, ValueError) as exc:
@@ -428,4 +429,4 @@ def _mib(value: Optional[int]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

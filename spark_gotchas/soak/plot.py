@@ -13,8 +13,9 @@ import textwrap
 from pathlib import Path
 from typing import Optional
 
-from .readings.thermal import THROTTLE_BITS, THROTTLE_COUNTERS, SoakReading, SoakWindow
-from .units import hms
+from ..readings.thermal import THROTTLE_BITS, THROTTLE_COUNTERS, SoakReading, SoakWindow
+from ..units import hms
+from .record import read_csv
 
 NO_MATPLOTLIB = "matplotlib not installed (pip install 'spark-gotchas[plot]'): no PNG; the CSV has every sample"
 STATUS_COLOURS = {"FAIL": "#c62828", "WARN": "#ef6c00", "PASS": "#2e7d32"}
@@ -40,9 +41,12 @@ def plot_soak(reading: SoakReading, verdict_line: str, png_path: Path | str,
         return "", f"plot failed ({type(exc).__name__}: {exc}); the CSV has every sample"
 
 
-def _samples(reading: SoakReading):
-    from .soak_record import read_csv
+def png_path_of(reading: SoakReading) -> Path:
+    """Where a soak's PNG goes: beside its CSV, same name (``g4-soak-….png``)."""
+    return Path(reading.csv_path).with_suffix(".png")
 
+
+def _samples(reading: SoakReading):
     if reading.csv_path and Path(reading.csv_path).exists():
         try:
             return read_csv(reading.csv_path, keep_samples=True).samples

@@ -1,0 +1,15 @@
+"""The G4 soak: hours of GEMM load with a 1 Hz sampler, one package, importing nothing up front.
+
+- :mod:`.engine` plans and runs a soak and returns its reading
+  (:class:`~spark_gotchas.readings.thermal.SoakReading`); it never judges.
+- :mod:`.record` writes the CSV and the heartbeat as the soak goes and builds the per-window series
+  (live and from a recorded CSV alike); ``python -m spark_gotchas.soak.record CSV`` (or
+  ``spark-gotchas soak-record CSV``) judges a recorded CSV again.
+- :mod:`.reader` registers the engine as the reader of ``thermal.soak``
+  (:func:`spark_gotchas.readers.load_all` imports it by name).
+- :mod:`.plot` draws the PNG from a reading and the verdict line; :mod:`.finish` is the check's
+  last step after it judged: the PNG titled with the verdict, the files named.
+- :mod:`.cost` measures what the sampler costs the load (``python -m spark_gotchas.soak.cost``).
+
+The judge (:func:`spark_gotchas.judges.g04_thermal.judge_soak`) imports none of these.
+"""

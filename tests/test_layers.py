@@ -3,7 +3,13 @@
 - knowledge: the judges, verdict, profiles, workloads, text, scrub — pure; imports only the reading
   types (:mod:`spark_gotchas.readings`) and other knowledge;
 - readings: the readers, provider, NVML wrapper, serialisation, snapshot — may import knowledge;
-- runtime: the GPU worker, its tasks, the soak engine — above both.
+- runtime: the GPU worker, its tasks, the soak (:mod:`spark_gotchas.soak`) — above both. The soak's
+  engine returns readings and never judges; its tools on top (the record's command line, the check's
+  finish step) may import a judge.
+
+The readers import nothing of the soak: :func:`spark_gotchas.readers.load_all` imports the soak's
+reader (``spark_gotchas.soak.reader``) by name, a string in ``readers.ELSEWHERE`` that this test
+does not read as an import.
 
 :mod:`spark_gotchas.readings` itself is pure types: it imports only other readings modules and the
 result types of :mod:`microbench`, a leaf package. Imports inside functions count for every rule but
@@ -125,6 +131,34 @@ def test_judges_import_only_reading_types_and_knowledge():
 
     found = edges("spark_gotchas.judges", wrong)
     assert found == [], "judges import more than reading types and knowledge: " + "; ".join(found)
+
+
+def loaded_by(module: str) -> set[str]:
+    """Every module of the suite that importing ``module`` runs (module-level imports, followed)."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        for t in imports(m, module_level=True):
+            parts = t.split(".")
+            for above in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+                if above in modules() and above not in seen:
+                    seen.add(above)
+                    todo.append(above)
+    return seen
+
+
+def test_the_soak_engine_never_judges():
+    """The engine returns readings; the check judges them (and its finish step draws the verdict)."""
+    engine = "spark_gotchas.soak.engine"
+    found = edges(engine, lambda m, t: _under(t, "spark_gotchas.judges"))
+    found += sorted(f"importing {engine} runs {t}" for t in loaded_by(engine) if _under(t, "spark_gotchas.judges"))
+    assert found == [], "the soak's engine imports a judge: " + "; ".join(found)
+
+
+def test_readers_import_nothing_of_the_soak():
+    found = edges("spark_gotchas.readers", lambda m, t: _under(t, "spark_gotchas.soak"))
+    assert found == [], "a reader module imports the soak, which sits above the readers: " + "; ".join(found)
 
 
 def test_every_allowed_exception_is_still_needed():

@@ -10,6 +10,7 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -250,11 +251,19 @@ class Spark:
                 raise ValueError(f"{item.nodeid} is a G{expected} check but reported G{verdict.gotcha}")
             if VERDICT_KEY in item.stash:
                 raise ValueError(f"{item.nodeid} reported twice; one verdict per check")
+            if not verdict.check:
+                verdict = dataclasses.replace(verdict, check=check_label(item))
             item.stash[VERDICT_KEY] = verdict
         self._state.reported.append(Reported(item.nodeid if item is not None else "", verdict,
                                              item.stash.get(ORDER_KEY, 1 << 30) if item is not None else 1 << 30))
         _act(verdict, self._state.options.spark_strict)
         return verdict
+
+
+def check_label(item: pytest.Item) -> str:
+    """``test_g1_first_cuda_launch`` -> ``first cuda launch``: what a check examines, for the lines."""
+    name = getattr(item, "originalname", None) or item.name
+    return re.sub(r"^test_(g\d+_)?", "", name).replace("_", " ")
 
 
 BUG_FIX = "this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)"

@@ -53,6 +53,7 @@ class Verdict:
     summary: str
     fix: str = ""
     readings: Mapping[str, Any] = field(default_factory=dict)
+    check: str = ""  # what this check examined, in a few words ("first cuda launch"); the plugin sets it
 
     def __post_init__(self) -> None:
         if isinstance(self.gotcha, bool) or self.gotcha not in GOTCHA_IDS:
@@ -74,6 +75,7 @@ class Verdict:
             "summary": self.summary,
             "fix": self.fix,
             "readings": dict(self.readings),
+            **({"check": self.check} if self.check else {}),
         }
 
 
@@ -104,13 +106,33 @@ def summarize(verdicts: Iterable[Verdict]) -> list[tuple[Verdict, list[Verdict]]
     return out
 
 
+NOT_CHECKED_REASON_CHARS = 60
+
+
+def _not_checked(top: Verdict, group: list[Verdict]) -> str:
+    """``; not checked: torch build, first cuda launch (torch is a CPU build)`` when a PASS or INFO
+    line stands for a gotcha some of whose checks were skipped: a line never hides what it did not check."""
+    if top.status not in (Status.PASS, Status.INFO):
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    for v in group:
+        if v.status is Status.SKIP:
+            reason = v.summary.split(": ", 1)[1] if ": " in v.summary else v.summary
+            if len(reason) > NOT_CHECKED_REASON_CHARS:
+                reason = reason[:NOT_CHECKED_REASON_CHARS - 1].rstrip() + "…"
+            by_reason.setdefault(reason, []).append(v.check or "a check")
+    if not by_reason:
+        return ""
+    return "; not checked: " + "; ".join(f"{', '.join(checks)} ({reason})" for reason, checks in by_reason.items())
+
+
 def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
     """The G-line block: one line per gotcha, each FAIL/WARN followed by its distinct fixes."""
     lines: list[str] = []
     for top, group in summarize(verdicts):
         extra = sum(1 for v in group if v.status == top.status) - 1
         suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
-        lines.append(top.line + suffix)
+        lines.append(top.line + suffix + _not_checked(top, group))
         if top.status.needs_fix:
             seen: list[str] = []
             for v in group:

@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,8 +28,8 @@ BUILT = {
 
 
 @pytest.fixture
-def fb(fixtures):
-    return fixtures / "fatbin"
+def fb() -> Path:
+    return Path(__file__).parent / "fixtures" / "fatbin"
 
 
 @pytest.mark.parametrize("name", sorted(BUILT))

@@ -61,7 +61,7 @@ def assert_one_line_each_and_nothing_leaks(result, texts: dict[str, str]):
     block = [line for line in glines(result) if GLINE.match(line)]
     numbers = [int(GLINE.match(line).group(1)) for line in block]
     assert numbers == list(range(1, 11)), f"not one line per gotcha: {block}"
-    assert not any("forged" in line for line in block if line.startswith("G4 "))
+    assert not any(line.startswith("G4 PASS: forged") for line in block)  # quoted, escaped, never a line
     assert not [line for line in block if "the check itself failed" in line]
     for where, text in texts.items():
         for kind, secret in SECRETS.items():

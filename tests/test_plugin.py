@@ -362,7 +362,8 @@ def test_json_report_carries_each_verdict_and_the_run(pytester):
     report = json.loads((pytester.path / "report.json").read_text())
     tests = {t["nodeid"]: t for t in report["tests"]}
     assert tests["test_g03_check.py::test_check"]["metadata"]["gotcha"] == {
-        "id": "G3", "status": "WARN", "summary": "page cache 40 GiB", "fix": "drop caches", "readings": {"n": 3}}
+        "id": "G3", "status": "WARN", "summary": "page cache 40 GiB", "fix": "drop caches", "readings": {"n": 3},
+        "check": "check"}
     assert tests["test_g01_check.py::test_check"]["metadata"]["gotcha"]["status"] == "PASS"
     assert "metadata" not in tests["test_plain.py::test_plain"]
     top = report["spark_gotchas"]

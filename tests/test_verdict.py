@@ -110,3 +110,14 @@ def test_to_json_is_the_report_shape():
         "id": "G5", "status": "WARN", "summary": "copy 150 GB/s", "fix": "budget from 180 GB/s",
         "readings": {"copy_gbps": 150.0},
     }
+
+
+def test_a_line_never_hides_what_was_not_checked():
+    group = [Verdict(1, Status.PASS, "scan: no CUDA 12 extension", check="extensions link driver cuda"),
+             Verdict(1, Status.SKIP, "torch build not checked: torch is not installed", check="torch cuda matches driver"),
+             Verdict(1, Status.SKIP, "first CUDA launch not tried: torch is not installed", check="first cuda launch")]
+    assert summary_lines(group) == ["G1 PASS: scan: no CUDA 12 extension; not checked: torch cuda matches driver, "
+                                    "first cuda launch (torch is not installed)"]
+    warned = [Verdict(1, Status.WARN, "two CUDA runtimes", fix="install cupy-cuda13x"), *group[1:]]
+    assert summary_lines(warned)[0] == "G1 WARN: two CUDA runtimes"  # a WARN or FAIL speaks for itself
+    assert summary_lines(group[1:])[0].startswith("G1 SKIP: ")

@@ -79,7 +79,7 @@ python3 -m pytest -m soak -k g4 -p no:cacheprovider -rA --soak-duration 3m --soa
 CSV="$(ls -t "$SOAK"/g4-soak-*.csv | head -1)"
 PNG="${CSV%.csv}.png"
 echo "--- files"; ls -la "$SOAK"; wc -l "$CSV"; head -3 "$CSV"; tail -2 "$CSV"; cat "$SOAK/g4-soak.heartbeat.json"; echo
-echo "--- the CSV re-judged alone"; python3 -m spark_gotchas.soak_record "$CSV"
+echo "--- the CSV re-judged alone"; python3 -m spark_gotchas.soak.record "$CSV"
 echo "--- the snapshot replayed"; python3 -m pytest -m soak -k g4 -p no:cacheprovider --spark-replay "$SCRATCH/soak.json" 2>&1 | grep '^G4 \|    fix'
 echo "--- the next preflight's reboot check"; python3 -m pytest -m fast -k last_soak -p no:cacheprovider --soak-dir "$SOAK" 2>&1 | grep '^G4 '
 cp "$CSV" "$OUT/" && { [ -f "$PNG" ] && cp "$PNG" "$OUT/"; }
@@ -92,10 +92,10 @@ echo "pytest exit: ${PIPESTATUS[0]}"
 tail -1 "$(ls -t "$SCRATCH"/int/g4-soak-*.csv | head -1)"; cat "$SCRATCH/int/g4-soak.heartbeat.json"; echo
 
 step "5. sampler cost: load alone 8 s, load + 1 Hz sampler 16 s, load alone 8 s"
-python3 -m microbench soak_cost --seconds 16s --json > "$SCRATCH/cost.json"; echo "exit $?"
+python3 -m spark_gotchas.soak.cost --seconds 16s --json > "$SCRATCH/cost.json"; echo "exit $?"
 python3 - "$SCRATCH/cost.json" <<'EOF'
 import json, sys
-from microbench.soak_cost import report
+from spark_gotchas.soak.cost import report
 print("\n".join(report(json.load(open(sys.argv[1])))))
 EOF
 

@@ -1,4 +1,5 @@
-"""G9 — container first, not bare pip: container evidence, requirement drift, baseline."""
+"""G9 — container first, not bare pip: which image, how the container was started, requirement drift,
+baseline."""
 
 import pytest
 
@@ -9,6 +10,10 @@ pytestmark = [pytest.mark.fast, pytest.mark.scan]
 
 def test_g9_container_and_consistency(spark):
     spark.report(g09.judge_environment(spark.read("env.container"), spark.read("env.distributions")))
+
+
+def test_g9_shm_and_ulimits(spark):
+    spark.report(g09.judge_start(spark.read("env.container")))
 
 
 def test_g9_since_baseline(spark):

@@ -1,29 +1,76 @@
 """G9 — container first, not bare pip.
 
 Rules:
-- Container evidence, strongest first: NGC variables (an NGC image), /.dockerenv,
-  /run/.containerenv, the ``container`` variable, a container runtime in /proc/1/cgroup
-  (v1 paths naming docker/containerd/kubepods/lxc), an overlay root filesystem. cgroup v2's
-  bare ``0::/`` proves nothing either way. No evidence -> "bare host (no container marker)".
-- Any installed distribution whose declared requirement is not met -> FAIL naming them, the
-  pins that matter first (torch <-> triton, torchvision/torchaudio/xformers <-> torch).
-- Consistent in a container -> PASS; consistent on a bare host -> WARN with the container advice.
+- Container evidence, strongest first: image variables (NGC's, the CUDA base image's, Unsloth's),
+  /.dockerenv, /run/.containerenv, the ``container`` variable, Kubernetes, a container runtime in
+  /proc/1/cgroup (v1 paths naming docker/containerd/kubepods/lxc/libpod/crio/podman), an overlay
+  root filesystem. cgroup v2's bare ``0::/`` proves nothing either way. No evidence -> "bare host";
+  /proc/1/cgroup unreadable and no other marker -> "container status unknown".
+- The image, from its variables and paths:
+  - NGC PyTorch: ``NVIDIA_PYTORCH_VERSION`` or ``PYTORCH_BUILD_VERSION`` set, or
+    ``NVIDIA_PRODUCT_NAME`` PyTorch; NGC NeMo: ``NVIDIA_PRODUCT_NAME`` "NeMo Framework" (or
+    NeMo), or ``NVIDIA_NEMO_VERSION``/``NEMO_VERSION`` set. Named in the line with its release and
+    build: "NGC PyTorch 25.10 (build 222161059)". An image of another NGC product that carries
+    ``NVIDIA_PYTORCH_VERSION`` is built on NGC PyTorch and counts as one.
+  - Unsloth's image (unsloth/unsloth, built from unslothai/unsloth docker/Dockerfile): this Python
+    is its venv (``sys.prefix`` /opt/unsloth-venv), or ``UNSLOTH_LLAMA_CPP_PATH`` points under
+    /opt/unsloth/; and unsloth is installed in this Python.
+  - ``NVIDIA_PRODUCT_NAME=CUDA`` alone is NVIDIA's CUDA base image (nvidia/cuda): it ships no
+    torch, so a torch in it came from pip -> a generic container.
+  - An NGC image whose torch is not its own build (``PYTORCH_BUILD_VERSION`` 2.9.0a0+145a3a7,
+    installed torch 2.9.0+cu130: a different release, or a +cu/+cpu/+rocm wheel tag), or an image
+    whose Python lacks its package (torch for NGC, unsloth for Unsloth's) -> the image's stack is
+    not what runs: bare pip inside the image.
+- Any installed distribution whose declared requirement is not met -> FAIL naming them, the pins
+  that matter first (torch <-> triton, torchvision/torchaudio/xformers <-> torch).
+- Consistent in an NGC PyTorch/NeMo or Unsloth image -> PASS naming the image.
+- Consistent, but bare pip -> WARN with the container advice: "a container, but not an NGC or
+  Unsloth image" (a generic image such as python:3.12, or the CUDA base image), "bare host", or
+  the image whose stack pip replaced.
+- How the container was started (containers only; a bare host's /dev/shm is a tmpfs of half the
+  RAM and its limits are the login's): /dev/shm under 1 GiB (Docker's default is 64 MiB:
+  DataLoader workers die with a bus error) or a locked-memory soft limit that is not unlimited
+  without CAP_IPC_LOCK (NCCL over RDMA fails in ibv_reg_mr: two Sparks, G10) -> WARN with the
+  ``docker run`` flags NGC's start-up note asks for (``--ipc=host``, ``--ulimit memlock=-1``,
+  ``--ulimit stack=67108864``). A stack limit under 64 MiB alone does not warn (8 MiB is every
+  Linux default and training runs with it); it is shown and is in the flags. Both fine -> PASS.
+  Not recorded (a snapshot of an older suite) or unreadable -> SKIP saying so; not a container
+  -> SKIP.
 - With ``--spark-baseline``: distributions added, removed or changed since -> WARN listing them.
 """
 
 from __future__ import annotations
 
-from ..readings.env import Baseline, ContainerEvidence, Distributions
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..readings.env import UNLIMITED, Baseline, ContainerEvidence, Distributions, Rlimit
 from ..verdict import Status, Verdict
 
 G = 9
 KEY_PACKAGES = ("torch", "triton", "torchvision", "torchaudio", "xformers", "flash-attn", "unsloth",
                 "unsloth-zoo", "transformers", "vllm", "bitsandbytes", "accelerate", "peft", "trl")
-CONTAINER_FIX = ("run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container; if bare pip is "
-                 "unavoidable, follow NVIDIA's install order and install Unsloth with --no-deps")
+CONTAINER_FIX = ("run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container "
+                 "(unsloth/unsloth); if bare pip is unavoidable, follow NVIDIA's install order and install "
+                 "Unsloth with --no-deps")
 RUNTIME_WORDS = ("docker", "containerd", "kubepods", "lxc", "libpod", "crio", "podman")
+UNSLOTH_VENV = "/opt/unsloth-venv"
+UNSLOTH_OPT = "/opt/unsloth/"
+PIP_TAG = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)")  # local version tags of PyTorch's own wheels
+LABEL_CHARS = 40  # an image variable's value in the line is cut here
+
+SHM_MIN = 1 << 30  # /dev/shm below this warns (Docker's default is 64 MiB)
+STACK_ASKED = 64 << 20  # NGC's --ulimit stack=67108864
+NGC_RUN = "docker run --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
 
 
+def _short(value: str) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= LABEL_CHARS else value[:LABEL_CHARS - 1] + "…"
+
+
+# -- is this a container ----------------------------------------------------------------------------
 def container_kind(ev: ContainerEvidence) -> tuple[str, list[str]]:
     """("container" | "bare" | "unknown", the evidence that decided)."""
     found: list[str] = []
@@ -31,48 +78,144 @@ def container_kind(ev: ContainerEvidence) -> tuple[str, list[str]]:
         found.append("NGC image variables (NVIDIA_PYTORCH_VERSION/PYTORCH_BUILD_VERSION)")
     elif ev.ngc_vars.get("NVIDIA_BUILD_ID") or ev.ngc_vars.get("NVIDIA_PRODUCT_NAME"):
         found.append("NVIDIA image variables (NVIDIA_BUILD_ID/NVIDIA_PRODUCT_NAME)")
+    if ev.ngc_vars.get("UNSLOTH_LLAMA_CPP_PATH", "").startswith(UNSLOTH_OPT):
+        found.append("Unsloth image variable (UNSLOTH_LLAMA_CPP_PATH)")
     if ev.dockerenv:
         found.append("/.dockerenv")
     if ev.containerenv:
         found.append("/run/.containerenv")
     if ev.container_var:
-        found.append(f"container={ev.container_var}")
+        found.append(f"container={_short(ev.container_var)}")
     if ev.kubernetes:
         found.append("KUBERNETES_SERVICE_HOST")
-    runtime = [line for line in ev.proc1_cgroup if any(w in line for w in RUNTIME_WORDS)]
+    runtime = [(w, line) for line in ev.proc1_cgroup for w in RUNTIME_WORDS if w in line]
     if runtime:
-        found.append(f"/proc/1/cgroup: {runtime[0]}")
+        found.append(f"{runtime[0][0]} in /proc/1/cgroup")
     if ev.root_fstype == "overlay":
         found.append("overlay root filesystem")
     if found:
         return "container", found
     if ev.proc1_cgroup_error:
         return "unknown", [f"/proc/1/cgroup unreadable ({ev.proc1_cgroup_error}) and no other marker"]
-    return "bare", ["no container marker (/.dockerenv, /run/.containerenv, cgroup, overlay root, NGC variables)"]
+    return "bare", ["no container marker"]
 
 
-def is_ngc(ev: ContainerEvidence) -> bool:
-    return bool(ev.ngc_vars.get("NVIDIA_PYTORCH_VERSION") or ev.ngc_vars.get("PYTORCH_BUILD_VERSION"))
+# -- which image ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Image:
+    """The image a container runs, as its variables and paths name it."""
+
+    kind: str  # "ngc-pytorch" | "ngc-nemo" | "unsloth" | "cuda-base" | "other"
+    label: str  # "NGC PyTorch 25.10 (build 222161059)"
+    package: Optional[str] = None  # the package whose presence says this Python is the image's
+    replaced: Optional[str] = None  # why the image's stack is not what runs (bare pip inside it)
+
+    @property
+    def tested(self) -> bool:
+        """An NGC PyTorch/NeMo or Unsloth image whose own stack is what this Python runs."""
+        return self.kind in ("ngc-pytorch", "ngc-nemo", "unsloth") and self.replaced is None
 
 
+def _ngc(ev: ContainerEvidence) -> Optional[Image]:
+    var = ev.ngc_vars
+    product = var.get("NVIDIA_PRODUCT_NAME", "").strip()
+    nemo_version = var.get("NVIDIA_NEMO_VERSION") or var.get("NEMO_VERSION")
+    pytorch = var.get("NVIDIA_PYTORCH_VERSION")
+    build = var.get("NVIDIA_BUILD_ID")
+    built = f"build {_short(build)}" if build else None
+    if product.lower().startswith("nemo") or nemo_version:
+        name = _short(product or "NeMo")
+        release = _short(nemo_version or var.get("NVIDIA_PRODUCT_VERSION") or "")
+        detail = ", ".join(p for p in (f"PyTorch {_short(pytorch)}" if pytorch else None, built) if p)
+        label = " ".join(p for p in (f"NGC {name}", release, f"({detail})" if detail else "") if p)
+        return Image("ngc-nemo", label)
+    if pytorch or var.get("PYTORCH_BUILD_VERSION") or product.lower() == "pytorch":
+        if product and product.lower() != "pytorch":  # another NGC product built on NGC PyTorch
+            detail = ", ".join(p for p in (f"PyTorch {_short(pytorch)}" if pytorch else None, built) if p)
+            return Image("ngc-pytorch", f"NGC {_short(product)}" + (f" ({detail})" if detail else ""))
+        release = f" {_short(pytorch)}" if pytorch else ""
+        return Image("ngc-pytorch", f"NGC PyTorch{release}" + (f" ({built})" if built else ""))
+    if product.upper() == "CUDA":
+        cuda = var.get("CUDA_VERSION")
+        return Image("cuda-base", f"nvidia/cuda {_short(cuda)}" if cuda else "nvidia/cuda")
+    if product:
+        return Image("other", f"NVIDIA {_short(product)} image")
+    return None
+
+
+def _unsloth(ev: ContainerEvidence) -> Optional[Image]:
+    prefix = (ev.python_prefix or "").rstrip("/")
+    if prefix == UNSLOTH_VENV or ev.ngc_vars.get("UNSLOTH_LLAMA_CPP_PATH", "").startswith(UNSLOTH_OPT):
+        return Image("unsloth", "Unsloth image")
+    return None
+
+
+def _public(version: str) -> str:
+    return version.split("+", 1)[0].strip()
+
+
+def torch_replaced(build: Optional[str], installed: str) -> Optional[str]:
+    """Why the installed torch is not the NGC image's own build (None when it is, or cannot be told):
+    a PyTorch wheel's tag (+cu130, +cpu), or another release than ``PYTORCH_BUILD_VERSION``."""
+    local = installed.split("+", 1)[1] if "+" in installed else ""
+    if PIP_TAG.match(local) or (build and _public(build) != _public(installed)):
+        return f"pip replaced its torch with {_short(installed)}"
+    return None
+
+
+def image_of(ev: ContainerEvidence, dists: Distributions) -> Optional[Image]:
+    """The image this Python runs in, from its variables and paths; None when none is named."""
+    image = _ngc(ev)
+    unsloth = _unsloth(ev)
+    if unsloth is not None and (image is None or image.kind in ("cuda-base", "other")):
+        version = dists.versions.get("unsloth")
+        if version is None:
+            return Image("unsloth", unsloth.label, "unsloth", "this Python has no unsloth: it is not the image's")
+        return Image("unsloth", f"Unsloth image (unsloth {_short(version)})", "unsloth")
+    if image is None or image.kind not in ("ngc-pytorch", "ngc-nemo"):
+        return image
+    torch = dists.versions.get("torch")
+    if torch is None:
+        return Image(image.kind, image.label, "torch", "this Python has no torch: it is not the image's")
+    why = torch_replaced(ev.ngc_vars.get("PYTORCH_BUILD_VERSION"), torch)
+    return Image(image.kind, image.label, "torch", why)
+
+
+# -- the environment ---------------------------------------------------------------------------------
 def _priority(problem) -> tuple[int, str]:
     names = {problem.required, problem.distribution.lower()}
     return (0 if names & set(KEY_PACKAGES) else 1, problem.distribution.lower())
 
 
+def _pip_tail(dists: Distributions, pinned: bool = False) -> str:
+    """``bare pip: torch 2.11.0`` (``, nothing pins it to this GPU`` on a bare host)."""
+    torch = dists.versions.get("torch")
+    what = f"torch {_short(torch)}" if torch else f"{len(dists.versions)} distributions"
+    pins = (", nothing pins it to this GPU" if torch else ", nothing pins them to this GPU") if pinned else ""
+    return f"bare pip: {what}{pins}"
+
+
 def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
     kind, evidence = container_kind(ev)
+    image = image_of(ev, dists) if kind == "container" else None
     problems = sorted(dists.problems, key=_priority)
     readings = {
         "container": kind,
         "evidence": evidence,
-        "ngc": is_ngc(ev),
+        "image": image.label if image else None,
+        "image_kind": image.kind if image else None,
+        "image_stack_replaced": image.replaced if image else None,
+        "image_torch": ev.ngc_vars.get("PYTORCH_BUILD_VERSION"),
+        "ngc": bool(image and image.kind.startswith("ngc") and image.replaced is None),
+        "python_prefix": ev.python_prefix,
         "distributions": len(dists.versions),
         "problems": [p.text for p in problems],
         "key_versions": {k: dists.versions[k] for k in KEY_PACKAGES if k in dists.versions},
     }
-    where = {"container": "in a container", "bare": "on a bare host", "unknown": "container status unknown"}[kind]
-    why = f" ({evidence[0]})"
+    if image is not None and image.tested:
+        where = f"in {image.label}"
+    else:
+        where = {"container": "in a container", "bare": "on a bare host", "unknown": "with container status unknown"}[kind]
     if problems:
         shown = "; ".join(p.text for p in problems[:3])
         more = f"; +{len(problems) - 3} more" if len(problems) > 3 else ""
@@ -80,14 +223,99 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
                        fix="reinstall the named packages at versions their dependents accept "
                            "(e.g. the triton that torch pins), or start from a container: " + CONTAINER_FIX,
                        readings=readings)
-    consistent = f"{len(dists.versions)} distributions, every declared requirement met"
+    if image is not None and image.tested:
+        return Verdict(G, Status.PASS, f"{image.label}; {len(dists.versions)} distributions, "
+                                       "every declared requirement met", readings=readings)
+    if image is not None and image.replaced:
+        return Verdict(G, Status.WARN, f"{image.label}, but {image.replaced}",
+                       fix=f"start a fresh container of the image and add packages with pip install --no-deps, "
+                           f"so pip cannot replace its {image.package}; or " + CONTAINER_FIX,
+                       readings=readings)
     if kind == "container":
-        label = "NGC container" if is_ngc(ev) else "container"
-        return Verdict(G, Status.PASS, f"{label}{why}; {consistent}", readings=readings)
-    return Verdict(G, Status.WARN, f"{where}{why}; {consistent}, but nothing pins them to this GPU",
+        why = image.label if image else evidence[0]
+        return Verdict(G, Status.WARN, f"a container, but not an NGC or Unsloth image ({why}); {_pip_tail(dists)}",
+                       fix=CONTAINER_FIX, readings=readings)
+    host = "a bare host" if kind == "bare" else "container status unknown"
+    return Verdict(G, Status.WARN, f"{host} ({evidence[0]}); {_pip_tail(dists, pinned=True)}",
                    fix=CONTAINER_FIX, readings=readings)
 
 
+# -- how the container was started ---------------------------------------------------------------------
+def size(n: int) -> str:
+    """Bytes as ``df -h`` shows them, in binary units: 64 MiB, 125.8 GiB."""
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB".replace(".0 GiB", " GiB")
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.0f} MiB"
+    return f"{n / (1 << 10):.0f} KiB"
+
+
+def limit_text(limit: Rlimit) -> str:
+    return "unlimited" if limit.soft == UNLIMITED else size(limit.soft)
+
+
+def judge_start(ev: ContainerEvidence) -> Verdict:
+    """/dev/shm and the locked-memory and stack limits against what NGC's start-up note asks for."""
+    kind, evidence = container_kind(ev)
+    readings = {
+        "container": kind,
+        "shm_bytes": ev.shm_bytes,
+        "shm_error": ev.shm_error,
+        "memlock": {"soft": ev.memlock.soft, "hard": ev.memlock.hard} if ev.memlock else None,
+        "stack": {"soft": ev.stack.soft, "hard": ev.stack.hard} if ev.stack else None,
+        "cap_ipc_lock": ev.cap_ipc_lock,
+        "limits_error": ev.limits_error,
+        "shm_min_bytes": SHM_MIN,
+        "stack_asked_bytes": STACK_ASKED,
+    }
+    if kind != "container":
+        return Verdict(G, Status.SKIP, "not a container: /dev/shm and ulimits are judged in containers only",
+                       readings=readings)
+    if ev.shm_bytes is None and ev.memlock is None:
+        if ev.shm_error or ev.limits_error:
+            why = "; ".join(e for e in (ev.shm_error and f"/dev/shm: {ev.shm_error}",
+                                        ev.limits_error and f"limits: {ev.limits_error}") if e)
+            return Verdict(G, Status.SKIP, f"/dev/shm and ulimits unreadable ({why})", readings=readings)
+        return Verdict(G, Status.SKIP, "/dev/shm and ulimits not recorded (a snapshot of an older suite)",
+                       readings=readings)
+    missing: list[str] = []
+    harms: list[str] = []
+    shown: list[str] = []
+    if ev.shm_bytes is None:
+        shown.append("/dev/shm " + ("unreadable" if ev.shm_error else "not recorded"))
+    else:
+        shown.append(f"/dev/shm {size(ev.shm_bytes)}")
+        if ev.shm_bytes < SHM_MIN:
+            missing.append("--ipc=host (or --shm-size=16g)")
+            harms.append(f"a {size(ev.shm_bytes)} /dev/shm makes DataLoader workers die with a bus error")
+    if ev.memlock is None:
+        shown.append("memlock " + ("unreadable" if ev.limits_error else "not recorded"))
+    else:
+        capped = ev.memlock.soft != UNLIMITED
+        shown.append(f"memlock {limit_text(ev.memlock)}" + (" (CAP_IPC_LOCK)" if capped and ev.cap_ipc_lock else ""))
+        if capped and not ev.cap_ipc_lock:
+            missing.append("--ulimit memlock=-1")
+            harms.append("a capped memlock makes NCCL over RDMA (two Sparks, G10) fail in ibv_reg_mr")
+    if ev.stack is not None:
+        stack_short = ev.stack.soft != UNLIMITED and ev.stack.soft < STACK_ASKED
+        shown.append(f"stack {limit_text(ev.stack)}")
+        if stack_short and missing:
+            missing.append("--ulimit stack=67108864")
+    if not missing:
+        return Verdict(G, Status.PASS, f"container started with room: {', '.join(shown)}", readings=readings)
+    hints = []
+    if "--ulimit memlock=-1" in missing and ev.memlock is not None and ev.memlock.hard == UNLIMITED:
+        hints.append("or run ulimit -l unlimited before the launch: the hard limit allows it")
+    if ev.kubernetes:
+        hints.append("in Kubernetes, mount an emptyDir with medium: Memory at /dev/shm")
+    hint = f" ({'; '.join(hints)})" if hints else ""
+    return Verdict(G, Status.WARN, f"container started without NGC's flags: {', '.join(shown)}",
+                   fix=f"start the container with {NGC_RUN} IMAGE (missing here: {', '.join(missing)}){hint}: "
+                       + "; ".join(harms),
+                   readings=readings)
+
+
+# -- since the baseline ---------------------------------------------------------------------------------
 def judge_baseline(baseline: Baseline, dists: Distributions) -> Verdict:
     if not baseline.path:
         return Verdict(G, Status.SKIP, "no known-good baseline given (--spark-baseline SNAPSHOT)")

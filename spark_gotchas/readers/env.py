@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import elf, fatbin, scrub
 from ..readings.env import (
+    UNLIMITED,
     Baseline,
     ContainerEvidence,
     Distributions,
@@ -36,14 +37,21 @@ from ..readings.env import (
     LibraryKernels,
     LinkedExtension,
     RequirementProblem,
+    Rlimit,
     entry_from_target,
 )
 from . import ReadContext, reader
 
 # -- env.container, env.distributions, env.baseline -----------------------------------------------
+# Image variables: NGC's (nvcr.io/nvidia/pytorch, nemo), the CUDA base image's (NVIDIA_PRODUCT_NAME=CUDA)
+# and Unsloth's image (unsloth/unsloth sets UNSLOTH_LLAMA_CPP_PATH=/opt/unsloth/llama.cpp; :latest
+# also UNSLOTH_STUDIO_HOME).
 NGC_VARS = ("NVIDIA_PRODUCT_NAME", "NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "NVIDIA_BUILD_ID",
-            "NVIDIA_PRODUCT_VERSION", "CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "TORCH_CUDA_ARCH_LIST",
-            "NVIDIA_VISIBLE_DEVICES", "UNSLOTH_VERSION")
+            "NVIDIA_PRODUCT_VERSION", "NVIDIA_NEMO_VERSION", "NEMO_VERSION", "CUDA_VERSION",
+            "NVIDIA_REQUIRE_CUDA", "TORCH_CUDA_ARCH_LIST", "NVIDIA_VISIBLE_DEVICES", "UNSLOTH_VERSION",
+            "UNSLOTH_LLAMA_CPP_PATH", "UNSLOTH_STUDIO_HOME")
+SHM = "/dev/shm"
+CAP_IPC_LOCK = 14  # bit in /proc/<pid>/status CapEff (linux/capability.h)
 
 
 def _read_lines(path: str, limit: int = 20) -> tuple[list[str], Optional[str]]:
@@ -63,11 +71,51 @@ def root_fstype(mountinfo_lines: list[str]) -> Optional[str]:
     return None
 
 
+def shm_size(path: str = SHM) -> tuple[Optional[int], Optional[str]]:
+    """(bytes, None) or (None, why): the size of the shared-memory filesystem (``df /dev/shm``)."""
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError) as exc:  # AttributeError: no statvfs on this platform
+        return None, f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
+    return st.f_blocks * st.f_frsize, None
+
+
+def _rlimits() -> tuple[Optional[Rlimit], Optional[Rlimit], Optional[str]]:
+    """RLIMIT_MEMLOCK and RLIMIT_STACK of this process (``ulimit -l -s``), RLIM_INFINITY as UNLIMITED."""
+    try:
+        import resource
+    except ImportError as exc:  # not a POSIX system
+        return None, None, f"ImportError: {exc}"
+
+    def limit(which: int) -> Rlimit:
+        soft, hard = resource.getrlimit(which)
+        return Rlimit(*(UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in (soft, hard)))
+
+    try:
+        return limit(resource.RLIMIT_MEMLOCK), limit(resource.RLIMIT_STACK), None
+    except (OSError, ValueError, AttributeError) as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"
+
+
+def has_cap_ipc_lock(status_lines: list[str]) -> Optional[bool]:
+    """CAP_IPC_LOCK in the effective set (``CapEff:`` of /proc/self/status); None when not there."""
+    for line in status_lines:
+        if line.startswith("CapEff:"):
+            try:
+                return bool(int(line.split(":", 1)[1].strip(), 16) >> CAP_IPC_LOCK & 1)
+            except ValueError:
+                return None
+    return None
+
+
 @reader("env.container")
 def read_container(ctx: ReadContext) -> ContainerEvidence:
     cgroup, error = _read_lines("/proc/1/cgroup")
     mountinfo, _ = _read_lines("/proc/self/mountinfo", limit=400)
+    status, _ = _read_lines("/proc/self/status", limit=80)
     env = scrub.scrub_env({k: os.environ[k] for k in NGC_VARS if k in os.environ})
+    shm_bytes, shm_error = shm_size()
+    memlock, stack, limits_error = _rlimits()
     return ContainerEvidence(
         dockerenv=os.path.exists("/.dockerenv"),
         containerenv=os.path.exists("/run/.containerenv"),
@@ -77,6 +125,13 @@ def read_container(ctx: ReadContext) -> ContainerEvidence:
         container_var=os.environ.get("container"),
         kubernetes="KUBERNETES_SERVICE_HOST" in os.environ,
         ngc_vars=env,
+        python_prefix=sys.prefix,
+        shm_bytes=shm_bytes,
+        shm_error=shm_error,
+        memlock=memlock,
+        stack=stack,
+        cap_ipc_lock=has_cap_ipc_lock(status),
+        limits_error=limits_error,
     )
 
 

@@ -7,12 +7,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-
 # -- env.container --------------------------------------------------------------------------------
+UNLIMITED = -1  # an Rlimit value with no limit (RLIM_INFINITY, as ``ulimit`` prints "unlimited")
+
+
+@dataclass
+class Rlimit:
+    """One resource limit of this process (``resource.getrlimit``), in bytes; ``UNLIMITED`` for none."""
+
+    soft: int
+    hard: int
+
+
 @dataclass
 class ContainerEvidence:
-    """Raw container markers; the G9 judge decides. Check by hand: ``ls -a /.dockerenv
-    /run/.containerenv; cat /proc/1/cgroup; grep ' / ' /proc/self/mountinfo; env | grep NVIDIA``"""
+    """Raw container markers and how the container was started; the G9 judge decides. Check by
+    hand: ``ls -a /.dockerenv /run/.containerenv; cat /proc/1/cgroup; grep ' / ' /proc/self/mountinfo;
+    env | grep -E 'NVIDIA|UNSLOTH'; df -h /dev/shm; ulimit -l -s``
+
+    The fields after ``ngc_vars`` came later: a snapshot without them replays with None, "not
+    recorded", and the judge says so instead of guessing.
+    """
 
     dockerenv: bool = False
     containerenv: bool = False
@@ -21,7 +36,14 @@ class ContainerEvidence:
     root_fstype: Optional[str] = None
     container_var: Optional[str] = None
     kubernetes: bool = False
-    ngc_vars: dict[str, str] = field(default_factory=dict)
+    ngc_vars: dict[str, str] = field(default_factory=dict)  # NVIDIA, NGC and Unsloth image variables
+    python_prefix: Optional[str] = None  # sys.prefix: /opt/unsloth-venv in Unsloth's image
+    shm_bytes: Optional[int] = None  # size of the /dev/shm filesystem (os.statvfs)
+    shm_error: Optional[str] = None  # why /dev/shm could not be read
+    memlock: Optional[Rlimit] = None  # RLIMIT_MEMLOCK (docker run --ulimit memlock=-1)
+    stack: Optional[Rlimit] = None  # RLIMIT_STACK (docker run --ulimit stack=67108864)
+    cap_ipc_lock: Optional[bool] = None  # CAP_IPC_LOCK in /proc/self/status CapEff: memlock does not bind
+    limits_error: Optional[str] = None  # why the limits could not be read
 
 
 # -- env.distributions ----------------------------------------------------------------------------

@@ -258,6 +258,13 @@ def test_the_soak_record_cli_rejudges_a_csv(tmp_path, gpu, worker, capsys):
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     assert main([str(tmp_path / "bad.csv")]) == 2
     assert "is not a G4 soak CSV" in capsys.readouterr().out
+    assert main([reading.csv_path, "--profile", "gb10", "--max-drop", "5%"]) == 0  # as the environment takes it
+    assert capsys.readouterr().out.splitlines()[0] == out[0]
+    with pytest.raises(SystemExit) as usage:  # 10 meant as 10%: a usage line, not a soak judged at 1000%
+        main([reading.csv_path, "--max-drop", "10"])
+    assert usage.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == ("python -m spark_gotchas soak-record: error: argument "
+                                                        "--max-drop: '10' is not a fraction in (0, 1)")
     # the same tool as a subcommand of the suite's command, and as a module of its own
     assert cli.main(["soak-record", reading.csv_path, "--profile", "gb10"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == out[0]

@@ -34,7 +34,7 @@ from ..readers.thermal.spot_check import no_cuda_reason
 from ..readings.thermal import DEFAULT_MAX_DROP, SoakReading, SoakWindow
 from ..sampler import Sampler
 from ..units import hms, pct
-from .record import Recorder, SoakSample, downsample, format_meta
+from .record import Recorder, SoakSample, downsample, drop_fraction, format_meta
 
 LOAD_TASK = "spark_gotchas.microbench.soak_load:run"
 LOAD_TIMEOUT_MARGIN_S = 300.0  # torch/cuBLAS start-up and the last window, beyond the duration
@@ -54,12 +54,9 @@ def max_drop_fraction(environ: Optional[dict[str, str]] = None) -> tuple[float, 
     if not text:
         return DEFAULT_MAX_DROP, ""
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1:
-        return DEFAULT_MAX_DROP, f"{MAX_DROP_ENV}={text!r} is not a fraction in (0, 1); using {DEFAULT_MAX_DROP:.0%}"
-    return value, ""
+        return drop_fraction(text), ""
+    except ValueError as exc:
+        return DEFAULT_MAX_DROP, f"{MAX_DROP_ENV}={exc}; using {DEFAULT_MAX_DROP:.0%}"
 
 
 def _rss_bytes() -> Optional[int]:

@@ -178,6 +178,18 @@ def _fmt(value: Any) -> str:
     return scrub.mask_text(str(value))  # a note may quote a command line
 
 
+def drop_fraction(text: str) -> float:
+    """A throughput fall as a user writes it, ``0.1`` or ``10%``, as a fraction in (0, 1)."""
+    text = text.strip()
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise ValueError(f"{text!r} is not a fraction in (0, 1)")
+    return value
+
+
 def format_meta(meta: dict[str, Any]) -> str:
     return ";".join(f"{k}={_fmt(v)}" for k, v in meta.items() if v is not None)
 
@@ -401,7 +413,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-record", description=main.__doc__)
     parser.add_argument("csv")
     parser.add_argument("--profile", default="auto", choices=profiles.CHOICES)
-    parser.add_argument("--max-drop", type=float, default=None, help="fraction, e.g. 0.1 (default: the run's)")
+    parser.add_argument("--max-drop", type=_drop_argument, default=None,
+                        help="the throughput fall that fails, 0.1 or 10%% (default: the run's)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         record = read_csv(args.csv)
@@ -422,6 +435,13 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"memory first/last window: parent {_mib(rss[0][0])} -> {_mib(rss[-1][0])}, "
               f"load {_mib(rss[0][1])} -> {_mib(rss[-1][1])}")
     return 1 if verdict.status.value == "FAIL" else 0
+
+
+def _drop_argument(text: str) -> float:
+    try:
+        return drop_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _mib(value: Optional[int]) -> str:

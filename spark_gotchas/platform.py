@@ -1,4 +1,9 @@
-"""Which platform this run judges: the profile, and a short description for reports."""
+"""Which platform this run judges: the profile, whether this machine is it, and a short description.
+
+:func:`machine` is the one place that decides whether the machine whose live state is read is
+the platform the profile describes; the checks of live state (G3, G4 under load, G5, G6) pass its
+answer to their judges.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import sys
 from typing import Any, Optional
 
 from . import __version__
-from .profiles import NONE, PROFILES, Profile, resolve
+from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, match, resolve
 from .provider import Provider, peek
 
 
@@ -16,21 +21,76 @@ def profile(provider: Provider, requested: str = "auto") -> Profile:
     """The profile asked for, or (auto) the one matching the first GPU NVML or torch sees."""
     if requested and requested != "auto":
         return PROFILES[requested]
+    device = _device(provider)
+    return NONE if device is None else resolve("auto", *device)
+
+
+def _no_gpu_here(provider: Provider) -> bool:
+    """True when no GPU can be used here without asking torch: no /dev/nvidia* and (where the bus
+    can be read) no NVIDIA GPU on it. CUDA needs those device files, so torch would see none."""
+    visibility = provider.try_read("gpu.visibility")
+    return visibility is not None and not visibility.dev_nodes and visibility.pci_error is None \
+        and not visibility.gpu_on_bus
+
+
+def _device(provider: Provider, ask_torch: bool = True) -> Optional[tuple[str, Optional[tuple[int, int]]]]:
+    """The first GPU's (name, capability), NVML's first, else torch's; None when neither sees one.
+
+    NVML can be missing where CUDA works (a container given ``compute`` but not ``utility``
+    driver capabilities has no libnvidia-ml), so torch is asked then, unless nothing here could
+    be a GPU (:func:`_no_gpu_here`): a live run then never waits for torch's import to learn
+    that. ``ask_torch=False``: torch's reading only if already taken."""
     inventory = provider.try_read("gpu.inventory")
     if inventory is not None and inventory.first is not None:
-        dev = inventory.first
-        return resolve("auto", dev.name, dev.capability)
-    if inventory is not None and inventory.nvml_error and "not found" in inventory.nvml_error:
-        return NONE  # no driver at all: do not pay for a torch import to learn that
-    build = provider.try_read("torch.build")
-    if build is not None and build.devices:
-        return resolve("auto", build.devices[0].name, build.devices[0].capability)
-    return NONE
+        return inventory.first.name or "an unnamed GPU", inventory.first.capability
+    if provider.live and _no_gpu_here(provider):
+        return None
+    build = provider.try_read("torch.build") if ask_torch else peek(provider, "torch.build")
+    if build is not None and build.has_device and build.devices:
+        return build.devices[0].name, build.devices[0].capability
+    return None
+
+
+def machine(provider: Provider, requested: str = "auto", ask_torch: bool = True) -> Machine:
+    """Whether the machine whose live state is read is the profile's platform (in a replay: the
+    machine the snapshot recorded). ``auto`` took the profile from the machine, so it is. A profile
+    asked for by name is the machine when the machine's GPU (NVML's, else torch's) matches it; a
+    machine with no GPU is not, unless an NVIDIA GPU is on its PCI bus but hidden from this
+    environment: that one cannot be told apart, so the profile asked for is taken at its word.
+    ``ask_torch=False`` (for reports): torch's reading only if already taken, never an import.
+    """
+    if not requested or requested == "auto":
+        return SAME
+    asked = PROFILES[requested]
+    device = _device(provider, ask_torch)
+    if device is None:
+        visibility = provider.try_read("gpu.visibility")
+        if visibility is not None and visibility.gpu_on_bus:
+            return SAME
+        return SAME if asked is NONE else Machine(is_profile=False, device="no GPU")
+    name, capability = device
+    if asked is GENERIC or match(name, capability).key == asked.key:
+        return SAME
+    return Machine(is_profile=False, device=name)
+
+
+def hidden_gpu(provider: Provider) -> Optional[str]:
+    """``10de:2e12 at 000f:01:00.0`` when an NVIDIA GPU is on the PCI bus and neither NVML nor
+    torch (where already read) sees one; else None."""
+    inventory = peek(provider, "gpu.inventory")
+    if inventory is not None and inventory.devices:
+        return None
+    build = peek(provider, "torch.build")
+    if build is not None and build.has_device:
+        return None
+    visibility = provider.try_read("gpu.visibility")  # cheap: sysfs and the environment
+    return visibility.bus_text if visibility is not None and visibility.gpu_on_bus else None
 
 
 def describe(provider: Provider, requested: str = "auto") -> dict[str, Any]:
     """JSON-ready platform facts for the summary, the report and the snapshot."""
     prof = profile(provider, requested)
+    here = machine(provider, requested, ask_torch=False)
     inventory = peek(provider, "gpu.inventory")
     dev = inventory.first if inventory is not None else None
     build = peek(provider, "torch.build")
@@ -38,7 +98,9 @@ def describe(provider: Provider, requested: str = "auto") -> dict[str, Any]:
         "profile": prof.key,
         "profile_title": prof.title,
         "profile_requested": requested or "auto",
+        "machine_is_profile": here.is_profile,
         "gpu": dev.name if dev else None,
+        "gpu_hidden": hidden_gpu(provider) if dev is None else None,
         "gpu_count": len(inventory.devices) if inventory is not None else None,
         "capability": list(dev.capability) if dev and dev.capability else None,
         "driver": inventory.driver_version if inventory is not None else None,
@@ -52,13 +114,16 @@ def describe(provider: Provider, requested: str = "auto") -> dict[str, Any]:
 
 
 def one_line(desc: dict[str, Any], replayed_from: Optional[str] = None) -> str:
-    gpu = desc.get("gpu") or f"no GPU ({desc.get('nvml_error') or 'none found'})"
+    gpu = desc.get("gpu") or (f"NVIDIA GPU present but not visible here ({desc['gpu_hidden']})"
+                              if desc.get("gpu_hidden") else f"no GPU ({desc.get('nvml_error') or 'none found'})")
     cap = desc.get("capability")
     parts = [gpu + (f" (cc {cap[0]}.{cap[1]})" if cap else "")]
     if desc.get("driver"):
         parts.append(f"driver {desc['driver']} / CUDA {desc.get('cuda_driver') or '?'}")
     if desc.get("torch"):
         parts.append(f"torch {desc['torch']}")
+    if desc.get("machine_is_profile") is False and desc.get("profile") in PROFILES:
+        parts.append(f"not {PROFILES[desc['profile']].a_name}: its live state not judged")
     parts.append(f"profile {desc['profile']}")
     head = "replayed " + replayed_from + ": " if replayed_from else ""
     return head + ", ".join(parts)

@@ -4,6 +4,10 @@ A profile holds ranges, not points, and says where each figure came from. ``gene
 figures of its own: judges then use what NVML reports about the device (e.g. theoretical
 bandwidth = max memory clock x bus width x 2 / 8) or say the figure is unknown. ``none`` is
 what ``auto`` picks on a machine without an NVIDIA GPU.
+
+:class:`Machine` says whether the machine whose live state a run reads is the platform the
+profile describes (``--spark-profile gb10`` on a CI box is not): :func:`spark_gotchas.platform.machine`
+decides it, the judges of live state take it as it is.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class Range:
 class Profile:
     key: str
     title: str
+    a_name: str = ""  # "a GB10": the platform in a sentence
+    owner: str = ""  # "a Spark's": whose memory, clocks, processes the judges speak of
     name_patterns: tuple[str, ...] = ()
     capability: Optional[tuple[int, int]] = None
     unified_memory: bool = False
@@ -42,6 +48,7 @@ class Profile:
     rated_power_note: str = ""
     sustained_power_w: Optional[Range] = None
     gemm_tflops: dict[str, Range] = field(default_factory=dict)
+    memory_total_bytes: Optional[int] = None  # what one GPU can hold (GB10: the whole unified pool)
     fp4_arch: Optional[str] = None  # the arch-specific target FP4 kernels need
     link_busbw_gbps: Optional[Range] = None  # expected all-reduce bus bandwidth between nodes
     notes: tuple[str, ...] = ()
@@ -61,6 +68,8 @@ class Profile:
 GB10 = Profile(
     key="gb10",
     title="NVIDIA GB10 (DGX Spark)",
+    a_name="a GB10",
+    owner="a Spark's",
     name_patterns=("GB10",),
     capability=(12, 1),
     unified_memory=True,
@@ -68,6 +77,7 @@ GB10 = Profile(
     cuda_major=13,
     gpus_per_node=1,
     l2_bytes=24 * 1024 * 1024,
+    memory_total_bytes=130_663_821_312,  # torch total_memory = MemTotal 127,601,388 kB (121.7 GiB)
     datasheet_bandwidth_gbps=273.0,
     bandwidth_gbps={
         "copy": Range(180.0, 210.0, "public GB10 copy figures, read+write counted"),
@@ -92,10 +102,13 @@ GB10 = Profile(
 H200 = Profile(
     key="h200",
     title="NVIDIA H200",
+    a_name="an H200",
+    owner="an H200's",
     name_patterns=("H200",),
     capability=(9, 0),
     gpus_per_node=8,
     l2_bytes=60 * 1024 * 1024,
+    memory_total_bytes=150_754_820_096,  # NVML memory total of the H200 measured here
     datasheet_bandwidth_gbps=4800.0,
     bandwidth_gbps={
         "copy": Range(3965.0, 4300.0, "BabelStream copy / torch copy, one H200 measured here"),
@@ -114,6 +127,8 @@ H200 = Profile(
 H100 = Profile(
     key="h100",
     title="NVIDIA H100 SXM",
+    a_name="an H100",
+    owner="an H100's",
     name_patterns=("H100",),
     capability=(9, 0),
     gpus_per_node=8,
@@ -127,6 +142,8 @@ H100 = Profile(
 GH200 = Profile(
     key="gh200",
     title="NVIDIA GH200 Grace Hopper",
+    a_name="a GH200",
+    owner="a GH200's",
     name_patterns=("GH200",),
     capability=(9, 0),
     unified_memory=True,
@@ -138,8 +155,29 @@ GH200 = Profile(
     notes=("bandwidth ranges not measured by this suite: judged against NVML's theoretical peak",),
 )
 
-GENERIC = Profile(key="generic", title="a GPU without a profile (figures from NVML)")
-NONE = Profile(key="none", title="no NVIDIA GPU")
+GENERIC = Profile(key="generic", title="a GPU without a profile (figures from NVML)",
+                  a_name="a machine with an NVIDIA GPU", owner="a GPU machine's")
+NONE = Profile(key="none", title="no NVIDIA GPU", a_name="a machine without a GPU", owner="such a machine's")
+
+@dataclass(frozen=True)
+class Machine:
+    """Whether the machine whose live state is read (memory, clocks, bandwidth, processes) is the
+    platform the profile describes, and if not, what it has instead (``no GPU``, ``NVIDIA H200``).
+
+    A profile asked for on another machine still judges the software as that platform would run
+    it; its live state stands for nothing there, so the judges of live state say so instead.
+    """
+
+    is_profile: bool = True
+    device: str = ""
+
+    def not_profile(self, profile: Profile, thing: str) -> str:
+        """``this machine is not a GB10 (no GPU): its memory cannot stand for a Spark's``."""
+        what = f" ({self.device})" if self.device else ""
+        return f"this machine is not {profile.a_name}{what}: its {thing} cannot stand for {profile.owner}"
+
+
+SAME = Machine()  # the profile was picked from this machine (auto), or it matches
 
 PROFILES: dict[str, Profile] = {p.key: p for p in (GB10, H100, H200, GH200, GENERIC, NONE)}
 

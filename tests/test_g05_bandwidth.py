@@ -8,6 +8,7 @@ from pathlib import Path
 import bench_fakes as fk
 import pytest
 from gline_block import glines as block
+from sysfs_fakes import GB10_PCI, H200_PCI, make_root
 
 from microbench.bandwidth import BandwidthSweep
 from spark_gotchas import profiles
@@ -169,7 +170,9 @@ def glines(result) -> list[str]:
     return [line for line in block(result, (5, 7)) if not line.startswith("    fix: ")]
 
 
-def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkeypatch):
+def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkeypatch, tmp_path):
+    # the fake worker's torch sees an H200: give the machine the device files and PCI entry one has
+    monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[H200_PCI], dev=("nvidia0", "nvidiactl"))))
     pytester.makepyfile(test_g05_check=(ROOT / "tests_gotchas" / "test_g05_bandwidth.py").read_text())
     live = run(pytester, "-m", "fast", "--spark-profile", "h200", "--spark-model-gb", "70",
                "--spark-snapshot", "snap.json", "-rA")
@@ -191,9 +194,11 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
     assert glines(replay) == lines
 
 
-def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu):
+def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu, monkeypatch, tmp_path):
     fake_gpu.answers["microbench.bandwidth:probe"] = TaskResult(ok=False, crashed=True, signal="SIGSEGV",
                                                                  stderr_tail="Segmentation fault")
+    fake_gpu.answers["spark_gotchas.tasks:torch_build"] = fk.torch_build_value("NVIDIA GB10", (12, 1))
+    monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[GB10_PCI], dev=("nvidia0", "nvidiactl"))))
     pytester.makepyfile(test_g05_check=(ROOT / "tests_gotchas" / "test_g05_bandwidth.py").read_text())
     result = run(pytester, "-m", "fast", "--spark-profile", "gb10", "-k", "budget")
     result.assert_outcomes(failed=1)

@@ -3,6 +3,7 @@
 import pytest
 
 from spark_gotchas.judges import g01_cuda_abi as g01
+from spark_gotchas.judges import g01_visibility
 
 pytestmark = pytest.mark.fast
 
@@ -20,3 +21,9 @@ def test_g1_extensions_link_driver_cuda(spark):
 @pytest.mark.gpu
 def test_g1_first_cuda_launch(spark):
     spark.report(g01.judge_first_launch(spark.read("torch.first_launch")))
+
+
+@pytest.mark.gpu
+def test_g1_gpu_visible_here(spark):
+    spark.report(g01_visibility.judge_gpu_visible(spark.try_read("gpu.visibility"), spark.try_read("gpu.inventory"),
+                                                  spark.try_read("torch.build")))

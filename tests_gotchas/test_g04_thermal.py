@@ -2,6 +2,7 @@
 
 import pytest
 
+from spark_gotchas import platform
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.soak.finish import finish
 
@@ -14,7 +15,9 @@ def test_g4_clocks_at_rest(spark):
 @pytest.mark.fast
 @pytest.mark.gpu(prepare=["thermal.spot_check"])  # its load needs no torch: it runs while torch imports
 def test_g4_clocks_under_load(spark):
-    spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile))
+    here = platform.machine(spark.provider, spark.options.spark_profile)  # judged only on the profile's platform
+    spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile, spark.try_read("gpu.processes"),
+                                      here))
 
 
 @pytest.mark.fast

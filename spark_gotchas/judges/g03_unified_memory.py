@@ -3,6 +3,13 @@
 Figures are in GB (10^9 bytes, as ``--spark-model-gb`` is); ``free -h`` prints GiB.
 
 Rules:
+- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI
+  box or an H200; see :func:`spark_gotchas.platform.machine`): this machine's memory stands for
+  nothing there, so every G3 check is INFO "this machine is not a GB10 (…): its memory cannot
+  stand for a Spark's", never FAIL or WARN from it. With ``--spark-model-gb N`` the headroom
+  check still weighs the plan against the profile's own memory (GB10: 130.7 GB in all): a load
+  peak larger than that -> WARN (no such machine can load it), else INFO with the peak. The
+  load probe (soak) likewise says INFO.
 - Memory kind comes from the profile: unified (GB10; GH200's shared pool) -> one pool, judged
   from /proc/meminfo, where CUDA's free figure is MemFree (page cache counts as used);
   discrete (H200, H100, generic) -> device memory from NVML, host memory from meminfo;
@@ -32,7 +39,7 @@ import math
 from typing import Optional
 
 from ..plan import Plan
-from ..profiles import Profile
+from ..profiles import SAME, Machine, Profile
 from ..readings.gpu import GpuInventory
 from ..readings.mem import CudaMemory, LoadProbe, MemInfo
 from ..units import GB, gb
@@ -60,7 +67,15 @@ def _figures(info: MemInfo) -> dict:
 
 
 # -- page cache ---------------------------------------------------------------------------------
-def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan) -> Verdict:
+def _elsewhere(here: Machine, profile: Profile, thing: str, readings: Optional[dict] = None) -> Verdict:
+    """INFO: this machine is not the profile's platform, so its ``thing`` is not judged."""
+    return Verdict(G, Status.INFO, here.not_profile(profile, thing),
+                   readings={**(readings or {}), "machine_is_profile": False, "machine": here.device})
+
+
+def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan, here: Machine = SAME) -> Verdict:
+    if not here.is_profile:
+        return _elsewhere(here, profile, "memory", _figures(info) if info.ok else None)
     if not info.ok:
         return _skip_meminfo(info)
     lacking = [k for k in ("MemFree", "Cached") if k in info.missing]
@@ -112,7 +127,10 @@ def best_device(cuda: Optional[CudaMemory], inventory: Optional[GpuInventory]) -
 
 
 def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
-                   cuda: Optional[CudaMemory] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
+                   cuda: Optional[CudaMemory] = None, inventory: Optional[GpuInventory] = None,
+                   here: Machine = SAME) -> Verdict:
+    if not here.is_profile:
+        return _plan_elsewhere(here, profile, plan)
     if not info.ok:
         return _skip_meminfo(info)
     if info.mem_available_bytes is None:
@@ -141,6 +159,26 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
                            f"root between runs ({DROP_CACHES}); or plan a smaller or quantized model. {QLORA_NOTE}",
                        readings=readings)
     return Verdict(G, Status.PASS, f"{planned}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} of headroom",
+                   readings=readings)
+
+
+def _plan_elsewhere(here: Machine, profile: Profile, plan: Plan) -> Verdict:
+    """This machine's memory says nothing; the plan against the profile's own memory still does."""
+    total = profile.memory_total_bytes
+    peak = plan.peak_bytes(unified=profile.memory_kind != "discrete")
+    readings = {"machine_is_profile": False, "machine": here.device, "model_gb": plan.model_gb,
+                "load_factor": plan.factor, "planned_peak_bytes": peak, "profile_memory_bytes": total}
+    if peak is None or not total:
+        return Verdict(G, Status.INFO, here.not_profile(profile, "memory"), readings=readings)
+    what = f"would peak at ~{gb(peak)} (x{plan.factor:g})" if profile.memory_kind != "discrete" else "need"
+    planned = f"{plan.model_gb:g} GB of weights {what}"
+    whose = f"{profile.a_name}'s {gb(total)}"
+    if peak > total:
+        return Verdict(G, Status.WARN, f"{planned}, more than all of {whose}",
+                       fix=f"plan a smaller or quantized model: it cannot load on {profile.a_name}. {QLORA_NOTE}",
+                       readings=readings)
+    machine = f" ({here.device})" if here.device else ""
+    return Verdict(G, Status.INFO, f"this machine is not {profile.a_name}{machine}: {planned} of {whose}",
                    readings=readings)
 
 
@@ -177,7 +215,9 @@ def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
 
 # -- what NVML and CUDA say ----------------------------------------------------------------------
 def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[GpuInventory],
-                          cuda: Optional[CudaMemory]) -> Verdict:
+                          cuda: Optional[CudaMemory], here: Machine = SAME) -> Verdict:
+    if not here.is_profile:
+        return _elsewhere(here, profile, "memory")
     kind = profile.memory_kind
     nvml_devs = inventory.devices if inventory is not None else []
     cuda_dev = cuda.first if cuda is not None else None
@@ -232,7 +272,10 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
 
 
 # -- the load probe (soak) --------------------------------------------------------------------------
-def judge_load_probe(probe: LoadProbe, plan: Plan) -> Verdict:
+def judge_load_probe(probe: LoadProbe, plan: Plan, profile: Optional[Profile] = None,
+                     here: Machine = SAME) -> Verdict:
+    if profile is not None and not here.is_profile:
+        return _elsewhere(here, profile, "load peak")
     factor = plan.factor
     readings = {"size_bytes": probe.size_bytes, "peak_extra_ratio": probe.peak_extra_ratio,
                 "load_factor": factor, "cold": probe.cold, "integrated": probe.integrated,

@@ -11,6 +11,9 @@ At rest (``thermal.snapshot``):
   cumulative counters since the driver loaded (history, not judged: they may be months old).
 
 Spot check (``thermal.spot_check``, about 2 s of BF16 GEMM):
+- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI box
+  or an H200; see :func:`spark_gotchas.platform.machine`) -> INFO "this machine is not a GB10
+  (…): its clocks under load cannot stand for a Spark's", whatever was measured.
 - No CUDA torch or no NVML -> SKIP. The load crashed, hung or raised -> FAIL.
 - Load-adequacy gate: the GPU busy (the lower of the load's own busy fraction and NVML
   utilization) under 80% -> INFO "inconclusive" (a lightly loaded GPU may clock down rightly).
@@ -20,6 +23,10 @@ Spot check (``thermal.spot_check``, about 2 s of BF16 GEMM):
 - A thermal or power-brake reason active in any sample, or a thermal/power-brake counter growing
   over the check -> WARN. The SW power cap alone is no finding: a GPU at its power limit caps by
   design (on GB10 it always dominates the counters).
+- Clocks and power fine, but the throughput far below the profile's own GEMM figure for the
+  load's precision (under 0.7 x the range's low end; GB10 BF16 94-98 TFLOP/s) -> WARN naming the
+  cause it can see in ``gpu.processes``: another process busy on the GPU (named; see G6), or
+  nothing else running (the driver or the hardware). A profile without that figure is not judged.
 - Otherwise PASS with clock, power, temperature and throughput.
 
 Reboot (``thermal.reboot``, the last soak's heartbeat):
@@ -54,7 +61,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
-from ..profiles import Profile
+from ..profiles import SAME, Machine, Profile
+from ..readings.gpu import GpuProcesses, busy_names
 from ..readings.thermal import (
     COUNTER_NAMES,
     REASON_NAMES,
@@ -185,7 +193,17 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile) -> Verdict:
 
 
 # -- spot check -------------------------------------------------------------------------------
-def judge_spot_check(spot: SpotCheck, profile: Profile) -> Verdict:
+SPOT_FAR_BELOW = 0.7  # of the profile's GEMM range's low end: a spot-check rate under it is far below
+FIX_SPOT_BUSY = "stop or pause {names} (G6 says how), then re-run pytest -m fast -k g04"
+FIX_SPOT_ALONE = ("nothing else runs on the GPU: update or reinstall the NVIDIA driver and re-run; if the rate stays "
+                  "low with healthy clocks, the GPU or its cooling needs service (contact NVIDIA support)")
+
+
+def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuProcesses] = None,
+                     here: Machine = SAME) -> Verdict:
+    if not here.is_profile:
+        return Verdict(G, Status.INFO, here.not_profile(profile, "clocks under load"),
+                       readings={"machine_is_profile": False, "machine": here.device, "tflops": spot.tflops})
     if not spot.attempted:
         return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
     if spot.load_problem:
@@ -232,6 +250,16 @@ def judge_spot_check(spot: SpotCheck, profile: Profile) -> Verdict:
     if events:
         return Verdict(G, Status.WARN, f"throttling under {load}: {', '.join(events)}; {figures}", fix=FIX_COOLING,
                        readings=readings)
+    expected = profile.gemm_tflops.get(spot.dtype)
+    if expected is not None and spot.tflops is not None and spot.tflops < SPOT_FAR_BELOW * expected.lo:
+        names = busy_names(processes)
+        cause = f"{names} busy on the GPU (see G6)" if names else \
+            "nothing else on the GPU" if processes is not None else "other GPU work not read (see G6)"
+        readings.update({"expected_tflops": [expected.lo, expected.hi], "busy_pids":
+                         [p.pid for p in processes.computing()] if processes is not None else None})
+        return Verdict(G, Status.WARN, f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
+                                       f"{expected.lo:.0f}-{expected.hi:.0f}: {cause}",
+                       fix=FIX_SPOT_BUSY.format(names=names) if names else FIX_SPOT_ALONE, readings=readings)
     floor_note = f", floor {floor:.0f} MHz" if floor else ""
     return Verdict(G, Status.PASS, f"{load}: {figures}{floor_note}; no thermal or power-brake event{cap_note}",
                    readings=readings)

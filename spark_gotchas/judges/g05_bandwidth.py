@@ -4,14 +4,24 @@ Figures are GB/s (10^9 bytes/s) at the median repetition, with the byte accounti
 probe names (copy counts read + write, triad three arrays; see microbench/bandwidth.py).
 
 Rules:
+- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI
+  box or an H200; see :func:`spark_gotchas.platform.machine`): this machine's bandwidth stands
+  for nothing there -> INFO "this machine is not a GB10 (…): its bandwidth cannot stand for a
+  Spark's" (the sweep too), whatever was measured. The decode ceiling is then stated from the
+  profile's read range instead of a measurement.
 - The profile's measured range per method (GB10: copy 180-210, read 231-253, write
   180-253, triad 180-210 GB/s; H200: the recorded run) is the yardstick. A method under
-  0.75 x the range's low end -> FAIL (far below: other GPU work, throttling or a stuck
-  low-power state; see G6 and G4). Under 0.9 x -> WARN. Otherwise PASS, with the budget
+  0.75 x the range's low end is far below; under 0.9 x, below. Otherwise PASS, with the budget
   line: the copy and read figures to plan with, not the datasheet's.
+- A figure below or far below names the cause it can see in ``gpu.processes``: other processes
+  in NVML's compute lists (or, without NVML, known servers by command line) are named, "busy on
+  the GPU (see G6)" -> WARN, far below or not (the figure is theirs as much as this GPU's).
+  Nothing else on the GPU -> far below FAIL, pointing at clocks (G4), the driver or the
+  hardware; below WARN.
 - A profile without ranges (generic, H100, GH200) is judged by the best method against
-  NVML's theoretical peak (max memory clock x bus width x 2 / 8): under 0.5 -> FAIL, under
-  0.7 -> WARN, else PASS. Neither ranges nor a theoretical peak -> INFO with the figures.
+  NVML's theoretical peak (max memory clock x bus width x 2 / 8): under 0.5 is far below,
+  under 0.7 below, with the same causes and verdicts; else PASS. Neither ranges nor a
+  theoretical peak -> INFO with the figures.
 - A kernel whose output is wrong -> FAIL (its figure means nothing, and the GPU may be at
   fault). The probe crashing or hanging -> FAIL. Not measurable (no torch, CPU build, no
   device, too little free memory) -> SKIP with the reason.
@@ -30,9 +40,9 @@ from typing import Optional
 from microbench.bandwidth import BandwidthResult, MethodResult
 
 from ..plan import Plan
-from ..profiles import Profile
+from ..profiles import SAME, Machine, Profile
 from ..readings.bench import BandwidthReading, BandwidthSweepReading
-from ..readings.gpu import GpuInventory
+from ..readings.gpu import GpuInventory, GpuProcesses, busy_names
 from ..verdict import Status, Verdict
 
 G = 5
@@ -46,6 +56,9 @@ ORDER = ("copy", "read", "write", "triad")
 FIX_SLOW = ("find what else uses the GPU or its memory (G6: nvidia-smi, other servers) and check the SM clock "
             "under load (G4: nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only "
             "after removing AC power for about 60 s; then re-run pytest -m fast -k g05")
+FIX_HARDWARE = ("nothing else runs on the GPU: check the SM clock under load (G4: nvidia-smi -q -d PERFORMANCE,CLOCK); "
+                "a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; update or "
+                "reinstall the driver; if it persists, contact NVIDIA support")
 FIX_WRONG = ("re-run; if it repeats, the GPU or its memory is faulty: check nvidia-smi -q -d ECC,ROW_REMAPPER "
              "and dmesg for Xid errors")
 FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg; then re-run"
@@ -73,8 +86,28 @@ def _ceiling_word(profile: Profile, theoretical: Optional[float]) -> tuple[Optio
     return None, ""
 
 
+def slow_cause(processes: Optional[GpuProcesses]) -> tuple[Optional[bool], str, str]:
+    """(another process busy?, what the line says, the fix) for a figure under the yardstick.
+    None: the process table was not read, so no cause can be named."""
+    if processes is None:
+        return None, "", FIX_SLOW
+    names = busy_names(processes)
+    if names:
+        return True, f"; {names} busy on the GPU (see G6)", \
+            f"stop or pause {names} (G6 says how) and re-run pytest -m fast -k g05"
+    return False, "; nothing else on the GPU", FIX_HARDWARE
+
+
+def _slow(far: bool, line: str, processes: Optional[GpuProcesses], readings: dict) -> Verdict:
+    """FAIL far below with nothing else seen on the GPU; WARN below, or with another process busy."""
+    busy, cause, fix = slow_cause(processes)
+    readings["busy_pids"] = [p.pid for p in processes.computing()] if processes is not None else None
+    status = Status.FAIL if far and not busy else Status.WARN
+    return Verdict(G, status, line + cause, fix=fix, readings=readings)
+
+
 def judge_figures(figures: dict[str, float], profile: Profile, inventory: Optional[GpuInventory],
-                  what: str, readings: dict) -> Verdict:
+                  what: str, readings: dict, processes: Optional[GpuProcesses] = None) -> Verdict:
     """The rules above on per-method figures (GB/s); ``what`` says what was measured."""
     theoretical = _theoretical(inventory)
     readings.update({"gbps": {m: round(v, 1) for m, v in figures.items()}, "profile": profile.key,
@@ -90,14 +123,10 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         low = [m for m in ORDER if m in ranges and figures[m] < WARN_FRACTION * ranges[m].lo]
         expected = ", ".join(f"{m} {ranges[m].lo:.0f}-{ranges[m].hi:.0f}" for m in ORDER if m in ranges)
         name = profile.key.upper()
-        if far:
-            return Verdict(G, Status.FAIL, f"{_figures_text(figures)} ({what}): {', '.join(far)} far below "
-                                           f"{name}'s measured range ({expected} GB/s){peak_note}",
-                           fix=FIX_SLOW, readings=readings)
-        if low:
-            return Verdict(G, Status.WARN, f"{_figures_text(figures)} ({what}): {', '.join(low)} below "
-                                           f"{name}'s measured range ({expected} GB/s){peak_note}",
-                           fix=FIX_SLOW, readings=readings)
+        if far or low:
+            return _slow(bool(far), f"{_figures_text(figures)} ({what}): {', '.join(far or low)} "
+                                    f"{'far ' if far else ''}below {name}'s measured range ({expected} GB/s){peak_note}",
+                         processes, readings)
         budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)
         _, ceiling = _ceiling_word(profile, theoretical)
         against = f" - not {ceiling}" if ceiling else ""
@@ -114,10 +143,10 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         readings["fraction_of_theoretical"] = round(fraction, 3)
         line = (f"{_figures_text(figures)} ({what}); best ({best_method}) is {fraction:.0%} of NVML's theoretical "
                 f"{_fmt(theoretical)} GB/s")
-        if fraction < THEORETICAL_FAIL:
-            return Verdict(G, Status.FAIL, line + f", under {THEORETICAL_FAIL:.0%}", fix=FIX_SLOW, readings=readings)
         if fraction < THEORETICAL_WARN:
-            return Verdict(G, Status.WARN, line + f", under {THEORETICAL_WARN:.0%}", fix=FIX_SLOW, readings=readings)
+            far = fraction < THEORETICAL_FAIL
+            return _slow(far, line + f", under {THEORETICAL_FAIL if far else THEORETICAL_WARN:.0%}", processes,
+                         readings)
         return Verdict(G, Status.PASS, line + "; budget from these, not the theoretical peak", readings=readings)
     return Verdict(G, Status.INFO, f"{_figures_text(figures)} ({what}); no measured range or theoretical peak for "
                                    f"{profile.title} to judge against: {FIX_BUDGET}", readings=readings)
@@ -149,8 +178,21 @@ def probe_figures(result: BandwidthResult) -> dict[str, float]:
     return {m.method: m.gbps for m in result.methods if m.ok and m.gbps is not None}
 
 
-def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+def _elsewhere(here: Machine, profile: Profile, reading: Optional[BandwidthReading]) -> Verdict:
+    """INFO: this machine is not the profile's platform, so its figures (kept in the readings) are not judged."""
+    result = reading.result if reading is not None else None
+    figures = probe_figures(result) if result is not None else {}
+    return Verdict(G, Status.INFO, here.not_profile(profile, "bandwidth"),
+                   readings={"machine_is_profile": False, "machine": here.device,
+                             "gbps": {m: round(v, 1) for m, v in figures.items()},
+                             "ranges_gbps": {m: [r.lo, r.hi] for m, r in profile.bandwidth_gbps.items()}})
+
+
+def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory], profile: Profile,
+                    processes: Optional[GpuProcesses] = None, here: Machine = SAME) -> Verdict:
     """The fast probe's figures against the profile (rules in the module docstring)."""
+    if not here.is_profile:
+        return _elsewhere(here, profile, reading)
     early = _not_measured(reading, "bandwidth")
     if early is not None:
         return early
@@ -166,16 +208,18 @@ def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory]
                 "device": res.device, "probe_seconds": round(res.seconds, 2),
                 "implementations": {m.method: m.implementation for m in res.methods}}
     what = f"{_size(res.array_bytes)} arrays"
-    return judge_figures(figures, profile, inventory, what, readings)
+    return judge_figures(figures, profile, inventory, what, readings, processes)
 
 
-def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan) -> Verdict:
-    model_gb = plan.model_gb
+def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan, here: Machine = SAME) -> Verdict:
     """tokens/s <= read GB/s / weights GB, for batch-1 decode (rules in the module docstring)."""
+    model_gb = plan.model_gb
     if model_gb is None:
         return Verdict(G, Status.SKIP, "no planned model size (--spark-model-gb GB): no decode ceiling to state")
     if model_gb <= 0:
         return Verdict(G, Status.SKIP, f"--spark-model-gb {model_gb:g} is not a model size")
+    if not here.is_profile:
+        return _ceiling_elsewhere(here, profile, model_gb)
     early = _not_measured(reading, "bandwidth")
     if early is not None:
         return early
@@ -197,8 +241,25 @@ def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan
                    readings=readings)
 
 
-def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+def _ceiling_elsewhere(here: Machine, profile: Profile, model_gb: float) -> Verdict:
+    """The decode ceiling from the profile's read range: nothing measured here stands for it."""
+    read = profile.bandwidth_gbps.get("read")
+    readings = {"model_gb": model_gb, "machine_is_profile": False, "machine": here.device}
+    if read is None:
+        return Verdict(G, Status.INFO, here.not_profile(profile, "bandwidth") + "; no measured range to state a "
+                                       "decode ceiling from", readings=readings)
+    lo, hi = read.lo / model_gb, read.hi / model_gb
+    readings.update({"method": "read", "range_gbps": [read.lo, read.hi], "tokens_per_s": [round(lo, 2), round(hi, 2)]})
+    return Verdict(G, Status.INFO, f"on {profile.a_name}, batch-1 decode of {model_gb:g} GB of weights tops out at "
+                                   f"{lo:.1f}-{hi:.1f} tokens/s (read {_fmt(read.lo)}-{_fmt(read.hi)} GB/s)",
+                   readings=readings)
+
+
+def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory], profile: Profile,
+                processes: Optional[GpuProcesses] = None, here: Machine = SAME) -> Verdict:
     """The sweep's DRAM plateau against the profile, and any drop at the largest size."""
+    if not here.is_profile:
+        return _elsewhere(here, profile, None)
     early = _not_measured(reading, "bandwidth sweep")
     if early is not None:
         return early
@@ -220,7 +281,7 @@ def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory
     what = f"median over {len(sizes)} sizes, {_size(sizes[0])}-{_size(sizes[-1])} arrays"
     readings = {"sizes_bytes": sizes, "csv": reading.csv_path, "stopped_early": sweep.stopped_early,
                 "per_size_gbps": {m: {str(p.array_bytes): round(p.gbps, 1) for p in pts} for m, pts in plateau.items()}}
-    verdict = judge_figures(figures, profile, inventory, what, readings)
+    verdict = judge_figures(figures, profile, inventory, what, readings, processes)
     if verdict.status in (Status.PASS, Status.INFO):
         drops = []
         for m, pts in plateau.items():

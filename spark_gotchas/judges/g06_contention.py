@@ -4,6 +4,12 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 (GB10), MemTotal. Figures are in GB (10^9 bytes).
 
 Rules:
+- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI
+  box or an H200; see :func:`spark_gotchas.platform.machine`): this machine's processes stand
+  for nothing there -> INFO "this machine is not a GB10 (…): its processes cannot stand for a
+  Spark's", listing what was found.
+- No GPU visible here (profile ``none``): a server's or trainer's command line cannot hold GPU
+  memory on this machine -> INFO listing them; nothing found -> PASS as below.
 - Processes of one program are judged together: a process joins its topmost recorded
   ancestor that is a recognised workload (an engine child such as ``VLLM::EngineCore`` joins
   ``vllm serve``, a torchrun worker joins torchrun), adding its GPU memory to the group's.
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..plan import Plan
-from ..profiles import Profile
+from ..profiles import SAME, Machine, Profile
 from ..readings.gpu import GpuInventory, GpuProcess, GpuProcesses
 from ..readings.mem import MemInfo
 from ..units import GB, gb
@@ -193,11 +199,29 @@ def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
     return Status.PASS, ""
 
 
+def _listed_only(reading: GpuProcesses, head: str, readings: dict) -> Verdict:
+    """INFO naming the workloads found, none of them judged (this machine cannot stand for the profile)."""
+    groups = group_processes(reading.processes)
+    readings.update({"workloads": [{"pids": g.pids, "program": g.workload.program if g.workload else None,
+                                    "cap_fraction": g.cap_fraction, "held_bytes": g.held_bytes,
+                                    "cmdline": g.root.cmdline, "user": g.root.username} for g in groups],
+                     "nvml_error": reading.nvml_error, "scanned": reading.scanned})
+    seen = f"; seen, not judged: {_join([(_describe(g, None, False), g) for g in groups], 3)}" if groups else ""
+    return Verdict(G, Status.INFO, head + seen, readings=readings)
+
+
 def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
-                     meminfo: Optional[MemInfo] = None, inventory: Optional[GpuInventory] = None) -> Verdict:
+                     meminfo: Optional[MemInfo] = None, inventory: Optional[GpuInventory] = None,
+                     here: Machine = SAME) -> Verdict:
     if reading.nvml_error and reading.scan_error:
         return Verdict(G, Status.SKIP, f"no process list: NVML {reading.nvml_error}; {reading.scan_error}")
+    if not here.is_profile:
+        return _listed_only(reading, here.not_profile(profile, "processes"),
+                            {"machine_is_profile": False, "machine": here.device})
     kind = profile.memory_kind
+    if kind == "none" and reading.processes:
+        return _listed_only(reading, f"no GPU visible here: {len(group_processes(reading.processes))} workload(s) "
+                                     "hold no GPU memory on this machine", {"memory": kind})
     visible = visible_devices(reading) if kind == "discrete" else None
     judged, elsewhere = [], []
     for group in group_processes(reading.processes):

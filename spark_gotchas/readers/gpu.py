@@ -1,6 +1,8 @@
 """The GPUs as NVML sees them, and the other processes on them.
 
-Keys: ``gpu.inventory``: driver, CUDA driver version, and each GPU's static facts. ``gpu.processes``:
+Keys: ``gpu.inventory``: driver, CUDA driver version, and each GPU's static facts. ``gpu.visibility``:
+the NVIDIA GPUs on the PCI bus, ``/dev/nvidia*`` and the variables that give this environment a GPU
+(read under ``$SPARK_GOTCHAS_SYS_ROOT`` instead of ``/`` where that is set). ``gpu.processes``:
 NVML's process lists, plus a scan of command lines for known servers. NVML lists processes that
 hold GPU memory (on GB10 per-process memory works although device memory does not). It does not
 list a server that has not allocated yet, and it may be missing altogether, so every process's
@@ -12,11 +14,22 @@ Their types are in :mod:`spark_gotchas.readings.gpu`.
 
 from __future__ import annotations
 
+import glob
 import os
 from typing import Any, Callable, Iterable, Optional
 
 from .. import nvml, scrub
-from ..readings.gpu import DeviceProcessLists, GpuDevice, GpuInventory, GpuProcess, GpuProcesses
+from ..readings.gpu import (
+    GPU_PCI_CLASSES,
+    NVIDIA_PCI_VENDOR,
+    DeviceProcessLists,
+    GpuDevice,
+    GpuInventory,
+    GpuProcess,
+    GpuProcesses,
+    GpuVisibility,
+    PciGpu,
+)
 from ..workloads import classify
 from . import ReadContext, reader
 
@@ -65,6 +78,66 @@ def read_inventory(ctx: ReadContext) -> GpuInventory:
         cuda_driver_version=None if nvml.is_na(cuda) else int(cuda),
         devices=devices,
     )
+
+
+# -- gpu.visibility -------------------------------------------------------------------------------
+SYS_ROOT_ENV = "SPARK_GOTCHAS_SYS_ROOT"  # a folder read in place of / (tests: a fake sysfs and /dev)
+IMAGE_VARS = ("NVIDIA_PRODUCT_NAME", "NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "NVIDIA_DRIVER_CAPABILITIES",
+              "CUDA_VERSION")
+MAX_PCI_DEVICES = 4096  # a bus listing longer than this is cut (a real one has tens)
+SHOWN_VALUE_CHARS = 200  # an environment variable's value is kept to this length
+
+
+def _root() -> str:
+    return os.environ.get(SYS_ROOT_ENV) or "/"
+
+
+def _sysfs_text(path: str) -> Optional[str]:
+    """The first line of a small sysfs file (``0x10de``), lower-cased; None when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(64)
+    except OSError:
+        return None
+    text = raw.decode("ascii", "replace").strip().lower()
+    return text or None
+
+
+def pci_gpus(root: str) -> tuple[list[PciGpu], Optional[str]]:
+    """NVIDIA display and 3D controllers under ``root``/sys/bus/pci/devices: (found, why unreadable)."""
+    bus = os.path.join(root, "sys", "bus", "pci", "devices")
+    try:
+        names = sorted(os.listdir(bus))[:MAX_PCI_DEVICES]
+    except OSError as exc:
+        return [], f"cannot list {bus}: {exc.strerror or exc}"
+    found = []
+    for name in names:
+        vendor = _sysfs_text(os.path.join(bus, name, "vendor"))
+        klass = _sysfs_text(os.path.join(bus, name, "class"))
+        if vendor == NVIDIA_PCI_VENDOR and klass is not None and klass[:6] in GPU_PCI_CLASSES:
+            found.append(PciGpu(address=name[:40], device_id=_sysfs_text(os.path.join(bus, name, "device")),
+                                class_code=klass[:10]))
+    return found, None
+
+
+def _env(name: str) -> Optional[str]:
+    value = os.environ.get(name)
+    return None if value is None else value[:SHOWN_VALUE_CHARS]
+
+
+@reader("gpu.visibility")
+def read_visibility(ctx: ReadContext) -> GpuVisibility:
+    """NVIDIA GPUs on the PCI bus, the /dev/nvidia* nodes and the variables that hand a GPU to this
+    environment (no NVML, no torch: it answers where neither works)."""
+    root = _root()
+    gpus, error = pci_gpus(root)
+    nodes = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(root), "dev", "nvidia*")))[:64]
+    marker = next((m for m in ("/.dockerenv", "/run/.containerenv")
+                   if os.path.exists(os.path.join(root, m.lstrip("/")))), None)
+    image = scrub.scrub_env({k: os.environ[k][:SHOWN_VALUE_CHARS] for k in IMAGE_VARS if k in os.environ})
+    return GpuVisibility(pci_gpus=gpus, pci_error=error, dev_nodes=[f"/dev/{n}" for n in nodes],
+                         nvidia_visible_devices=_env("NVIDIA_VISIBLE_DEVICES"),
+                         cuda_visible_devices=_env("CUDA_VISIBLE_DEVICES"), image_vars=image, container=marker)
 
 
 # -- gpu.processes --------------------------------------------------------------------------------

@@ -103,3 +103,82 @@ class GpuProcesses:
     scan_denied: int = 0  # processes whose command line we may not read
     own_excluded: int = 0  # NVML-listed processes of the suite's own tree, left out
     cuda_visible_devices: Optional[str] = None
+
+    def computing(self) -> list[GpuProcess]:
+        """The other processes that may keep the GPU busy: those in NVML's compute lists, and where
+        NVML cannot list any, the known servers and trainers found by their command lines."""
+        if self.nvml_error:
+            return list(self.processes)
+        return [p for p in self.processes if "compute" in p.nvml_lists]
+
+
+def process_label(proc: GpuProcess) -> str:
+    """``pid 6008 VLLM::EngineCore``: the pid and its program's file name (or process name)."""
+    argv0 = proc.cmdline[0] if proc.cmdline else ""
+    name = (argv0.rsplit("/", 1)[-1] or proc.name or "unknown process")[:40]
+    return f"pid {proc.pid} {name}"
+
+
+def busy_names(processes: Optional[GpuProcesses], limit: int = 2) -> str:
+    """``pid 6008 VLLM::EngineCore, pid 44757 VLLM::EngineCore +1 more`` for the processes that may
+    keep the GPU busy (:meth:`GpuProcesses.computing`); '' when there are none."""
+    busy = processes.computing() if processes is not None else []
+    more = f" +{len(busy) - limit} more" if len(busy) > limit else ""
+    return ", ".join(process_label(p) for p in busy[:limit]) + more
+
+
+# -- gpu.visibility -------------------------------------------------------------------------------
+NVIDIA_PCI_VENDOR = "0x10de"
+GPU_PCI_CLASSES = ("0x0300", "0x0302")  # display VGA controller, 3D controller (first 4 hex digits)
+HIDDEN_DEVICE_VALUES = ("", "void", "none")  # NVIDIA_VISIBLE_DEVICES values that give no GPU
+
+
+@dataclass
+class PciGpu:
+    """An NVIDIA display or 3D controller on the PCI bus (``lspci -d 10de: -nn`` lists the same)."""
+
+    address: str  # 000f:01:00.0 on a GB10
+    device_id: Optional[str] = None  # 0x2e12 on a GB10
+    class_code: Optional[str] = None  # 0x030200 (3D controller)
+
+    @property
+    def text(self) -> str:
+        ident = f"10de:{self.device_id[2:]}" if self.device_id and self.device_id.startswith("0x") else "10de"
+        return f"{ident} at {self.address}"
+
+
+@dataclass
+class GpuVisibility:
+    """Whether an NVIDIA GPU is in this machine, and what this environment is given of it.
+
+    A container started without ``--gpus all`` has no ``/dev/nvidia*`` and no NVML library, yet
+    the PCI bus (sysfs is not namespaced) still shows the GPU, and an NGC image still sets its
+    NVIDIA_* variables. Command line equivalent: ``lspci -d 10de: ; ls /dev/nvidia* ;
+    env | grep -E 'NVIDIA_|CUDA_VISIBLE'``.
+    """
+
+    pci_gpus: list[PciGpu] = field(default_factory=list)
+    pci_error: Optional[str] = None  # the PCI bus could not be listed (then absence proves nothing)
+    dev_nodes: list[str] = field(default_factory=list)  # /dev/nvidia0, /dev/nvidiactl, ...
+    nvidia_visible_devices: Optional[str] = None  # None = unset
+    cuda_visible_devices: Optional[str] = None  # None = unset
+    image_vars: dict[str, str] = field(default_factory=dict)  # NVIDIA_PRODUCT_NAME, NVIDIA_BUILD_ID, ...
+    container: Optional[str] = None  # the marker file found (/.dockerenv, /run/.containerenv), else None
+
+    @property
+    def gpu_on_bus(self) -> bool:
+        return bool(self.pci_gpus)
+
+    @property
+    def gpu_requested(self) -> bool:
+        """NVIDIA_VISIBLE_DEVICES names GPUs: set by the NVIDIA runtime, or by an NGC image's own ENV."""
+        value = self.nvidia_visible_devices
+        return value is not None and value.strip().lower() not in HIDDEN_DEVICE_VALUES
+
+    @property
+    def bus_text(self) -> str:
+        """``10de:2e12 at 000f:01:00.0`` (the first, and how many more)."""
+        if not self.pci_gpus:
+            return ""
+        more = f" (+{len(self.pci_gpus) - 1} more)" if len(self.pci_gpus) > 1 else ""
+        return self.pci_gpus[0].text + more

@@ -1,0 +1,127 @@
+"""G1 — the GPU must be usable from here before any CUDA ABI question means anything.
+
+A container started without ``--gpus all`` (or ``--runtime nvidia``) has no ``/dev/nvidia*`` and
+no NVML library, so every GPU check would SKIP and the run would look green. The PCI bus still
+shows the GPU (sysfs is not namespaced), which is what tells this case apart from a machine
+without one. Likewise an empty or wrong ``CUDA_VISIBLE_DEVICES`` hides the GPU from torch while
+NVML still lists it.
+
+Rules:
+- NVML lists a GPU, torch is a CUDA build that imports, and torch sees no device -> FAIL naming
+  the cause it can see: ``CUDA_VISIBLE_DEVICES`` set (its value shown), or ``/dev/nvidia*``
+  missing (a device cgroup or the container's device list hides them), or torch's own error.
+- NVML lists a GPU and torch sees it (or fewer of them, with ``CUDA_VISIBLE_DEVICES`` choosing)
+  -> PASS. torch not installed, not a CUDA build or failing to import -> INFO (G1's torch line
+  judges that).
+- NVML lists no GPU but torch sees one -> PASS, with NVML's reason.
+- Neither sees a GPU, and an NVIDIA display or 3D controller (vendor 0x10de, class 0x0300xx or
+  0x0302xx) is on the PCI bus -> FAIL: "an NVIDIA GPU is in this machine but not visible in
+  this environment". Fix: in a container (``/.dockerenv``, ``/run/.containerenv`` or NVIDIA image
+  variables), start it with ``--gpus all``; on a host, install or load the NVIDIA driver.
+- Neither sees a GPU and the PCI bus shows none -> INFO "no NVIDIA GPU in this machine" (an NGC
+  image's own ``NVIDIA_VISIBLE_DEVICES=all`` on a CPU machine is no GPU).
+- Neither sees a GPU, the PCI bus cannot be read, and ``NVIDIA_VISIBLE_DEVICES`` names GPUs
+  -> WARN (a GPU was asked for and none is here; this cannot tell a CPU machine from a missing
+  ``--gpus all``). Without that variable -> INFO.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..readings.gpu import GpuInventory, GpuVisibility
+from ..readings.torch import TorchBuild
+from ..verdict import Status, Verdict
+
+G = 1
+FIX_CONTAINER = ("start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all "
+                 "--ipc=host IMAGE; in Kubernetes request nvidia.com/gpu with runtimeClassName: nvidia")
+FIX_HOST = ("install or load the NVIDIA driver (nvidia-smi must list the GPU; sudo modprobe nvidia, or reinstall "
+            "the driver package and reboot)")
+FIX_CUDA_VISIBLE = ("unset CUDA_VISIBLE_DEVICES, or set it to GPU indices or UUIDs that nvidia-smi -L lists "
+                    "(e.g. CUDA_VISIBLE_DEVICES=0)")
+FIX_DEV_NODES = ("give this environment the GPU's device files: start the container with --gpus all "
+                 "(not only --device /dev/nvidia0), or allow /dev/nvidia* in its device cgroup")
+SHOWN_VALUE = 40  # characters of an environment variable's value in a line
+
+
+def _value(text: str) -> str:
+    shown = text if len(text) <= SHOWN_VALUE else text[:SHOWN_VALUE] + "…"
+    return f"'{shown}'"
+
+
+def _readings(vis: Optional[GpuVisibility], inventory: Optional[GpuInventory], build: Optional[TorchBuild]) -> dict:
+    seen = {} if vis is None else {
+        "pci_gpus": [{"address": g.address, "device_id": g.device_id, "class": g.class_code} for g in vis.pci_gpus],
+        "pci_error": vis.pci_error, "dev_nodes": list(vis.dev_nodes),
+        "nvidia_visible_devices": vis.nvidia_visible_devices, "cuda_visible_devices": vis.cuda_visible_devices,
+        "container": vis.container, "image_vars": dict(vis.image_vars)}
+    return {**seen,
+            "nvml_gpus": len(inventory.devices) if inventory is not None else None,
+            "nvml_error": inventory.nvml_error if inventory is not None else None,
+            "torch_devices": build.device_count if build is not None else None}
+
+
+def _in_container(vis: GpuVisibility) -> bool:
+    return vis.container is not None or bool(vis.image_vars)
+
+
+def judge_gpu_visible(vis: Optional[GpuVisibility], inventory: Optional[GpuInventory],
+                      build: Optional[TorchBuild]) -> Verdict:
+    """Whether the GPU in this machine can be used from this environment (rules in the module docstring).
+    ``vis`` None (a snapshot from before the reading existed) is judged as no PCI bus, no variables."""
+    readings = _readings(vis, inventory, build)
+    vis = vis if vis is not None else GpuVisibility(pci_error="not recorded")
+    nvml_devices = inventory.devices if inventory is not None else []
+    torch_sees = build is not None and build.has_device
+    if nvml_devices:
+        return _nvml_sees(vis, nvml_devices[0].name or "a GPU", len(nvml_devices), build, readings)
+    nvml_why = (inventory.nvml_error if inventory is not None else None) or "no GPU listed"
+    if torch_sees:
+        return Verdict(G, Status.PASS, f"torch sees {build.devices[0].name if build.devices else 'a GPU'}; "
+                                       f"NVML does not ({nvml_why})", readings=readings)
+    if vis.gpu_on_bus:
+        nvml = "no NVML library" if "not found" in nvml_why else f"NVML: {nvml_why}"
+        nodes = "no /dev/nvidia*" if not vis.dev_nodes else "/dev/nvidia* present"
+        inside = _in_container(vis)
+        where = "this environment" if inside else "this system (is the driver loaded?)"
+        return Verdict(G, Status.FAIL, f"an NVIDIA GPU is in this machine ({vis.bus_text}) but not visible in {where}: "
+                                       f"{nodes}, {nvml}",
+                       fix=FIX_CONTAINER if inside else FIX_HOST, readings=readings)
+    if vis.pci_error is None:
+        asked = f"; NVIDIA_VISIBLE_DEVICES={_value(vis.nvidia_visible_devices)} is the image's setting, not a GPU" \
+            if vis.gpu_requested else ""
+        return Verdict(G, Status.INFO, f"no NVIDIA GPU in this machine (none on the PCI bus){asked}", readings=readings)
+    if vis.gpu_requested:
+        return Verdict(G, Status.WARN, f"NVIDIA_VISIBLE_DEVICES={_value(vis.nvidia_visible_devices)} asks for a GPU, "
+                                       f"but none is visible here and the PCI bus cannot be read ({vis.pci_error})",
+                       fix="on a machine with an NVIDIA GPU, " + FIX_CONTAINER + "; on one without, unset "
+                           "NVIDIA_VISIBLE_DEVICES", readings=readings)
+    return Verdict(G, Status.INFO, f"no GPU visible here (NVML {nvml_why}); the PCI bus cannot be read "
+                                   f"({vis.pci_error})", readings=readings)
+
+
+def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchBuild], readings: dict) -> Verdict:
+    nvml = f"NVML sees {count} GPU(s) ({name})"
+    if build is None or not build.installed:
+        return Verdict(G, Status.INFO, f"{nvml}; torch is not installed", readings=readings)
+    if not build.usable or not build.compiled_with_cuda:
+        return Verdict(G, Status.INFO, f"{nvml}; torch cannot be asked: {build.gpu_unavailable} (see G1's torch line)",
+                       readings=readings)
+    cvd = vis.cuda_visible_devices
+    if not build.has_device:
+        if cvd is not None:
+            return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: CUDA_VISIBLE_DEVICES={_value(cvd)} hides "
+                                           f"{'them' if count > 1 else 'it'}", fix=FIX_CUDA_VISIBLE, readings=readings)
+        if not vis.dev_nodes:
+            return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: no /dev/nvidia* here (a device cgroup or "
+                                           "the container's device list hides them)", fix=FIX_DEV_NODES,
+                           readings=readings)
+        why = build.cuda_error or "no CUDA device"
+        return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: {why}"[:300],
+                       fix="run nvidia-smi and python -c 'import torch; torch.cuda.init()' in this environment; "
+                           "a driver update without a reboot, or a driver older than torch's CUDA, gives this",
+                       readings=readings)
+    seen = build.device_count
+    chosen = f" (CUDA_VISIBLE_DEVICES={_value(cvd)} chooses)" if cvd is not None and seen < count else ""
+    return Verdict(G, Status.PASS, f"{nvml}; torch sees {seen}{chosen}", readings=readings)

@@ -1,0 +1,28 @@
+"""A fake root for the ``gpu.visibility`` reader (``SPARK_GOTCHAS_SYS_ROOT``): PCI devices as sysfs
+shows them (hex text such as ``0x10de``), ``/dev/nvidia*`` nodes and a container marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GB10_PCI = ("000f:01:00.0", "0x10de", "0x2e12", "0x030200")  # address, vendor, device, class (a Spark's GPU)
+H200_PCI = ("0000:19:00.0", "0x10de", "0x2335", "0x030200")
+HOST_BRIDGE = ("0000:00:00.0", "0x8086", "0x0d57", "0x060000")
+NVIDIA_AUDIO = ("0000:19:00.1", "0x10de", "0x22bb", "0x040300")  # an NVIDIA function that is no GPU
+
+
+def make_root(base: Path, pci: tuple = (HOST_BRIDGE,), dev: tuple[str, ...] = (), container: bool = False) -> Path:
+    """A folder laid out as / is for the reader; returns it."""
+    devices = base / "sys" / "bus" / "pci" / "devices"
+    devices.mkdir(parents=True, exist_ok=True)
+    for address, vendor, device, klass in pci:
+        folder = devices / address
+        folder.mkdir()
+        for name, value in (("vendor", vendor), ("device", device), ("class", klass)):
+            (folder / name).write_text(value + "\n")
+    (base / "dev").mkdir(exist_ok=True)
+    for name in dev:
+        (base / "dev" / name).write_text("")
+    if container:
+        (base / ".dockerenv").write_text("")
+    return base

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,15 @@ from spark_gotchas.judges import g09_container as g09
 from spark_gotchas.options import RunOptions
 from spark_gotchas.readers import ReadContext
 from spark_gotchas.readers import env as envr
-from spark_gotchas.readings.env import Baseline, ContainerEvidence, Distributions, RequirementProblem
+from spark_gotchas.readings.env import (
+    UNLIMITED,
+    Baseline,
+    ContainerEvidence,
+    Distributions,
+    RequirementProblem,
+    Rlimit,
+)
+from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.snapshot import Snapshot, save
 from spark_gotchas.verdict import Status
 
@@ -217,3 +227,214 @@ def test_no_baseline_skips_and_a_bad_one_fails(tmp_path):
     assert empty.summary == "baseline unusable: the baseline snapshot has no env.distributions reading"
     (tmp_path / "text.json").write_text("not json")
     assert "is not JSON" in g09.judge_baseline(read_baseline(str(tmp_path / "text.json")), CONSISTENT).summary
+
+
+# -- which image ---------------------------------------------------------------------------------------------
+def ngc(env: dict[str, str], **fields) -> ContainerEvidence:
+    return ContainerEvidence(dockerenv=True, ngc_vars=env, **fields)
+
+
+def dists(**versions: str) -> Distributions:
+    return Distributions(versions={k.replace("_", "-"): v for k, v in versions.items()})
+
+
+@pytest.mark.parametrize("torch", ["2.9.0+cu130", "2.9.1", "2.9.0a0+cpu"])
+def test_an_ngc_image_whose_torch_pip_replaced_is_bare_pip_inside_it(torch):
+    verdict = g09.judge_environment(ngc(NGC_ENV), dists(torch=torch))
+    assert verdict.line == f"G9 WARN: NGC PyTorch 25.10 (build 222161059), but pip replaced its torch with {torch}"
+    assert verdict.fix.startswith("start a fresh container of the image and add packages with pip install --no-deps, "
+                                  "so pip cannot replace its torch")
+    assert verdict.readings["image_torch"] == "2.9.0a0+145a3a7" and verdict.readings["ngc"] is False
+
+
+def test_an_ngc_image_whose_python_has_no_torch_is_not_the_images_stack():
+    verdict = g09.judge_environment(ngc(NGC_ENV), dists(numpy="2.1.0"))
+    assert verdict.line == "G9 WARN: NGC PyTorch 25.10 (build 222161059), but this Python has no torch: it is not the image's"
+
+
+def test_ngcs_own_torch_build_passes_with_or_without_pytorch_build_version():
+    own = "2.9.0a0+145a3a7bda.nv25.10"
+    assert g09.judge_environment(ngc(NGC_ENV), dists(torch=own)).status is Status.PASS
+    only_release = {"NVIDIA_PRODUCT_NAME": "PyTorch", "NVIDIA_PYTORCH_VERSION": "25.11"}
+    assert g09.judge_environment(ngc(only_release), dists(torch="2.10.0a0+b558c986e8.nv25.11")).line == (
+        "G9 PASS: NGC PyTorch 25.11; 1 distributions, every declared requirement met")
+
+
+@pytest.mark.parametrize("env,label", [
+    ({"NVIDIA_PRODUCT_NAME": "NeMo Framework", "NVIDIA_PYTORCH_VERSION": "25.11", "NVIDIA_BUILD_ID": "123"},
+     "NGC NeMo Framework (PyTorch 25.11, build 123)"),
+    ({"NVIDIA_PRODUCT_NAME": "NeMo Framework", "NEMO_VERSION": "26.02", "NVIDIA_PYTORCH_VERSION": "25.11"},
+     "NGC NeMo Framework 26.02 (PyTorch 25.11)"),
+    ({"NVIDIA_NEMO_VERSION": "26.02"}, "NGC NeMo 26.02"),
+    ({"NVIDIA_PRODUCT_NAME": "TensorRT-LLM", "NVIDIA_PYTORCH_VERSION": "25.10", "NVIDIA_BUILD_ID": "7"},
+     "NGC TensorRT-LLM (PyTorch 25.10, build 7)"),
+])
+def test_nemo_and_other_images_built_on_ngc_pytorch_pass_by_name(env, label):
+    verdict = g09.judge_environment(ngc(env), dists(torch="2.10.0a0+nv25.11"))
+    assert verdict.line == f"G9 PASS: {label}; 1 distributions, every declared requirement met"
+
+
+@pytest.mark.parametrize("env,why", [
+    ({"NVIDIA_PRODUCT_NAME": "CUDA", "CUDA_VERSION": "13.0.2"}, "nvidia/cuda 13.0.2"),
+    ({"NVIDIA_PRODUCT_NAME": "JAX"}, "NVIDIA JAX image"),
+    ({}, "/.dockerenv"),
+])
+def test_images_that_ship_no_pytorch_stack_are_bare_pip_in_a_container(env, why):
+    verdict = g09.judge_environment(ngc(env), dists(torch="2.11.0"))
+    assert verdict.line == f"G9 WARN: a container, but not an NGC or Unsloth image ({why}); bare pip: torch 2.11.0"
+    assert len(verdict.line) <= 100
+
+
+def test_unsloths_image_is_known_by_its_venv_or_its_variable_and_needs_unsloth_in_this_python():
+    by_prefix = ngc({"NVIDIA_PRODUCT_NAME": "CUDA"}, python_prefix="/opt/unsloth-venv/")
+    by_var = ngc({"UNSLOTH_LLAMA_CPP_PATH": "/opt/unsloth/llama.cpp"}, python_prefix="/usr")
+    for ev in (by_prefix, by_var):
+        assert g09.judge_environment(ev, dists(torch="2.10.0+cu128", unsloth="2026.5.1")).line == (
+            "G9 PASS: Unsloth image (unsloth 2026.5.1); 2 distributions, every declared requirement met")
+    other_python = g09.judge_environment(by_var, dists(torch="2.10.0+cu128"))
+    assert other_python.line == "G9 WARN: Unsloth image, but this Python has no unsloth: it is not the image's"
+    # pip-installed unsloth in a generic image is not Unsloth's image
+    assert g09.judge_environment(ngc({}, python_prefix="/usr/local"), dists(unsloth="2026.5.1")).status is Status.WARN
+
+
+def test_a_broken_requirement_in_an_ngc_image_names_the_image():
+    problems = [RequirementProblem("torchvision", "0.24.0", "torch==2.9.0", "torch", "2.9.0a0+145a3a7")]
+    verdict = g09.judge_environment(ngc(NGC_ENV), Distributions(versions={"torch": "2.9.0a0+145a3a7"}, problems=problems))
+    assert verdict.line == ("G9 FAIL: 1 broken requirement(s) in NGC PyTorch 25.10 (build 222161059): torchvision "
+                            "0.24.0 requires torch==2.9.0, but torch 2.9.0a0+145a3a7 is installed")
+
+
+def test_hostile_image_variables_stay_one_short_line():
+    env = {"NVIDIA_PRODUCT_NAME": "\x1b[2J" + "A" * 500, "NVIDIA_BUILD_ID": "1\nG9 PASS: forged"}
+    verdict = g09.judge_environment(ngc(env), dists(torch="2.11.0"))
+    assert verdict.line == ("G9 WARN: a container, but not an NGC or Unsloth image (NVIDIA \\x1b[2J" + "A" * 35
+                            + "… image); bare pip: torch 2.11.0")  # cut at 40 characters, ESC shown escaped
+    pytorch = {"NVIDIA_PYTORCH_VERSION": "25.10", "NVIDIA_BUILD_ID": "1\nG9 PASS: forged"}
+    assert g09.judge_environment(ngc(pytorch), dists(torch="2.9.0a0")).line.startswith(
+        "G9 PASS: NGC PyTorch 25.10 (build 1 G9 PASS: forged);")  # one line: the newline is a space
+
+
+# -- how the container was started -------------------------------------------------------------------------
+MiB = 1 << 20
+DOCKER_DEFAULTS = dict(shm_bytes=64 * MiB, memlock=Rlimit(8 * MiB, 8 * MiB), stack=Rlimit(8 * MiB, UNLIMITED))
+NGC_FLAGS = dict(shm_bytes=60 << 30, memlock=Rlimit(UNLIMITED, UNLIMITED), stack=Rlimit(64 * MiB, 64 * MiB))
+
+
+def test_docker_defaults_warn_with_the_flags_ngc_asks_for():
+    verdict = g09.judge_start(ngc(NGC_ENV, **DOCKER_DEFAULTS))
+    assert verdict.line == "G9 WARN: container started without NGC's flags: /dev/shm 64 MiB, memlock 8 MiB, stack 8 MiB"
+    assert "docker run --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 IMAGE" in verdict.fix
+    assert "bus error" in verdict.fix and "ibv_reg_mr" in verdict.fix
+    assert verdict.readings["memlock"] == {"soft": 8 * MiB, "hard": 8 * MiB}
+
+
+def test_ngcs_flags_pass_and_a_short_stack_alone_does_not_warn():
+    assert g09.judge_start(ngc({}, **NGC_FLAGS)).line == (
+        "G9 PASS: container started with room: /dev/shm 60 GiB, memlock unlimited, stack 64 MiB")
+    h200 = json.loads((G09 / "h200_limits.json").read_text())  # measured on the lent H200 machine
+    ev = ngc({}, shm_bytes=h200["shm_bytes"], memlock=Rlimit(*h200["memlock"]), stack=Rlimit(*h200["stack"]))
+    assert g09.judge_start(ev).line == "G9 PASS: container started with room: /dev/shm 128 GiB, memlock unlimited, stack 8 MiB"
+
+
+def test_only_the_missing_flags_are_named():
+    shm_only = g09.judge_start(ngc({}, **{**NGC_FLAGS, "shm_bytes": 64 * MiB}))
+    assert shm_only.status is Status.WARN and "(missing here: --ipc=host (or --shm-size=16g)):" in shm_only.fix
+    assert "ibv_reg_mr" not in shm_only.fix
+    memlock_only = g09.judge_start(ngc({}, **{**NGC_FLAGS, "memlock": Rlimit(64 * 1024, UNLIMITED)}))
+    assert memlock_only.line == ("G9 WARN: container started without NGC's flags: /dev/shm 60 GiB, memlock 64 KiB, "
+                                 "stack 64 MiB")
+    assert "(missing here: --ulimit memlock=-1) (or run ulimit -l unlimited before the launch: the hard limit " \
+           "allows it):" in memlock_only.fix
+
+
+def test_cap_ipc_lock_lifts_the_memlock_limit():
+    ev = ngc({}, **{**NGC_FLAGS, "memlock": Rlimit(8 * MiB, 8 * MiB)}, cap_ipc_lock=True)
+    assert g09.judge_start(ev).line == ("G9 PASS: container started with room: /dev/shm 60 GiB, memlock 8 MiB "
+                                        "(CAP_IPC_LOCK), stack 64 MiB")
+
+
+def test_kubernetes_gets_the_pod_spelling_too():
+    ev = ContainerEvidence(kubernetes=True, **DOCKER_DEFAULTS)
+    assert "in Kubernetes, mount an emptyDir with medium: Memory at /dev/shm" in g09.judge_start(ev).fix
+
+
+def test_limits_are_judged_in_containers_only_and_never_guessed():
+    assert g09.judge_start(ContainerEvidence(**DOCKER_DEFAULTS)).line == (
+        "G9 SKIP: not a container: /dev/shm and ulimits are judged in containers only")
+    old = from_jsonable(ContainerEvidence, {"dockerenv": True, "ngc_vars": {}})  # a snapshot of an older suite
+    assert old.shm_bytes is None and old.memlock is None and old.python_prefix is None
+    assert g09.judge_start(old).line == "G9 SKIP: /dev/shm and ulimits not recorded (a snapshot of an older suite)"
+    unreadable = ContainerEvidence(dockerenv=True, shm_error="FileNotFoundError: No such file or directory",
+                                   limits_error="ImportError: No module named 'resource'")
+    assert g09.judge_start(unreadable).line == (
+        "G9 SKIP: /dev/shm and ulimits unreadable (/dev/shm: FileNotFoundError: No such file or directory; "
+        "limits: ImportError: No module named 'resource')")
+    half = ContainerEvidence(dockerenv=True, shm_error="PermissionError: denied", memlock=Rlimit(UNLIMITED, UNLIMITED))
+    assert g09.judge_start(half).line == "G9 PASS: container started with room: /dev/shm unreadable, memlock unlimited"
+
+
+def test_the_new_fields_round_trip():
+    ev = ngc(NGC_ENV, python_prefix="/usr", cap_ipc_lock=False, **DOCKER_DEFAULTS)
+    assert from_jsonable(ContainerEvidence, to_jsonable(ev)) == ev
+
+
+# -- the reader, in real processes ----------------------------------------------------------------------------
+CHILD = """
+import json
+from spark_gotchas.options import RunOptions
+from spark_gotchas.readers import ReadContext
+from spark_gotchas.readers import env
+from spark_gotchas.serial import to_jsonable
+print(json.dumps(to_jsonable(env.read_container(ReadContext(options=RunOptions(), worker_factory=lambda: None)))))
+"""
+
+
+def read_in_child(**limits: tuple[int, int]) -> dict:
+    import resource
+
+    def lower():
+        for name, value in limits.items():
+            resource.setrlimit(getattr(resource, name), value)
+
+    proc = subprocess.run([sys.executable, "-c", CHILD], preexec_fn=lower, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_the_reader_reads_this_processs_limits_and_dev_shm():
+    import resource
+
+    _, memlock_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
+    soft_stack = 16 * MiB if stack_hard == resource.RLIM_INFINITY or stack_hard >= 16 * MiB else stack_hard
+    read = read_in_child(RLIMIT_MEMLOCK=(64 * 1024, 64 * 1024), RLIMIT_STACK=(soft_stack, stack_hard))
+    assert read["memlock"] == {"soft": 64 * 1024, "hard": 64 * 1024}
+    assert read["stack"]["soft"] == soft_stack
+    assert read["stack"]["hard"] == (UNLIMITED if stack_hard == resource.RLIM_INFINITY else stack_hard)
+    assert read["python_prefix"] == sys.prefix
+    if os.path.isdir("/dev/shm"):
+        st = os.statvfs("/dev/shm")
+        assert read["shm_bytes"] == st.f_blocks * st.f_frsize and read["shm_error"] is None
+    assert memlock_hard is not None
+
+
+def test_shm_size_of_a_real_folder_and_of_a_missing_one(tmp_path):
+    size, error = envr.shm_size(str(tmp_path))
+    assert error is None and size > 0
+    assert envr.shm_size(str(tmp_path / "missing")) == (None, "FileNotFoundError: No such file or directory")
+
+
+@pytest.mark.parametrize("lines,expected", [
+    (["Name:\tpython3", "CapEff:\t000001ffffffffff"], True),  # root with every capability (--privileged)
+    (["CapEff:\t00000000a80425fb"], False),  # Docker's default set: no CAP_IPC_LOCK (bit 14)
+    (["CapEff:\t0000000000004000"], True),  # --cap-add IPC_LOCK alone
+    (["CapEff:\tnot hex"], None),
+    ([], None),
+])
+def test_cap_ipc_lock_is_read_from_the_effective_set(lines, expected):
+    assert envr.has_cap_ipc_lock(lines) is expected
+
+
+def test_this_processs_status_parses():
+    with open("/proc/self/status") as fh:
+        assert envr.has_cap_ipc_lock(fh.read().splitlines()) in (True, False)

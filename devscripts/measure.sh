@@ -38,15 +38,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,cl
 python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 
 step "1. fast probe (what the G5 check runs), empty Triton cache"
-python3 -m microbench bandwidth
+python3 -m spark_gotchas.microbench bandwidth
 
 step "2-4. quality bar at 1 and 4 GiB, tuning grid, GEMM (one process)"
 timeout 300 python3 - "$OUT" <<'PY'
 import json, sys
-from microbench import bandwidth as bw, gemm
 from spark_gotchas import nvml
+from spark_gotchas.microbench import bandwidth as bw, gemm
 from spark_gotchas.readers.gpu import read_device
-from spark_gotchas.serial import from_jsonable
+from spark_gotchas.serial import to_jsonable
 
 out = sys.argv[1]
 dev = read_device(0, nvml.device_handles()[0])
@@ -56,7 +56,7 @@ print(f"NVML: {dev.name}, max memory clock {dev.max_memory_clock_mhz} MHz x {dev
 BABEL = {"copy": ("copy", 3965), "read": ("dot", 4396), "triad": ("triad", 4361), "write": (None, None)}
 rows = []
 for size_mb in (1024, 4096):
-    res = from_jsonable(bw.BandwidthResult, bw.probe("sized", size_mb, references=True, warmup_ms=30, rep_ms=200))
+    res = bw.probe("sized", size_mb, references=True, warmup_ms=30, rep_ms=200)
     print(); print(bw.format_result(res)); print(f"-- bars at {size_mb} MiB per array:")
     for m in res.methods:
         refs = [r for r in res.references if r.method == m.method and r.ok]
@@ -76,17 +76,16 @@ for size_mb in (1024, 4096):
           f"(bar 95%); probe {res.seconds:.2f} s")
 print("\n== tuning at 1 GiB per array (fastest first)")
 tuned = bw.tune(1024, warmup_ms=10, rep_ms=40)
-json.dump(tuned, open(f"{out}/bandwidth-tune.json", "w"), indent=1)
-table = [from_jsonable(bw.MethodResult, r) for r in tuned["rows"]]
+json.dump(to_jsonable(tuned), open(f"{out}/bandwidth-tune.json", "w"), indent=1)
 for method in bw.METHODS:
-    print("\n".join(bw.format_rows(sorted((r for r in table if r.method == method), key=lambda r: -(r.gbps or 0)))))
+    print("\n".join(bw.format_rows(sorted((r for r in tuned.rows if r.method == method), key=lambda r: -(r.gbps or 0)))))
 print("\n== GEMM 8192^3 (reference run: bf16 763, fp8 1290 TFLOP/s)")
-g = from_jsonable(gemm.GemmResult, gemm.probe(8192))
+g = gemm.probe(8192)
 print(gemm.format_result(g))
 for p, ref in (("bf16", 763.0), ("fp8", 1290.0)):
     r = g.get(p)
     print(f"{p}: {r.tflops:.0f} TFLOP/s = {r.tflops / ref:.1%} of the reference {ref:.0f}" if r.ok else f"{p}: {r.error}")
-fa = from_jsonable(gemm.GemmResult, gemm.probe(8192, ("fp8",), fast_accum=True)).get("fp8")
+fa = gemm.probe(8192, ("fp8",), fast_accum=True).get("fp8")
 print(f"fp8 fast accumulation: {fa.tflops:.0f} TFLOP/s" if fa.ok else f"fp8 fast accumulation: {fa.error}")
 print("\n== Markdown rows for docs/benchmarks.md")
 print("| array | method | probe GB/s (median / best) | best torch op, same run | probe / torch | BabelStream | probe / BabelStream |")

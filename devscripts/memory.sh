@@ -65,6 +65,6 @@ meminfo "meminfo after deleting the file"
 step "4. load probe: soak check (8 GB default, cold), then the CLI with the file already cached (4 GB, warm)"
 $PYTEST -m soak tests_gotchas/test_g03_unified_memory.py --soak-duration 1m --spark-snapshot "$OUT/memory-soak.json" 2>&1 \
     | grep -E 'G3 |fix:|passed|failed|load probe'
-timeout 120 python3 -m microbench safetensors_load --size-gb 4 --warm --dir reports
+timeout 120 python3 -m spark_gotchas.microbench safetensors_load --size-gb 4 --warm --dir reports
 ls reports/g3-load-probe* 2>/dev/null; cp reports/g3-load-probe.csv "$OUT/" 2>/dev/null
 echo; echo "=== done in $(( $(date +%s) - T0 )) s; snapshots in $OUT"

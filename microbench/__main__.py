@@ -1,4 +1,5 @@
-"""``python -m microbench NAME [args…]``: run one microbenchmark's command line."""
+"""``python -m spark_gotchas.microbench NAME [args…]`` (or ``spark-gotchas microbench NAME``): run one
+microbenchmark's command line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import pkgutil
 import sys
 from pathlib import Path
 
+PACKAGE = __package__ or "spark_gotchas.microbench"  # the name this package was imported under
+USAGE = "usage: spark-gotchas microbench NAME [args...]  (or: python -m spark_gotchas.microbench NAME [args...])"
+
 
 def available() -> list[str]:
     here = Path(__file__).parent
@@ -14,7 +18,7 @@ def available() -> list[str]:
     for info in pkgutil.iter_modules([str(here)]):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"microbench.{info.name}")
+        module = importlib.import_module(f"{PACKAGE}.{info.name}")
         if hasattr(module, "main"):
             names.append(info.name)
     return sorted(names)
@@ -22,13 +26,13 @@ def available() -> list[str]:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m microbench NAME [args...]\n\nNAME is one of: " + ", ".join(available()))
+        print(f"{USAGE}\n\nNAME is one of: {', '.join(available())}; NAME --help says what it takes")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in available():
         print(f"unknown microbenchmark {name!r}; choose from: {', '.join(available())}", file=sys.stderr)
         return 2
-    return int(importlib.import_module(f"microbench.{name}").main(rest) or 0)
+    return int(importlib.import_module(f"{PACKAGE}.{name}").main(rest) or 0)
 
 
 if __name__ == "__main__":

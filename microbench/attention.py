@@ -1,6 +1,7 @@
 """Attention on this GPU: does flash-attn import, run, and agree with torch's SDPA? (G2)
 
-``python -m microbench attention`` prints the JSON the suite judges. The same functions run as
+``spark-gotchas microbench attention`` (``python -m spark_gotchas.microbench attention``) prints
+the JSON the suite judges. The same functions run as
 tasks in the suite's GPU worker, so an import that segfaults (a flash-attn built for CUDA 12
 on a CUDA 13 driver) ends only the worker, and the check reports the signal.
 
@@ -15,12 +16,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import time
 import warnings
 from typing import Any
 
-from ._cli import first_line
+from ._cli import first_line, print_json, require_torch
 
 TOLERANCE_FACTOR = 2.0
 TOLERANCE_FLOOR = 1e-3
@@ -145,16 +145,19 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m microbench attention", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="spark-gotchas microbench attention", description=__doc__.splitlines()[0])
     parser.add_argument("--seqlen", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    parser.add_argument("--json", action="store_true", help="print JSON (what this prints either way)")
     args = parser.parse_args(argv)
+    if not require_torch():
+        return 2
     report = {
         "sdpa": sdpa_backends(dtype=args.dtype),
         "flash_attn": flash_attn_probe(args.seqlen, args.heads, args.head_dim, args.dtype)
         if importlib.util.find_spec("flash_attn") is not None else {"installed": False},
     }
-    print(json.dumps(report, indent=1))
+    print_json(report)
     return 0

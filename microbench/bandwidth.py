@@ -19,21 +19,21 @@ kernel's output is checked once (outside the timing) against an exact expectatio
 Kernels are Triton's (``_stream_triton``) where Triton imports, torch ops otherwise;
 ``references=True`` also times the torch ops so the two can be compared in one run.
 
-Command line: ``python -m microbench bandwidth [--size-mb N] [--references] [--tune] [--sweep]
-[--json]``. Nearest shell equivalents: BabelStream (``cuda-stream --arraysize``), nvbandwidth.
+Command line: ``spark-gotchas microbench bandwidth [--size-mb N] [--references] [--tune] [--sweep]
+[--json]`` (or ``python -m spark_gotchas.microbench bandwidth …``). Nearest shell equivalents:
+BabelStream (``cuda-stream --arraysize``), nvbandwidth.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from ._cli import first_line, require_cuda
+from ._cli import first_line, print_json, require_cuda
 from ._timing import Timing, TorchClock, bench
 
 METHODS = ("read", "write", "copy", "triad")
@@ -161,6 +161,17 @@ class BandwidthSweep:
     backend: str = ""
     seconds: float = 0.0
     stopped_early: bool = False
+
+
+@dataclass
+class TuneResult:
+    """Every Triton configuration of the tuning grid and every torch op, per method, at one size."""
+
+    device: str
+    array_bytes: int
+    sizing: str
+    triton: str  # its version, or "not usable: <why>"
+    rows: list[MethodResult] = field(default_factory=list)
 
 
 # -- sizing --------------------------------------------------------------------------------------
@@ -466,20 +477,16 @@ def probe(
     unified_memory: Optional[bool] = None,
     fraction: float = MEMORY_FRACTION,
     configs: Optional[dict[str, dict]] = None,
-) -> dict:
-    """Measure each method once at one array size; returns a JSON-ready :class:`BandwidthResult`.
+    *,
+    device: str = "cuda",
+    clock: Any = None,
+) -> BandwidthResult:
+    """Measure each method once at one array size.
 
     ``backend``: "auto" (Triton where it imports, torch otherwise), "triton" or "torch".
-    ``configs``: per-method KernelConfig fields overriding DEFAULT_CONFIGS.
+    ``configs``: per-method KernelConfig fields overriding DEFAULT_CONFIGS. ``device`` and
+    ``clock`` exist for the suite's tests (CPU tensors, a wall clock).
     """
-    from spark_gotchas.serial import to_jsonable
-
-    return to_jsonable(_probe(mode, size_mb, backend, references, tuple(methods), warmup_ms, rep_ms,
-                              unified_memory, fraction, configs))
-
-
-def _probe(mode, size_mb, backend, references, methods, warmup_ms, rep_ms, unified_memory, fraction,
-           configs, device: str = "cuda", clock: Any = None) -> BandwidthResult:
     import torch
 
     waited = _wait_for_compile_ahead()
@@ -553,11 +560,9 @@ def _preferred(torch, method, use_triton, bufs, sms, warmup_ms, rep_ms, config, 
 
 def tune(size_mb: Optional[float] = None, methods: tuple[str, ...] | list[str] = METHODS,
          grid: Optional[list[dict]] = None, warmup_ms: float = 10.0, rep_ms: float = 60.0,
-         unified_memory: Optional[bool] = None) -> dict:
+         unified_memory: Optional[bool] = None) -> TuneResult:
     """Every Triton configuration of ``grid`` (default TUNE_GRID) and every torch op, per method."""
     import torch
-
-    from spark_gotchas.serial import to_jsonable
 
     facts = _device_facts(torch, unified_memory)
     array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"],
@@ -574,8 +579,8 @@ def tune(size_mb: Optional[float] = None, methods: tuple[str, ...] | list[str] =
     finally:
         del bufs
         torch.cuda.empty_cache()
-    return to_jsonable({"device": facts["device"], "array_bytes": array_bytes, "sizing": sizing,
-                        "triton": version or f"not usable: {why}", "rows": rows})
+    return TuneResult(device=facts["device"], array_bytes=array_bytes, sizing=sizing,
+                      triton=version or f"not usable: {why}", rows=rows)
 
 
 def sweep_sizes(l2_bytes: Optional[int], available: int, fraction: float = MEMORY_FRACTION) -> list[int]:
@@ -590,18 +595,12 @@ def sweep_sizes(l2_bytes: Optional[int], available: int, fraction: float = MEMOR
 
 
 def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.0, rep_ms: float = 100.0,
-          unified_memory: Optional[bool] = None, max_seconds: float = 300.0) -> dict:
-    """The probe at every size of :func:`sweep_sizes`; streams one progress line per size."""
-    from spark_gotchas.serial import to_jsonable
-
-    return to_jsonable(_sweep(backend, references, warmup_ms, rep_ms, unified_memory, max_seconds))
-
-
-def _sweep(backend, references, warmup_ms, rep_ms, unified_memory, max_seconds, device: str = "cuda",
-           clock: Any = None) -> BandwidthSweep:
+          unified_memory: Optional[bool] = None, max_seconds: float = 300.0, *,
+          progress: Optional[Callable[[Any], None]] = None, should_stop: Optional[Callable[[], bool]] = None,
+          device: str = "cuda", clock: Any = None) -> BandwidthSweep:
+    """The probe at every size of :func:`sweep_sizes`; ``progress`` gets one line per size, and the
+    sweep ends early (``stopped_early``) once ``should_stop()`` says so or ``max_seconds`` pass."""
     import torch
-
-    from spark_gotchas import worker_main
 
     _wait_for_compile_ahead()
     t0 = time.perf_counter()
@@ -611,7 +610,7 @@ def _sweep(backend, references, warmup_ms, rep_ms, unified_memory, max_seconds, 
     out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"], unified_memory=facts["unified_memory"],
                          backend=backend_text)
     for size in sweep_sizes(facts["l2_bytes"], facts["available"]):
-        if worker_main.should_stop() or time.perf_counter() - t0 > max_seconds:
+        if (should_stop is not None and should_stop()) or time.perf_counter() - t0 > max_seconds:
             out.stopped_early = True
             break
         bufs = _Buffers(torch, size // ELEMENT_BYTES, device)
@@ -626,7 +625,8 @@ def _sweep(backend, references, warmup_ms, rep_ms, unified_memory, max_seconds, 
                 torch.cuda.empty_cache()
         out.points += row
         out.sizes_bytes.append(size)
-        worker_main.progress({"array_bytes": size, "gbps": {r.method: r.gbps for r in row[:len(METHODS)]}})
+        if progress is not None:
+            progress({"array_bytes": size, "gbps": {r.method: r.gbps for r in row[:len(METHODS)]}})
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -659,7 +659,7 @@ def format_result(res: BandwidthResult) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m microbench bandwidth", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="spark-gotchas microbench bandwidth", description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=float, help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
     parser.add_argument("--backend", choices=("auto", "triton", "torch"), default="auto")
     parser.add_argument("--references", action="store_true", help="also time the torch reference ops")
@@ -678,33 +678,35 @@ def main(argv: list[str]) -> int:
         parser.error(f"unknown method(s) {unknown}; choose from {METHODS}")
     if not require_cuda():
         return 2
-    from spark_gotchas.serial import from_jsonable
-
     if args.tune:
-        data = tune(args.size_mb, methods, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
-                    unified_memory=args.unified_memory)
+        tuned = tune(args.size_mb, methods, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+                     unified_memory=args.unified_memory)
         if args.json:
-            print(json.dumps(data, indent=1))
+            print_json(tuned)
         else:
-            rows = [from_jsonable(MethodResult, r) for r in data["rows"]]
-            print(f"tuning on {data['device']}: {data['sizing']}; triton {data['triton']}")
+            print(f"tuning on {tuned.device}: {tuned.sizing}; triton {tuned.triton}")
             for method in methods:
-                mine = sorted((r for r in rows if r.method == method), key=lambda r: -(r.gbps or 0))
+                mine = sorted((r for r in tuned.rows if r.method == method), key=lambda r: -(r.gbps or 0))
                 print("\n".join(format_rows(mine)))
         return 0
     if args.sweep:
-        data = sweep(args.backend, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, unified_memory=args.unified_memory)
+        swept = sweep(args.backend, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, unified_memory=args.unified_memory,
+                      progress=None if args.json else _print_point)
         if args.json:
-            print(json.dumps(data, indent=1))
+            print_json(swept)
         else:
-            res = from_jsonable(BandwidthSweep, data)
-            print(f"sweep on {res.device}: {res.backend}, {res.seconds:.1f} s")
-            print("\n".join(format_rows(sorted(res.points, key=lambda r: (r.method, r.array_bytes)))))
+            print(f"sweep on {swept.device}: {swept.backend}, {swept.seconds:.1f} s")
+            print("\n".join(format_rows(sorted(swept.points, key=lambda r: (r.method, r.array_bytes)))))
         return 0
-    data = probe("fast", args.size_mb, args.backend, args.references, methods, args.warmup_ms, args.rep_ms,
-                 args.unified_memory)
+    result = probe("fast", args.size_mb, args.backend, args.references, methods, args.warmup_ms, args.rep_ms,
+                   args.unified_memory)
     if args.json:
-        print(json.dumps(data, indent=1))
+        print_json(result)
     else:
-        print(format_result(from_jsonable(BandwidthResult, data)))
+        print(format_result(result))
     return 0
+
+
+def _print_point(point: dict) -> None:
+    figures = ", ".join(f"{m} {v:.0f}" for m, v in point["gbps"].items() if v is not None)
+    print(f"{point['array_bytes'] / MIB:.0f} MiB per array: {figures} GB/s", flush=True)

@@ -3,22 +3,25 @@
 Run one process per node under torchrun, the same command on every node with its own rank::
 
     torchrun --nnodes 2 --nproc-per-node 1 --node-rank R --master-addr HEAD --master-port 29500 \\
-        -m microbench collective --out reports/collective
+        -m spark_gotchas.microbench collective --out reports/collective
 
-Each rank writes ``<out>/rank<N>.json``: its timings, the node's network setup
-(:mod:`spark_gotchas.netsetup`) and any error. Bus bandwidth follows nccl-tests for all-reduce:
-busbw = algbw x 2(n-1)/n. Messages stay at or below 1 GiB (``--max-bytes``): the buffers live in
-the same memory as everything else on a unified-memory machine, and a 16 GB NCCL test froze a
-Spark. A rank whose peer dies or hangs records the error within ``--timeout`` seconds of no
-progress and exits; it never waits for ever. ``--fault RANK:exit|hang`` makes one rank fail on
-purpose, to test that reporting. ``--backend auto`` picks NCCL when every local rank has a GPU,
-else gloo (CPU tensors over TCP).
+Each rank writes ``<out>/rank<N>.json``: its timings, any error and, with ``--net-setup
+MODULE:FUNCTION``, what that function says of the node's network given ``MASTER_ADDR`` (the suite
+passes its own reader, ``spark_gotchas.tasks:net_setup``; without it ``net`` is null). Bus
+bandwidth follows nccl-tests for all-reduce: busbw = algbw x 2(n-1)/n. Messages stay at or below
+1 GiB (``--max-bytes``): the buffers live in the same memory as everything else on a
+unified-memory machine, and a 16 GB NCCL test froze a Spark. A rank whose peer dies or hangs
+records the error (on stderr too) within ``--timeout`` seconds of no progress and exits; it never
+waits for ever. ``--fault RANK:exit|hang`` makes one rank fail on purpose, to test that reporting.
+``--backend auto`` picks NCCL when every local rank has a GPU, else gloo (CPU tensors over TCP).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
+import importlib.util
 import json
 import os
 import re
@@ -29,7 +32,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
+
+from ._cli import first_line
 
 DEFAULT_LARGE = "64M,256M,1G"
 DEFAULT_SMALL = "8,1K,64K"
@@ -88,6 +93,10 @@ class Recorder:
             self.result["error"] = message
         self.write()
         sys.stdout.flush()
+        try:  # straight to the descriptor: this may run in a signal handler, inside another print
+            os.write(2, f"rank {self.result.get('rank')}: {self.result['error']}\n".encode(errors="replace"))
+        except OSError:
+            pass
         os._exit(code)
 
     def watch(self) -> None:
@@ -181,8 +190,26 @@ def measure(args: argparse.Namespace, rec: Recorder) -> None:
     dist.destroy_process_group()
 
 
+def _function(name: str) -> Callable[[Optional[str]], Any]:
+    """``module:function`` -> the function (ImportError, AttributeError or ValueError when it is not one)."""
+    module, sep, attr = name.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError("name it as MODULE:FUNCTION")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _describe(describe_net: Optional[Callable[[Optional[str]], Any]]) -> Any:
+    """What ``--net-setup``'s function says of this node (an ``error`` of its own when it raises)."""
+    if describe_net is None:
+        return None
+    try:
+        return describe_net(os.environ.get("MASTER_ADDR"))
+    except Exception as exc:  # the rank still measures
+        return {"error": first_line(exc, 300)}
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m microbench collective", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="spark-gotchas microbench collective", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="reports/collective", help="folder for rank<N>.json")
     parser.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
     parser.add_argument("--large", type=parse_sizes, default=parse_sizes(DEFAULT_LARGE),
@@ -194,15 +221,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds without progress before giving up")
     parser.add_argument("--max-bytes", type=parse_size, default=MAX_BYTES, help="refuse larger messages (1G)")
     parser.add_argument("--fault", default=None, help="RANK:exit|hang, to test failure reporting")
+    parser.add_argument("--net-setup", metavar="MODULE:FUNCTION", default=None,
+                        help="a function that describes this node's network as JSON, given MASTER_ADDR; each rank "
+                             "records it under 'net'")
+    parser.add_argument("--json", action="store_true", help="print each rank's summary as one JSON line (what this "
+                                                            "prints either way; the whole result is in its file)")
     args = parser.parse_args(argv)
     too_big = [s for s in args.large + args.small if s > args.max_bytes]
     if too_big:
         parser.error(f"message sizes above --max-bytes {args.max_bytes}: {too_big} (unified memory: stay at 1 GiB)")
     if args.fault and not re.fullmatch(r"\d+:(exit|hang)", args.fault):
         parser.error("--fault takes RANK:exit or RANK:hang")
-
-    from spark_gotchas.netsetup import read_net_setup
-    from spark_gotchas.serial import to_jsonable
+    describe_net = None
+    if args.net_setup:
+        try:
+            describe_net = _function(args.net_setup)
+        except (ImportError, AttributeError, ValueError) as exc:
+            parser.error(f"--net-setup {args.net_setup}: {first_line(exc)}")
+    if importlib.util.find_spec("torch") is None:  # one that does not import is the rank's recorded error
+        print("torch is not installed", file=sys.stderr)
+        return 2
 
     rank = int(os.environ.get("RANK", "0"))
     result: dict[str, Any] = {
@@ -212,7 +250,7 @@ def main(argv: list[str]) -> int:
         "node_rank": int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "0"))),
         "hostname": socket.gethostname(),
         "backend": None, "device": None, "large": [], "small": [], "error": None, "stage": "start",
-        "net": to_jsonable(read_net_setup(os.environ.get("MASTER_ADDR"))),
+        "net": _describe(describe_net),
     }
     rec = Recorder(Path(args.out) / f"rank{rank}.json", result, args.timeout)
     signal.signal(signal.SIGTERM, lambda *_: rec.fail(

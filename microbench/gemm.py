@@ -15,18 +15,18 @@ Each output is checked against a float64 product of the same (dequantised) opera
 256 x 256 corner, within the output format's tolerance. A precision this GPU or build cannot
 run is a reading with torch's error text, not a crash.
 
-Command line: ``python -m microbench gemm [--size 8192] [--precisions bf16,fp8,nvfp4] [--json]``.
+Command line: ``spark-gotchas microbench gemm [--size 8192] [--precisions bf16,fp8,nvfp4] [--json]``
+(or ``python -m spark_gotchas.microbench gemm …``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ._cli import require_cuda
+from ._cli import print_json, require_cuda
 from ._timing import Timing, TorchClock, bench, l2_flusher
 
 PRECISIONS = ("bf16", "fp8", "nvfp4")
@@ -240,11 +240,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def probe(size: int = 8192, precisions: tuple[str, ...] | list[str] = PRECISIONS, warmup_ms: float = 25.0,
-          rep_ms: float = 100.0, fast_accum: bool = False) -> dict:
-    """Time each precision at ``size``^3; returns a JSON-ready :class:`GemmResult`."""
+          rep_ms: float = 100.0, fast_accum: bool = False) -> GemmResult:
+    """Time each precision at ``size``^3 on the current CUDA device."""
     import torch
-
-    from spark_gotchas.serial import to_jsonable
 
     t0 = time.perf_counter()
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -258,7 +256,7 @@ def probe(size: int = 8192, precisions: tuple[str, ...] | list[str] = PRECISIONS
         out.results.append(_one(torch, precision, size, warmup_ms, rep_ms, fast_accum, l2, clock))
         torch.cuda.empty_cache()
     out.seconds = time.perf_counter() - t0
-    return to_jsonable(out)
+    return out
 
 
 def format_result(res: GemmResult) -> str:
@@ -280,13 +278,13 @@ def format_result(res: GemmResult) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m microbench gemm", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="spark-gotchas microbench gemm", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=8192, help="M = N = K (default 8192)")
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--fast-accum", action="store_true", help="FP8 with cuBLAS fast accumulation")
     parser.add_argument("--warmup-ms", type=float, default=25.0)
     parser.add_argument("--rep-ms", type=float, default=100.0)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     precisions = tuple(p for p in args.precisions.split(",") if p)
     unknown = [p for p in precisions if p not in PRECISIONS]
@@ -294,11 +292,9 @@ def main(argv: list[str]) -> int:
         parser.error(f"unknown precision(s) {unknown}; choose from {PRECISIONS}")
     if not require_cuda():
         return 2
-    data = probe(args.size, precisions, args.warmup_ms, args.rep_ms, args.fast_accum)
+    result = probe(args.size, precisions, args.warmup_ms, args.rep_ms, args.fast_accum)
     if args.json:
-        print(json.dumps(data, indent=1))
+        print_json(result)
     else:
-        from spark_gotchas.serial import from_jsonable
-
-        print(format_result(from_jsonable(GemmResult, data)))
+        print(format_result(result))
     return 0

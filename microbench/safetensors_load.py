@@ -12,20 +12,29 @@ MemFree's drop plus CUDA's reserved memory on a discrete GPU. The file is always
 Size: ``--size-gb`` (default 8), never more than 25 % of MemAvailable, half the GPU's free
 memory or half the free disk space.
 
-    python -m microbench safetensors_load --size-gb 8 [--dir reports] [--warm] [--json]
+    spark-gotchas microbench safetensors_load --size-gb 8 [--dir reports] [--warm] [--json]
+
+In the suite (``spark_gotchas.memtasks:load_probe``) the memory reader, the filesystem lookup and
+the sampler thread are the suite's own, passed in; alone, the small ones here serve.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import sys
+import threading
 import time
-from typing import Any, Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol
+
+from ._cli import require_torch
 
 GB = 1e9
 MIB = 1 << 20
@@ -33,7 +42,70 @@ DEFAULT_SIZE_BYTES = int(8 * GB)
 MAX_FRACTION_OF_AVAILABLE = 0.25
 MIN_SIZE_BYTES = 64 * MIB
 CHUNK_BYTES = 256 * MIB
-SAMPLE_FIELDS = ("t_s", "mem_free_bytes", "mem_available_bytes", "cached_bytes", "rss_bytes", "cuda_reserved_bytes")
+_MEMINFO = re.compile(r"^(MemFree|MemAvailable|Cached):\s+(\d+) kB$", re.MULTILINE)
+
+
+class HostMemoryLike(Protocol):
+    """What the probe reads of system memory (the suite's ``MemInfo`` has these fields too)."""
+
+    mem_free_bytes: Optional[int]
+    mem_available_bytes: Optional[int]
+    cached_bytes: Optional[int]
+
+
+class Stoppable(Protocol):
+    """A sampler that runs until stopped."""
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class HostMemory:
+    """System memory as /proc/meminfo states it, read alone (:func:`host_memory`)."""
+
+    mem_free_bytes: Optional[int]
+    mem_available_bytes: Optional[int]
+    cached_bytes: Optional[int]
+
+
+def host_memory(path: str = "/proc/meminfo") -> HostMemory:
+    """MemFree, MemAvailable and Cached in bytes (None where the file lacks one)."""
+    with open(path, encoding="ascii", errors="replace") as fh:
+        found = {name: int(kib) * 1024 for name, kib in _MEMINFO.findall(fh.read())}
+    return HostMemory(found.get("MemFree"), found.get("MemAvailable"), found.get("Cached"))
+
+
+def filesystem_type(path: str) -> Optional[str]:
+    """The type of the filesystem holding ``path`` (its deepest mount point), None if unknown."""
+    import psutil
+
+    real = os.path.realpath(path)
+    holding = [p for p in psutil.disk_partitions(all=True)
+               if real == p.mountpoint or real.startswith(p.mountpoint.rstrip("/") + "/")]
+    return max(holding, key=lambda p: len(p.mountpoint)).fstype if holding else None
+
+
+class _Every:
+    """``sink(take())`` every ``interval_s`` in a thread, from now until :meth:`stop`."""
+
+    def __init__(self, take: Callable[[], Any], sink: Callable[[Any], None], interval_s: float):
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(take, sink, interval_s), name="load-probe-samples",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self, take: Callable[[], Any], sink: Callable[[Any], None], interval_s: float) -> None:
+        while True:
+            try:
+                sink(take())
+            except (OSError, ValueError):  # one unreadable sample is a gap, not the end of sampling
+                pass
+            if self._halt.wait(interval_s):
+                return
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._thread.join(10)
 
 
 def choose_size(requested: Optional[int], mem_available: int, device_free: Optional[int],
@@ -102,17 +174,16 @@ def _rss_bytes() -> int:
 
 
 class MemorySamples:
-    """What one sample holds, taken every ``interval_s`` by :class:`spark_gotchas.sampler.Sampler`."""
+    """What one sample holds, taken every ``interval_s`` by the sampler the probe was given."""
 
-    def __init__(self, reserved: Callable[[], Optional[int]]):
+    def __init__(self, reserved: Callable[[], Optional[int]], read_memory: Callable[[], HostMemoryLike]):
         self.reserved = reserved
+        self.read_memory = read_memory
         self.samples: list[dict[str, Any]] = []
         self.t0 = time.perf_counter()
 
     def take(self) -> dict[str, Any]:
-        from spark_gotchas.readers.mem import read_meminfo_file
-
-        info = read_meminfo_file()
+        info = self.read_memory()
         return {"t_s": round(time.perf_counter() - self.t0, 3), "mem_free_bytes": info.mem_free_bytes,
                 "mem_available_bytes": info.mem_available_bytes, "cached_bytes": info.cached_bytes,
                 "rss_bytes": _rss_bytes(), "cuda_reserved_bytes": self.reserved()}
@@ -150,15 +221,22 @@ def summarize(samples: list[dict], baseline: dict, size_bytes: int, integrated: 
 
 
 def probe(size_bytes: Optional[int] = None, directory: str = "reports", device: str = "cuda:0",
-          cold: bool = True, interval_s: float = 0.05) -> dict[str, Any]:
-    """Write, load and sample; returns JSON (``ok``/``reason``, the figures and every sample)."""
-    from spark_gotchas import worker_main
-    from spark_gotchas.readers.mem import fstype_of, read_meminfo_file
-    from spark_gotchas.sampler import Sampler
+          cold: bool = True, interval_s: float = 0.05, *,
+          progress: Optional[Callable[[Any], None]] = None, should_stop: Optional[Callable[[], bool]] = None,
+          read_memory: Callable[[], HostMemoryLike] = host_memory,
+          fstype: Callable[[str], Optional[str]] = filesystem_type,
+          start_sampler: Callable[[Callable[[], Any], Callable[[Any], None], float], Stoppable] = _Every,
+          ) -> dict[str, Any]:
+    """Write, load and sample; returns JSON (``ok``/``reason``, the figures and every sample).
 
+    ``progress`` gets the phases and each GiB written; ``should_stop()`` ends the write early.
+    ``read_memory``, ``fstype`` and ``start_sampler(take, sink, interval_s)`` (started, with a
+    ``stop()``) are how memory is read, how a folder's filesystem is named and what samples it.
+    """
+    say = progress or (lambda value: None)
     out: dict[str, Any] = {"attempted": True, "ok": False, "device": device, "directory": os.path.abspath(directory)}
     os.makedirs(directory, exist_ok=True)
-    out["fstype"] = fstype_of(directory)
+    out["fstype"] = fstype(directory)
     if out["fstype"] in ("tmpfs", "ramfs"):
         out["reason"] = f"{directory} is on {out['fstype']}: the file itself would live in memory; use a disk folder"
         return out
@@ -175,7 +253,7 @@ def probe(size_bytes: Optional[int] = None, directory: str = "reports", device: 
         torch.cuda.set_device(index)
         device_free = int(torch.cuda.mem_get_info(index)[0])
     out["integrated"] = integrated
-    info = read_meminfo_file()
+    info = read_memory()
     size, out["size_reason"] = choose_size(size_bytes, info.mem_available_bytes or 0, device_free,
                                            shutil.disk_usage(directory).free, integrated)
     out["size_bytes"] = size
@@ -187,19 +265,19 @@ def probe(size_bytes: Optional[int] = None, directory: str = "reports", device: 
     sampler: Any = None
     try:
         t0 = time.perf_counter()
-        worker_main.progress({"phase": "write", "size_bytes": size})
-        write_safetensors(path, size, worker_main.should_stop,
-                          lambda done: worker_main.progress({"phase": "write", "done_bytes": done}))
+        say({"phase": "write", "size_bytes": size})
+        write_safetensors(path, size, should_stop or (lambda: False),
+                          lambda done: say({"phase": "write", "done_bytes": done}))
         out["write_seconds"] = round(time.perf_counter() - t0, 3)
-        cached_before = read_meminfo_file().cached_bytes or 0
+        cached_before = read_memory().cached_bytes or 0
         out["cold"] = drop_file_cache(path) if cold else False
-        out["cache_dropped_bytes"] = cached_before - (read_meminfo_file().cached_bytes or 0)
+        out["cache_dropped_bytes"] = cached_before - (read_memory().cached_bytes or 0)
         reserved = (lambda: int(torch.cuda.memory_reserved(index))) if on_cuda else (lambda: None)
-        memory = MemorySamples(reserved)
+        memory = MemorySamples(reserved, read_memory)
         time.sleep(0.2)
         baseline = memory.take()
-        sampler = Sampler(memory.take, memory.samples.append, interval_s, name="g3-load-probe").start()
-        worker_main.progress({"phase": "load", "size_bytes": size})
+        sampler = start_sampler(memory.take, memory.samples.append, interval_s)
+        say({"phase": "load", "size_bytes": size})
         t1 = time.perf_counter()
         tensors = load_file(path, device=device)
         if on_cuda:
@@ -261,7 +339,8 @@ def report_lines(result: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m microbench safetensors_load", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="spark-gotchas microbench safetensors_load",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--size-gb", type=float, help="file size in GB (default 8; capped to stay safe)")
     parser.add_argument("--dir", default="reports", help="where to write the file (a disk, not tmpfs; default reports)")
     parser.add_argument("--device", help="load target (default cuda:0, or cpu without a GPU)")
@@ -269,6 +348,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--interval-ms", type=float, default=50.0, help="sampling interval (default 50)")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = parser.parse_args(argv)
+    if not require_torch():
+        return 2
+    if importlib.util.find_spec("safetensors") is None:
+        print("safetensors is not installed (pip install safetensors)", file=sys.stderr)
+        return 2
     import torch
 
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")

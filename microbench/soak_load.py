@@ -15,10 +15,11 @@ events, waiting only on the batch two behind. At each window's end it drains the
 and reports throughput (FLOPs done / wall time) and the busy fraction (GPU time inside the
 batches / wall time: below 1 means the GPU waited for the host).
 
-In the worker: ``worker.call("microbench.soak_load:run", {"seconds": 60, "window_s": 5})``;
-each window goes out through ``worker_main.progress`` and the loop stops early when
-``worker_main.should_stop()`` (SIGINT/SIGTERM). Alone: ``python -m microbench soak_load
---seconds 30 --window 5`` (``--device cpu`` for a dry run without a GPU).
+In the worker: ``worker.call("spark_gotchas.microbench.soak_load:run", {"seconds": 60, "window_s": 5})``;
+each window goes to ``progress`` (the worker passes its own, which streams it to the parent) and
+the loop stops early once ``should_stop()`` (the worker's: SIGINT/SIGTERM). Alone:
+``spark-gotchas microbench soak_load --seconds 30 --window 5`` (``--device cpu`` for a dry run
+without a GPU; ``--backend cublas`` needs no torch).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
-from ._cli import require_cuda
+from ._cli import parse_seconds, require_cuda, require_torch
 from ._cublas import CublasUnavailable
 
 MAX_SIZE = 8192
@@ -119,26 +120,23 @@ def open_gemm(backend: str, dtype: str, device: str):
 
 
 def run(seconds: float, window_s: float = 5.0, size: Optional[int] = None, dtype: str = "bf16",
-        device: str = "cuda", on_window: Optional[Callable[[dict], None]] = None,
-        should_stop: Optional[Callable[[], bool]] = None, backend: str = "torch") -> dict[str, Any]:
+        device: str = "cuda", backend: str = "torch", *, progress: Optional[Callable[[dict], None]] = None,
+        should_stop: Optional[Callable[[], bool]] = None) -> dict[str, Any]:
     """Run the GEMM load for ``seconds`` (after a short warm-up); return its summary.
 
-    Every window's figures go to ``worker_main.progress`` (and ``on_window``) as they happen.
-    Times are ``time.time()`` epochs so the parent can line them up with its samples.
-    ``backend="cublas"`` drives cuBLAS through ctypes without importing torch (the G4 spot
-    check, while the worker imports torch); it raises ``CublasUnavailable`` where it cannot.
+    Every window's figures go to ``progress`` as they happen, and the load ends early once
+    ``should_stop()``. Times are ``time.time()`` epochs so the parent can line them up with its
+    samples. ``backend="cublas"`` drives cuBLAS through ctypes without importing torch (the G4
+    spot check, while the worker imports torch); it raises ``CublasUnavailable`` where it cannot.
     """
-    from spark_gotchas import worker_main
-
-    stop = should_stop or worker_main.should_stop
     g = open_gemm(backend, dtype, device)
     try:
-        return _load(g, seconds, window_s, size, dtype, on_window, stop, worker_main.progress)
+        return _load(g, seconds, window_s, size, dtype, should_stop or (lambda: False), progress or (lambda w: None))
     finally:
         g.close()
 
 
-def _load(g, seconds, window_s, size, dtype, on_window, stop, progress) -> dict[str, Any]:
+def _load(g, seconds, window_s, size, dtype, stop, progress) -> dict[str, Any]:
     cuda = g.events_time_the_gpu
     name = g.name
     n = int(size or choose_size(g.free_bytes, "cuda" if cuda else "cpu", g.itemsize))
@@ -209,8 +207,6 @@ def _load(g, seconds, window_s, size, dtype, on_window, stop, progress) -> dict[
             total_gemms += gemms
             busy_total += busy
             progress(window)
-            if on_window is not None:
-                on_window(window)
     finish = time.time()
     elapsed = max(finish - start, 1e-9)
     return {
@@ -232,10 +228,8 @@ def _load(g, seconds, window_s, size, dtype, on_window, stop, progress) -> dict[
 
 
 def main(argv: list[str]) -> int:
-    from spark_gotchas.options import parse_duration
-
-    parser = argparse.ArgumentParser(prog="python -m microbench soak_load", description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", default="30s", help="how long to load, e.g. 30s, 5m (default 30s)")
+    parser = argparse.ArgumentParser(prog="spark-gotchas microbench soak_load", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=parse_seconds, default=30.0, help="how long to load, e.g. 30s, 5m (default 30s)")
     parser.add_argument("--window", type=float, default=5.0, help="seconds per throughput window (default 5)")
     parser.add_argument("--size", type=int, default=None, help="matrix size N (default: sized from free memory)")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
@@ -252,11 +246,11 @@ def main(argv: list[str]) -> int:
         print(f"window {w['window']:3d}: {w['tflops']:8.2f} TFLOP/s, busy {w['busy_fraction']:.1%}, "
               f"{w['seconds']:.2f} s", flush=True)
 
-    if args.backend == "torch" and args.device.startswith("cuda") and not require_cuda():
-        return 1
+    if args.backend == "torch" and not (require_cuda() if args.device.startswith("cuda") else require_torch()):
+        return 2
     try:
-        summary = run(parse_duration(args.seconds), args.window, args.size, args.dtype, args.device,
-                      backend=args.backend, on_window=None if args.json else show, should_stop=halt.is_set)
+        summary = run(args.seconds, args.window, args.size, args.dtype, args.device, backend=args.backend,
+                      progress=None if args.json else show, should_stop=halt.is_set)
     except CublasUnavailable as exc:
         print(f"the cublas backend cannot run here: {exc}", file=sys.stderr)
         return 1

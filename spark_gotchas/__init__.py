@@ -24,17 +24,15 @@ def _is_checkout(root: Path) -> bool:
 
 
 class CheckoutMicrobench(importlib.abc.MetaPathFinder):
-    """Serves the checkout's ``microbench/`` folder under both of its names.
+    """Serves the checkout's ``microbench/`` folder as ``spark_gotchas.microbench``.
 
-    A wheel ships that folder as ``spark_gotchas.microbench`` only (PyPI's ``microbench`` is
-    another project). In a checkout the folder stays at the top, so without this finder:
-    ``spark_gotchas.microbench`` would not exist in an uninstalled checkout, and the top-level
-    ``microbench`` (the name worker tasks and imports still use) would not exist in an editable
-    install run from outside the checkout. Only a checkout installs it; the top-level name goes
-    once nothing imports ``microbench`` by that name any more.
+    A wheel ships that folder inside the suite's namespace (PyPI's ``microbench`` is another
+    project, so the suite takes no such top-level name). In a checkout the folder stays at the top,
+    beside ``tests_gotchas/``; without this finder ``spark_gotchas.microbench`` would not exist in an
+    uninstalled checkout. Only a checkout installs it.
     """
 
-    NAMES = ("microbench", "spark_gotchas.microbench")
+    NAMES = ("spark_gotchas.microbench",)
 
     def __init__(self, folder: Path):
         self.folder = folder

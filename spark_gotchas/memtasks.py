@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
-from .readers.mem import read_meminfo_file
+from .readers.mem import fstype_of, read_meminfo_file
+from .sampler import Sampler
 
 
 def cuda_memory(max_devices: int = 8) -> dict[str, Any]:
@@ -30,3 +31,16 @@ def cuda_memory(max_devices: int = 8) -> dict[str, Any]:
         "mem_available_bytes": info.mem_available_bytes,
         "cached_bytes": info.cached_bytes,
     }
+
+
+def load_probe(progress: Optional[Callable[[Any], None]] = None, should_stop: Optional[Callable[[], bool]] = None,
+               **args: Any) -> dict[str, Any]:
+    """The safetensors load probe (:mod:`spark_gotchas.microbench.safetensors_load`; ``args`` are its
+    own), with the suite's /proc/meminfo reader, mount lookup and sampler thread."""
+    from .microbench import safetensors_load
+
+    def sampler(take: Callable[[], Any], sink: Callable[[Any], None], interval_s: float) -> Sampler:
+        return Sampler(take, sink, interval_s, name="g3-load-probe").start()
+
+    return safetensors_load.probe(**args, progress=progress, should_stop=should_stop, read_memory=read_meminfo_file,
+                                  fstype=fstype_of, start_sampler=sampler)

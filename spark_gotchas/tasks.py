@@ -1,4 +1,5 @@
-"""Tasks that run inside the GPU worker (:mod:`spark_gotchas.worker_main`).
+"""Tasks that run inside the GPU worker (:mod:`spark_gotchas.worker_main`), and what each rank of
+the collective probe records of its node.
 
 Each imports torch inside the function, never at module level, and returns plain JSON.
 """
@@ -6,7 +7,7 @@ Each imports torch inside the function, never at module level, and returns plain
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Optional
 
 
 def torch_build() -> dict[str, Any]:
@@ -86,3 +87,12 @@ def first_launch() -> dict[str, Any]:
         "seconds": time.perf_counter() - t0,
         "mem_get_info": [int(free), int(total_mem)],
     }
+
+
+def net_setup(master_addr: Optional[str]) -> dict[str, Any]:
+    """This node's network as NCCL would use it, as JSON: each rank of ``spark-gotchas microbench
+    collective --net-setup spark_gotchas.tasks:net_setup`` records it beside its timings (G10)."""
+    from .netsetup import read_net_setup
+    from .serial import to_jsonable
+
+    return to_jsonable(read_net_setup(master_addr))

@@ -1,14 +1,20 @@
 """Child side of :mod:`spark_gotchas.worker`: import the preload modules, then serve tasks.
 
-Tasks are plain functions ``def task(**args) -> JSON value``. They may call :func:`progress`
-to stream intermediate results and should poll :func:`should_stop` in long loops (SIGINT
-and SIGTERM set it, so a soak stops cleanly and still returns what it measured).
+Tasks are plain functions ``def task(**args)`` that return a JSON value or a dataclass (sent as
+:func:`spark_gotchas.serial.to_jsonable` writes it). A task that declares a ``progress`` or a
+``should_stop`` parameter gets this module's: :func:`progress` streams intermediate results to the
+parent, and :func:`should_stop` turns true on SIGINT and SIGTERM, so a soak stops cleanly and still
+returns what it measured. That is how the measurements of :mod:`spark_gotchas.microbench`, which
+import nothing of the suite, report from a worker; the suite's own tasks may call both directly.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import importlib.abc
+import inspect
 import json
 import os
 import signal
@@ -20,6 +26,7 @@ import traceback
 from typing import Any
 
 from . import warmup
+from .serial import to_jsonable
 
 _OUT: Any = None
 _CURRENT_ID: int | None = None
@@ -94,10 +101,26 @@ def _on_signal(signum: int, frame: Any) -> None:
     _STOP.set()
 
 
+HOOKS = ("progress", "should_stop")  # what a task gets by declaring a parameter of that name
+
+
+@functools.cache
+def _hooks_declared(func: Any) -> tuple[str, ...]:
+    """The HOOKS ``func`` names among its parameters (read once per function)."""
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return ()
+    return tuple(name for name in HOOKS if name in parameters)
+
+
 def _run(task: str, args: dict) -> Any:
     module_name, _, func_name = task.partition(":")
     func = getattr(importlib.import_module(module_name), func_name)
-    return func(**args)
+    hooks = {"progress": progress, "should_stop": should_stop}
+    value = func(**{**args, **{name: hooks[name] for name in _hooks_declared(func)}})
+    # A dataclass goes as its fields; plain values as they are (a NaN stays a NaN, as before).
+    return to_jsonable(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
 def main(argv: list[str]) -> int:

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from microbench._timing import Timing
-from microbench.bandwidth import ACCOUNTING, ARRAYS_COUNTED, BandwidthResult, MethodResult
-from microbench.gemm import GemmResult, PrecisionResult
+from spark_gotchas.microbench._timing import Timing
+from spark_gotchas.microbench.bandwidth import ACCOUNTING, ARRAYS_COUNTED, BandwidthResult, MethodResult
+from spark_gotchas.microbench.gemm import GemmResult, PrecisionResult
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.serial import to_jsonable
 from spark_gotchas.worker import TaskResult

@@ -183,7 +183,7 @@ def test_the_call_and_the_comparison_with_sdpa(fake_site, mode, status, text):
     """The comparison the GPU run makes, on the CPU with the stand-in (its call is torch SDPA, or wrong)."""
     worker = worker_with(mode)
     try:
-        result = worker.call("microbench.attention:flash_attn_probe", {"device": "cpu"}, timeout=60)
+        result = worker.call("spark_gotchas.microbench.attention:flash_attn_probe", {"device": "cpu"}, timeout=60)
     finally:
         worker.close()
     assert result.ok, result.problem

@@ -242,7 +242,7 @@ def test_probe_reading_keeps_few_samples_and_round_trips():
 
 
 def test_choose_size_never_exceeds_a_quarter_of_memavailable():
-    from microbench.safetensors_load import choose_size
+    from spark_gotchas.microbench.safetensors_load import choose_size
 
     assert choose_size(None, 120_000_000_000, None, 10**12, True) == (8_000_000_000 - 8_000_000_000 % 2**20, "8.0 GB default")
     size, why = choose_size(50_000_000_000, 100_000_000_000, None, 10**12, True)
@@ -255,7 +255,7 @@ def test_probe_file_is_valid_safetensors(tmp_path):
     pytest.importorskip("numpy")
     from safetensors.numpy import load_file
 
-    from microbench.safetensors_load import write_safetensors
+    from spark_gotchas.microbench.safetensors_load import write_safetensors
 
     path = tmp_path / "w.safetensors"
     write_safetensors(str(path), 3 * 2**20 + 5)
@@ -266,13 +266,12 @@ def test_probe_file_is_valid_safetensors(tmp_path):
 def test_probe_runs_in_the_worker_on_cpu_and_deletes_its_file(tmp_path):
     """The real probe, small, loading to the CPU (no GPU here): it measures, reports and cleans up."""
     pytest.importorskip("torch")
-    from microbench.safetensors_load import report_lines
+    from spark_gotchas.microbench.safetensors_load import report_lines
     from spark_gotchas.worker import Worker
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
-    worker = Worker(preload=(), env=env)
+    worker = Worker(preload=())
     try:
-        result = worker.call("microbench.safetensors_load:probe",
+        result = worker.call("spark_gotchas.memtasks:load_probe",
                              {"size_bytes": 96 * 2**20, "directory": str(tmp_path), "device": "cpu"}, timeout=120)
     finally:
         worker.close()
@@ -298,7 +297,7 @@ def test_probe_refuses_tmpfs(tmp_path, monkeypatch):
 
     worker = Worker(preload=())
     try:
-        result = worker.call("microbench.safetensors_load:probe", {"directory": "/dev/shm", "device": "cpu"}, timeout=60)
+        result = worker.call("spark_gotchas.memtasks:load_probe", {"directory": "/dev/shm", "device": "cpu"}, timeout=60)
     finally:
         worker.close()
     assert result.ok and not result.value["ok"] and "tmpfs" in result.value["reason"]

@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from microbench import _cublas, soak_load
+from spark_gotchas.microbench import _cublas, soak_load
 from spark_gotchas.worker import Worker
 
 
@@ -56,7 +56,7 @@ def test_in_a_worker_an_unusable_cublas_is_an_error_result_not_a_crash(monkeypat
     env = dict(os.environ, LD_LIBRARY_PATH="/nonexistent")  # on a GPU machine libcuda still loads
     worker = Worker(preload=(), env=env)
     try:
-        result = worker.call("microbench.soak_load:run", {"seconds": 0.5, "backend": "cublas", "size": 256},
+        result = worker.call("spark_gotchas.microbench.soak_load:run", {"seconds": 0.5, "backend": "cublas", "size": 256},
                              timeout=60)
     finally:
         worker.close()

@@ -10,9 +10,9 @@ import pytest
 from gline_block import glines as block
 from sysfs_fakes import GB10_PCI, H200_PCI, make_root
 
-from microbench.bandwidth import BandwidthSweep
 from spark_gotchas import profiles
 from spark_gotchas.judges import g05_bandwidth as g05
+from spark_gotchas.microbench.bandwidth import BandwidthSweep
 from spark_gotchas.options import RunOptions
 from spark_gotchas.plan import Plan
 from spark_gotchas.readers import ReadContext
@@ -149,8 +149,8 @@ def fake_gpu(monkeypatch):
 
     worker = fk.FakeWorker({
         "spark_gotchas.tasks:torch_build": fk.torch_build_value(),
-        "microbench.bandwidth:probe": fk.h200_bandwidth(),
-        "microbench.gemm:probe": fk.h200_gemm(),
+        "spark_gotchas.microbench.bandwidth:probe": fk.h200_bandwidth(),
+        "spark_gotchas.microbench.gemm:probe": fk.h200_gemm(),
     })
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
@@ -180,7 +180,7 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
     lines = glines(live)
     assert any(line.startswith("G5 PASS: copy 4090, read 3907, write 4401, triad 4199 GB/s (1 GiB arrays)")
                for line in lines)
-    assert "microbench.bandwidth:probe" in fake_gpu.calls
+    assert "spark_gotchas.microbench.bandwidth:probe" in fake_gpu.calls
     snap = json.loads((pytester.path / "snap.json").read_text())
     assert snap["readings"]["bench.bandwidth"]["result"]["methods"][0]["accounting"] == "1 array read + 1 written"
 
@@ -195,7 +195,7 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
 
 
 def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu, monkeypatch, tmp_path):
-    fake_gpu.answers["microbench.bandwidth:probe"] = TaskResult(ok=False, crashed=True, signal="SIGSEGV",
+    fake_gpu.answers["spark_gotchas.microbench.bandwidth:probe"] = TaskResult(ok=False, crashed=True, signal="SIGSEGV",
                                                                  stderr_tail="Segmentation fault")
     fake_gpu.answers["spark_gotchas.tasks:torch_build"] = fk.torch_build_value("NVIDIA GB10", (12, 1))
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[GB10_PCI], dev=("nvidia0", "nvidiactl"))))
@@ -219,8 +219,8 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
     sweep = sweep_reading().result
     worker = fk.FakeWorker(
         {"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
-         "microbench.bandwidth:sweep": sweep},
-        progress={"microbench.bandwidth:sweep": [{"array_bytes": 96 << 20, "gbps": {"copy": 199.5, "read": None}}]})
+         "spark_gotchas.microbench.bandwidth:sweep": sweep},
+        progress={"spark_gotchas.microbench.bandwidth:sweep": [{"array_bytes": 96 << 20, "gbps": {"copy": 199.5, "read": None}}]})
     provider = Provider(RunOptions(soak_dir=str(tmp_path / "reports"), spark_profile="gb10"),
                         worker_factory=lambda: worker)
     said, artifacts = [], {}
@@ -248,7 +248,7 @@ class InventoryOnly:
 
 def head_start(inventory, monkeypatch, build_answer=None, with_build_worker=True, triton=True):
     gpu = fk.FakeWorker({})
-    build = fk.FakeWorker({"microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
+    build = fk.FakeWorker({"spark_gotchas.microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
     provider = InventoryOnly(inventory)
     ctx = ReadContext(options=RunOptions(), worker_factory=lambda: gpu, provider=provider,
                       build_worker_factory=(lambda: build) if with_build_worker else None)
@@ -261,24 +261,24 @@ def head_start(inventory, monkeypatch, build_answer=None, with_build_worker=True
 
 def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads(monkeypatch):
     gpu, build, errors = head_start(fk.gb10_inventory(), monkeypatch)
-    assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
-    assert build.args["microbench.bandwidth:fill_triton_cache"] == {"capability": [12, 1]} and build.ended
-    assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]  # only to a worker still running
+    assert build.calls == ["spark_gotchas.microbench.bandwidth:fill_triton_cache"]
+    assert build.args["spark_gotchas.microbench.bandwidth:fill_triton_cache"] == {"capability": [12, 1]} and build.ended
+    assert gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", False)]  # only to a worker still running
     assert errors == {}
 
 
 def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself_and_says_why(monkeypatch):
     gpu, build, errors = head_start(fk.h200_inventory(), monkeypatch,
                                     build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"))
-    assert build.calls == ["microbench.bandwidth:fill_triton_cache"]
-    assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+    assert build.calls == ["spark_gotchas.microbench.bandwidth:fill_triton_cache"]
+    assert gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", False)]
     assert errors == {"bench.bandwidth": "building G5's kernels without torch: child process killed by SIGSEGV"}
 
 
 def test_a_part_that_failed_to_build_is_named_in_the_reports_prepare_errors(monkeypatch):
     answer = {"built": ["read"], "cached": [], "errors": {"copy": "CalledProcessError: ptxas exited 255"}}
     gpu, _, errors = head_start(fk.h200_inventory(), monkeypatch, build_answer=answer)
-    assert gpu.submitted == [("microbench.bandwidth:compile_ahead", False)]
+    assert gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", False)]
     assert errors == {"bench.bandwidth": "building G5's copy without torch: CalledProcessError: ptxas exited 255"}
 
 
@@ -286,9 +286,9 @@ def test_two_capabilities_no_nvml_or_no_triton_leave_the_compile_to_the_gpu_work
     mixed = replace(fk.h200_inventory(), devices=[*fk.h200_inventory().devices, *fk.gb10_inventory().devices])
     for inventory, triton in ((mixed, True), (None, True), (fk.gb10_inventory(), False)):
         gpu, build, _ = head_start(inventory, monkeypatch, triton=triton)
-        assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]
+        assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]
 
 
 def test_without_a_build_worker_the_gpu_worker_compiles_at_once(monkeypatch):
     gpu, build, _ = head_start(fk.h200_inventory(), monkeypatch, with_build_worker=False)
-    assert build.calls == [] and gpu.submitted == [("microbench.bandwidth:compile_ahead", True)]
+    assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]

@@ -7,9 +7,9 @@ import json
 import pytest
 from bench_fakes import WallClock
 
-from microbench import bandwidth
-from microbench._timing import Timing, bench, quantile, summarize
-from microbench.bandwidth import GIB, MIB, BandwidthResult, MethodResult
+from spark_gotchas.microbench import bandwidth
+from spark_gotchas.microbench._timing import Timing, bench, quantile, summarize
+from spark_gotchas.microbench.bandwidth import GIB, MIB, BandwidthResult, MethodResult
 from spark_gotchas.serial import from_jsonable, to_jsonable
 
 
@@ -202,7 +202,7 @@ INTERPRETED = """
 import json, sys
 import torch
 from bench_fakes import WallClock
-from microbench import bandwidth
+from spark_gotchas.microbench import bandwidth
 config = bandwidth.KernelConfig(**json.loads(sys.argv[1]))
 bufs = bandwidth._Buffers(torch, 10 * 1024 + 16, device="cpu")  # a partial last tile
 print(json.dumps({m: (lambda r: r.check if r.check == "ok" else r.error or r.check)(
@@ -236,8 +236,8 @@ def test_the_whole_probe_on_cpu_tensors(torch, monkeypatch):
     monkeypatch.setattr(bandwidth, "_device_facts", lambda torch, unified: {
         "device": "cpu stand-in", "capability": (0, 0), "sms": 2, "l2_bytes": 1 * MIB, "unified_memory": True,
         "available": 64 * MIB})
-    res = bandwidth._probe("fast", None, "torch", True, bandwidth.METHODS, 1, 3, None, 0.25, None,
-                           device="cpu", clock=WallClock())
+    res = bandwidth.probe("fast", None, "torch", True, bandwidth.METHODS, 1, 3, None, 0.25, None,
+                          device="cpu", clock=WallClock())
     assert res.array_bytes == 5 * MIB and res.sizing == "5 MiB per array (capped at 25% of 64 MiB free; 5x L2)"
     assert [m.method for m in res.methods] == list(bandwidth.METHODS) and all(m.ok for m in res.methods)
     assert res.backend == "torch (asked for)" and all(m.role == "probe" for m in res.methods)
@@ -264,17 +264,28 @@ def test_a_failing_triton_kernel_falls_back_to_torch_and_says_so(torch, bufs, mo
     assert r.fallback == f"{bandwidth.DEFAULT_CONFIGS['copy'].label} failed: CompilationError: at 12:4"
 
 
-def test_the_sweep_on_cpu_tensors_reports_each_size(torch, monkeypatch):
-    progress = []
+@pytest.fixture
+def sweep_on_cpu(monkeypatch):
+    """A 2 MiB L2 and 24 MiB free: the sweep's sizes are 1 and 2 MiB."""
     monkeypatch.setattr(bandwidth, "_device_facts", lambda torch, unified: {
         "device": "cpu stand-in", "capability": (0, 0), "sms": 2, "l2_bytes": 2 * MIB, "unified_memory": False,
         "available": 24 * MIB})
-    monkeypatch.setattr("spark_gotchas.worker_main.progress", progress.append)
-    res = bandwidth._sweep("torch", True, 1, 2, None, 60, device="cpu", clock=WallClock())
+
+
+def test_the_sweep_on_cpu_tensors_reports_each_size(torch, sweep_on_cpu):
+    progress = []
+    res = bandwidth.sweep("torch", True, 1, 2, None, 60, progress=progress.append, device="cpu", clock=WallClock())
     assert res.sizes_bytes == [1 * MIB, 2 * MIB] and not res.stopped_early
     assert [p["array_bytes"] for p in progress] == res.sizes_bytes
     assert len(res.points) == 2 * 8 and sum(p.role == "reference" for p in res.points) == 8
     assert all(p.ok for p in res.points)
+
+
+def test_the_sweep_stops_when_asked(torch, sweep_on_cpu):
+    asked = iter([False, True])
+    res = bandwidth.sweep("torch", False, 1, 2, None, 60, should_stop=lambda: next(asked), device="cpu",
+                          clock=WallClock())
+    assert res.sizes_bytes == [1 * MIB] and res.stopped_early
 
 
 def test_a_reduction_that_writes_nothing_cannot_pass_on_stale_partials(torch, bufs):
@@ -302,7 +313,7 @@ def test_kernels_compiled_ahead_in_threads_serve_the_probe(monkeypatch):
     monkeypatch.setitem(bandwidth._AHEAD, "error", "")
     started = bandwidth.compile_ahead()
     assert started["started"], started
-    res = from_jsonable(BandwidthResult, bandwidth.probe("fast"))
+    res = bandwidth.probe("fast")
     assert bandwidth._AHEAD["error"] == "" and sorted(bandwidth._AHEAD["compiled"]) == sorted(bandwidth.METHODS)
     assert res.compile_wait_seconds >= 0 and res.backend.startswith("triton")
     assert all(m.ok for m in res.methods), [(m.method, m.error or m.check) for m in res.methods]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from microbench import bandwidth
+from spark_gotchas.microbench import bandwidth
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")
@@ -20,7 +20,7 @@ needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, re
 # Torch-free: the hashes the build worker's compile gives, and whether torch was ever imported.
 BUILD = """
 import json, sys
-from microbench import _stream_triton, _triton_cache, bandwidth
+from spark_gotchas.microbench import _stream_triton, _triton_cache, bandwidth
 _triton_cache.block_torch()
 n = bandwidth.FAST_ARRAY_BYTES // bandwidth.ELEMENT_BYTES
 hashes = {}
@@ -38,7 +38,7 @@ import json
 import torch
 from triton.backends.compiler import GPUTarget
 from triton.runtime import driver
-from microbench import _stream_triton, bandwidth
+from spark_gotchas.microbench import _stream_triton, bandwidth
 
 class Device0:
     def get_current_device(self): return 0
@@ -78,7 +78,7 @@ def test_kernels_built_without_torch_have_the_jit_paths_cache_keys(tmp_path):
 
 def test_the_build_refuses_a_process_that_already_has_torch(tmp_path):
     code = ("import json, sys; sys.modules['torch'] = type(sys)('torch')\n"
-            "from microbench import bandwidth\nprint(json.dumps(bandwidth.fill_triton_cache([12, 1])))")
+            "from spark_gotchas.microbench import bandwidth\nprint(json.dumps(bandwidth.fill_triton_cache([12, 1])))")
     out = _run(code, tmp_path / "cache")
     assert out["built"] == [] and "torch is already imported" in out["errors"]["setup"]
 
@@ -86,7 +86,8 @@ def test_the_build_refuses_a_process_that_already_has_torch(tmp_path):
 @needs_triton
 @pytest.mark.skipif(ctypes.util.find_library("cuda") is None, reason="launchers link libcuda (a GPU machine)")
 def test_a_second_build_finds_every_part_in_the_cache_and_loads_none(tmp_path):
-    code = "import json\nfrom microbench import bandwidth\nprint(json.dumps(bandwidth.fill_triton_cache([9, 0])))"
+    code = ("import json\nfrom spark_gotchas.microbench import bandwidth\n"
+            "print(json.dumps(bandwidth.fill_triton_cache([9, 0])))")
     first, second = _run(code, tmp_path / "cache"), _run(code, tmp_path / "cache")
     parts = ["driver", *bandwidth.METHODS]
     assert first["errors"] == {} and sorted(first["built"]) == sorted(parts) and first["cached"] == []

@@ -12,9 +12,9 @@ import pytest
 from bench_fakes import WallClock
 from gline_block import glines
 
-from microbench import gemm
 from spark_gotchas import nvml, profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
+from spark_gotchas.microbench import gemm
 from spark_gotchas.plan import Plan
 from spark_gotchas.readers.env import read_fp4_kernels
 from spark_gotchas.readings.bench import GemmReading
@@ -262,7 +262,7 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
 
     site("vllm", "0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so"})
     worker = fk.FakeWorker({"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
-                            "microbench.gemm:probe": fk.gb10_gemm(nvfp4_tflops=127.0)})
+                            "spark_gotchas.microbench.gemm:probe": fk.gb10_gemm(nvfp4_tflops=127.0)})
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)

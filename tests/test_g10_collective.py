@@ -122,7 +122,7 @@ def test_the_command_is_one_process_per_node_and_stays_under_a_gigabyte():
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
     assert cmd[cmd.index("--nproc-per-node") + 1] == "1" and cmd[cmd.index("--node-rank") + 1] == "1"
     assert "--standalone" in command(CollectiveConfig(), "/tmp/x")
-    from microbench.collective import main
+    from spark_gotchas.microbench.collective import main
     with pytest.raises(SystemExit):
         main(["--large", "16G"])  # refused: a 16 GB test froze a Spark
 

@@ -38,12 +38,6 @@ SOURCES = ("pyproject.toml", "setup.py", "README.md", "spark_gotchas", "microben
 GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): ")
 OTHER_TEST = "def test_someone_elses():\n    assert False, 'collected from the current folder'\n"
 
-# The code still names the GPU measurements by their old top-level name in places (imports,
-# worker tasks "microbench.x:y"); the wheel ships them as spark_gotchas.microbench only. Until no
-# shipped module says ``microbench.`` at the top level, a run of the installed checks cannot pass.
-OLD_NAME = re.compile(r"^\s*(from microbench[. ]|import microbench\b)|[\"']microbench\.\w+[:\"']|\"-m\", \"microbench\"",
-                      re.MULTILINE)
-
 
 def setuptools_builds_wheels() -> bool:
     try:
@@ -85,8 +79,9 @@ def copy_sources(dest: Path) -> Path:
 
 def this_environments_paths() -> list[str]:
     """Where this environment's packages are: its site folders and whatever else is on sys.path
-    (a .pth file may add folders), but not this checkout (its top-level ``microbench/`` would hide a
-    wheel that lacks it) and not the standard library (the new venv has its own)."""
+    (a .pth file may add folders), but not this checkout (its ``spark_gotchas/`` and top-level
+    ``microbench/`` would stand in for what the wheel must hold) and not the standard library (the new
+    venv has its own)."""
     base = Path(sys.base_prefix).resolve()
     out: list[str] = []
     for entry in [*site.getsitepackages(), site.getusersitepackages(), *sys.path]:
@@ -134,18 +129,6 @@ def someone_elses_folder(tmp_path) -> Path:
     return folder
 
 
-def old_name_in_wheel(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as z:
-        return [n for n in z.namelist() if n.endswith(".py") and OLD_NAME.search(z.read(n).decode("utf-8", "replace"))]
-
-
-def pending_rename(installed: Installed) -> None:
-    """An expected failure (named) while shipped modules still import the top-level ``microbench``."""
-    users = old_name_in_wheel(installed.wheel)
-    if users:
-        pytest.xfail(f"shipped modules still use the top-level name microbench: {', '.join(users[:5])}")
-
-
 def listing(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
@@ -191,7 +174,6 @@ def test_the_installed_ini_says_what_the_checkouts_pyproject_says():
 
 # -- the command, from a folder that is not the checkout -----------------------------------------
 def test_a_new_user_runs_the_installed_checks_from_any_folder(installed, someone_elses_folder):
-    pending_rename(installed)
     before = listing(someone_elses_folder)
     proc = installed.run("-m", "fast", "-rs", cwd=someone_elses_folder)
     assert_ten_lines(proc)
@@ -201,7 +183,6 @@ def test_a_new_user_runs_the_installed_checks_from_any_folder(installed, someone
 
 
 def test_a_replay_with_a_space_before_a_relative_path_writes_nothing_beside_the_snapshot(installed, tmp_path):
-    pending_rename(installed)
     runs = tmp_path / "runs"
     runs.mkdir()
     live = installed.run("-m", "fast", "--spark-snapshot", "runs/x.json", cwd=tmp_path)
@@ -216,7 +197,6 @@ def test_a_replay_with_a_space_before_a_relative_path_writes_nothing_beside_the_
 
 
 def test_the_report_the_command_wrote_passes_its_check(installed, tmp_path):
-    pending_rename(installed)
     proc = installed.run("-m", "fast", "-q", "--json-report", "--json-report-file", "report.json", cwd=tmp_path)
     assert_ten_lines(proc)
     check = installed.run("check-report", "report.json", cwd=tmp_path, timeout=60)
@@ -229,6 +209,8 @@ def test_the_report_the_command_wrote_passes_its_check(installed, tmp_path):
     (["check-report", "--help"], 0, "usage:"),
     (["--version"], 0, "spark-gotchas 0.1.0"),
     (["frobnicate"], 2, "unknown command 'frobnicate'"),
+    (["microbench", "--help"], 0, "NAME is one of: attention, bandwidth, collective, gemm, safetensors_load, soak_load"),
+    (["microbench", "soak_load", "--help"], 0, "usage: spark-gotchas microbench soak_load"),
 ])
 def test_the_tools_are_subcommands_of_the_same_command(installed, tmp_path, argv, code, text):
     proc = installed.run(*argv, cwd=tmp_path, timeout=60)

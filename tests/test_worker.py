@@ -71,23 +71,35 @@ def test_a_hang_is_killed_at_the_timeout(worker):
     assert worker.call("worker_tasks:echo").ok
 
 
-def test_progress_messages_arrive_in_order(worker):
+@pytest.mark.parametrize("task", ["worker_tasks:count", "worker_tasks:count_by_parameter"])
+def test_progress_messages_arrive_in_order(worker, task):
+    """From worker_main.progress, or from the ``progress`` parameter the worker fills in."""
     seen = []
-    result = worker.call("worker_tasks:count", {"n": 3}, on_progress=seen.append)
+    result = worker.call(task, {"n": 3}, on_progress=seen.append)
     assert result.ok and result.value == 3
     assert seen == result.progress == [{"step": 0}, {"step": 1}, {"step": 2}]
 
 
-def test_interrupt_lets_a_long_task_stop_and_still_return(worker):
+@pytest.mark.parametrize("task", ["worker_tasks:until_stopped", "worker_tasks:until_asked"])
+def test_interrupt_lets_a_long_task_stop_and_still_return(worker, task):
     worker.start()
     worker.call("worker_tasks:echo")  # the child is up and serving
     timer = threading.Timer(0.3, worker.interrupt)
     timer.start()
     try:
-        result = worker.call("worker_tasks:until_stopped", timeout=30)
+        result = worker.call(task, timeout=30)
     finally:
         timer.cancel()
     assert result.ok and result.value["stopped"] and result.value["steps"] < 1000
+
+
+def test_a_dataclass_result_arrives_as_its_fields(worker):
+    result = worker.call("worker_tasks:figures")
+    assert result.ok and result.value == {"device": "cpu stand-in", "capability": [12, 1], "rates": [1.5, 2.0]}
+
+
+def test_a_task_that_takes_any_keyword_gets_only_its_arguments(worker):
+    assert worker.call("worker_tasks:echo", {"n": 1}).value["args"] == {"n": 1}
 
 
 def test_unknown_task_is_an_error_not_a_crash(worker):

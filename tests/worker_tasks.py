@@ -4,6 +4,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 
 from spark_gotchas import worker_main
 
@@ -47,6 +48,33 @@ def until_stopped():
         time.sleep(0.01)
         steps += 1
     return {"stopped": worker_main.should_stop(), "steps": steps}
+
+
+def count_by_parameter(n, progress=None):
+    """As a microbenchmark reports: through the ``progress`` the worker passes, importing nothing of it."""
+    for i in range(n):
+        progress({"step": i})
+    return n
+
+
+def until_asked(should_stop=None):
+    steps = 0
+    while not should_stop() and steps < 1000:
+        time.sleep(0.01)
+        steps += 1
+    return {"stopped": should_stop(), "steps": steps}
+
+
+@dataclass
+class Figures:
+    device: str
+    capability: tuple[int, int]
+    rates: list[float] = field(default_factory=list)
+
+
+def figures():
+    """A result type, as the microbenchmarks return."""
+    return Figures("cpu stand-in", (12, 1), [1.5, 2.0])
 
 
 def slow_echo(seconds, **args):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import statistics
 from typing import Optional
 
-from microbench.bandwidth import BandwidthResult, MethodResult
+from spark_gotchas.microbench.bandwidth import BandwidthResult, MethodResult
 
 from ..plan import Plan
 from ..profiles import SAME, Machine, Profile

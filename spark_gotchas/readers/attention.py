@@ -80,7 +80,7 @@ def read_flash_attn(ctx: ReadContext) -> FlashAttn:
     if not torch_installed():
         install.probe = FlashAttnProbe(attempted=False, reason="torch is not installed (flash_attn imports it)")
         return install
-    result = ctx.worker.call("microbench.attention:flash_attn_probe", timeout=PROBE_TIMEOUT_S)
+    result = ctx.worker.call("spark_gotchas.microbench.attention:flash_attn_probe", timeout=PROBE_TIMEOUT_S)
     if not result.ok:
         install.probe = FlashAttnProbe(
             attempted=True, crashed=result.crashed, signal=result.signal, timed_out=result.timed_out,
@@ -101,7 +101,7 @@ def read_sdpa(ctx: ReadContext) -> Sdpa:
     plus one tiny call per backend on cuda:0."""
     if not torch_installed():
         return Sdpa(torch_installed=False, problem="torch is not installed")
-    result = ctx.worker.call("microbench.attention:sdpa_backends", timeout=PROBE_TIMEOUT_S)
+    result = ctx.worker.call("spark_gotchas.microbench.attention:sdpa_backends", timeout=PROBE_TIMEOUT_S)
     if not result.ok:
         return Sdpa(torch_installed=True, problem=result.problem)
     v = result.value

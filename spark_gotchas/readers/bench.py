@@ -1,6 +1,6 @@
 """Measured rates of this GPU: memory bandwidth (G5) and GEMM per precision (G7).
 
-Both run in the GPU worker through the microbenchmarks that ``python -m microbench`` also
+Both run in the GPU worker through the microbenchmarks that ``spark-gotchas microbench`` also
 runs, so the figures a check judges are the figures a user can reproduce by hand.
 
 Keys: ``bench.bandwidth``, ``bench.bandwidth_sweep``, ``bench.gemm``; their types are in
@@ -15,9 +15,8 @@ import os
 import threading
 from typing import Optional
 
-from microbench.bandwidth import BandwidthResult, BandwidthSweep
-from microbench.gemm import GemmResult
-
+from ..microbench.bandwidth import BandwidthResult, BandwidthSweep
+from ..microbench.gemm import GemmResult
 from ..readings.bench import BandwidthReading, BandwidthSweepReading, GemmReading
 from ..serial import from_jsonable
 from . import ReadContext, reader
@@ -73,19 +72,19 @@ def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
     worker = ctx.worker
     capability = single_capability(ctx) if ctx.build_worker_factory is not None and headstart.enabled("g5_build") else None
     if capability is None or not triton_installed():
-        worker.submit("microbench.bandwidth:compile_ahead")
+        worker.submit("spark_gotchas.microbench.bandwidth:compile_ahead")
         return None
     worker.start()  # importing torch now, if it was not already
     build_worker = ctx.build_worker
 
     def build_then_load() -> None:
-        result = build_worker.call("microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
+        result = build_worker.call("spark_gotchas.microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
                                    timeout=BUILD_TIMEOUT_S)
         build_worker.end_input()  # its one job is done; it holds no GPU context
         problem = _build_problem(result)
         if problem:  # the report's prepare_errors; the GPU worker compiles what is missing
             ctx.provider.prepare_errors["bench.bandwidth"] = problem[:600]
-        worker.submit("microbench.bandwidth:compile_ahead", start=False)  # not after the run closed it
+        worker.submit("spark_gotchas.microbench.bandwidth:compile_ahead", start=False)  # not after the run closed it
 
     thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)
     thread.start()
@@ -98,7 +97,7 @@ def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return BandwidthReading(attempted=False, reason=why)
-    result = ctx.worker.call("microbench.bandwidth:probe",
+    result = ctx.worker.call("spark_gotchas.microbench.bandwidth:probe",
                              {"mode": "fast", "unified_memory": _unified_memory(ctx)}, timeout=120)
     if not result.ok:
         return BandwidthReading(attempted=True, **_failed(result))
@@ -116,7 +115,7 @@ def read_bandwidth_sweep(ctx: ReadContext) -> BandwidthSweepReading:
         figures = ", ".join(f"{m} {v:.0f}" for m, v in point.get("gbps", {}).items() if v is not None)
         ctx.say(f"G5 sweep: {point.get('array_bytes', 0) / (1 << 20):.0f} MiB per array: {figures} GB/s")
 
-    result = ctx.worker.call("microbench.bandwidth:sweep", {"unified_memory": _unified_memory(ctx)},
+    result = ctx.worker.call("spark_gotchas.microbench.bandwidth:sweep", {"unified_memory": _unified_memory(ctx)},
                              timeout=600, on_progress=progress)
     if not result.ok:
         return BandwidthSweepReading(attempted=True, **_failed(result))
@@ -146,7 +145,7 @@ def read_gemm(ctx: ReadContext) -> GemmReading:
     why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return GemmReading(attempted=False, reason=why)
-    result = ctx.worker.call("microbench.gemm:probe", {"size": GEMM_SIZE}, timeout=180)
+    result = ctx.worker.call("spark_gotchas.microbench.gemm:probe", {"size": GEMM_SIZE}, timeout=180)
     if not result.ok:
         return GemmReading(attempted=True, **_failed(result))
     return GemmReading(attempted=True, result=from_jsonable(GemmResult, result.value))

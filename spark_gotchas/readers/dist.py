@@ -1,7 +1,7 @@
 """The all-reduce probe between nodes (G10, ``multinode``), launched under torchrun by the check itself.
 
 The check starts ``torchrun`` as a child process, one process per node, and reads the JSON each
-local rank writes (:mod:`microbench.collective`), so it stays a single pytest process per node
+local rank writes (:mod:`spark_gotchas.microbench.collective`), so it stays a single pytest process per node
 and a dead or hung rank is a reading. To measure the link between two Sparks, run on each node
 (node rank 0 and 1)::
 
@@ -38,6 +38,7 @@ from .torch import torch_installed
 DEFAULT_PORT = 29531
 MULTINODE_SIZES = "64M,256M,1G"
 REHEARSAL_SIZES = "1M,16M"
+NET_SETUP = "spark_gotchas.tasks:net_setup"  # what each rank records of its node's network
 
 
 @dataclass
@@ -93,8 +94,8 @@ def command(cfg: CollectiveConfig, out_dir: str) -> list[str]:
                 "--master-port", str(cfg.master_port), "--rdzv-conf", f"timeout={int(cfg.rendezvous_s)}"]
     else:
         cmd += ["--standalone"]
-    cmd += ["-m", "microbench", "collective", "--out", out_dir, "--backend", cfg.backend, "--large", cfg.sizes,
-            "--small", cfg.small, "--timeout", f"{cfg.timeout_s:g}"]
+    cmd += ["-m", "spark_gotchas.microbench", "collective", "--out", out_dir, "--backend", cfg.backend,
+            "--large", cfg.sizes, "--small", cfg.small, "--timeout", f"{cfg.timeout_s:g}", "--net-setup", NET_SETUP]
     if not cfg.multinode:
         cmd += ["--iters", "3", "--small-iters", "5"]
     if cfg.fault:
@@ -114,7 +115,7 @@ def run_collective(cfg: CollectiveConfig, work_dir: Optional[str] = None) -> Col
         results = Path(tmp) / "ranks"
         out.command = command(cfg, str(results))
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])  # where microbench lives in a checkout
+        root = str(Path(__file__).resolve().parents[2])  # where spark_gotchas is, installed or not
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         overall = (cfg.rendezvous_s if cfg.multinode else 60) + 3 * cfg.timeout_s + 60
         run = run_bounded(out.command, overall, env=env, merge_stderr=True)

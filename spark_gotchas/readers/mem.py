@@ -6,7 +6,7 @@ NotSupported, and ``cudaMemGetInfo`` reports ``MemFree`` (page cache counts as u
 ``MemAvailable``. So the suite reads the kernel's figures and CUDA's side by side.
 
 Keys: ``mem.meminfo``, ``mem.cuda``; ``mem.load_probe``, the soak reading of G3: a real safetensors
-load to the GPU, sampled (:mod:`microbench.safetensors_load`).
+load to the GPU, sampled (:mod:`spark_gotchas.microbench.safetensors_load`).
 
 Their types are in :mod:`spark_gotchas.readings.mem`.
 """
@@ -174,7 +174,7 @@ def read_load_probe(ctx: ReadContext) -> LoadProbe:
         elif "done_bytes" in p:
             ctx.say(f"G3 load probe: written {p['done_bytes'] / 1e9:.1f} GB")
 
-    result = ctx.worker.call("microbench.safetensors_load:probe", {"directory": directory},
+    result = ctx.worker.call("spark_gotchas.memtasks:load_probe", {"directory": directory},
                              timeout=PROBE_TIMEOUT_S, on_progress=progress)
     if not result.ok:
         return LoadProbe(attempted=True, ok=False, reason=result.problem, directory=directory)

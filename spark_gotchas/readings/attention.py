@@ -11,7 +11,7 @@ from typing import Optional
 # -- attention.flash_attn -------------------------------------------------------------------------
 @dataclass
 class FlashAttnProbe:
-    """``python -m microbench attention``: the import, Unsloth's interface check, one causal call."""
+    """``spark-gotchas microbench attention``: the import, Unsloth's interface check, one causal call."""
 
     attempted: bool
     reason: str = ""  # why not attempted

@@ -1,6 +1,6 @@
 """Reading types of the ``bench.*`` keys (G5, G7): measured bandwidth and GEMM rates.
 
-Each wraps the result type of the microbenchmark that ``python -m microbench`` also runs.
+Each wraps the result type of the microbenchmark that ``spark-gotchas microbench`` also runs.
 """
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from microbench.bandwidth import BandwidthResult, BandwidthSweep
-from microbench.gemm import GemmResult
+from ..microbench.bandwidth import BandwidthResult, BandwidthSweep
+from ..microbench.gemm import GemmResult
 
 
 # -- bench.bandwidth ------------------------------------------------------------------------------
 @dataclass
 class BandwidthReading:
-    """``python -m microbench bandwidth --json`` (the fast probe: about 1 GiB per array).
+    """``spark-gotchas microbench bandwidth --json`` (the fast probe: about 1 GiB per array).
 
     ``attempted`` False: ``reason`` says why (no torch, CPU build, no device). ``problem``:
     the probe ran but failed (not enough memory, a crash, a hang), in one line.
@@ -31,7 +31,7 @@ class BandwidthReading:
 # -- bench.bandwidth_sweep ------------------------------------------------------------------------
 @dataclass
 class BandwidthSweepReading:
-    """``python -m microbench bandwidth --sweep --json``: array sizes from L2/2 to the budget."""
+    """``spark-gotchas microbench bandwidth --sweep --json``: array sizes from L2/2 to the budget."""
 
     attempted: bool
     reason: str = ""
@@ -44,7 +44,7 @@ class BandwidthSweepReading:
 # -- bench.gemm -----------------------------------------------------------------------------------
 @dataclass
 class GemmReading:
-    """``python -m microbench gemm --size 8192 --json``: BF16, FP8, NVFP4 rates and errors."""
+    """``spark-gotchas microbench gemm --size 8192 --json``: BF16, FP8, NVFP4 rates and errors."""
 
     attempted: bool
     reason: str = ""

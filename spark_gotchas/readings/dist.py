@@ -68,7 +68,7 @@ class LatencyRow:
 
 @dataclass
 class RankResult:
-    """One rank's ``rank<N>.json`` from ``python -m microbench collective``."""
+    """One rank's ``rank<N>.json`` from ``python -m spark_gotchas.microbench collective``."""
 
     rank: int
     world_size: int = 0
@@ -87,7 +87,7 @@ class RankResult:
 
 @dataclass
 class CollectiveRun:
-    """``torchrun … -m microbench collective``: what ran, how it ended, what each local rank wrote."""
+    """``torchrun … -m spark_gotchas.microbench collective``: what ran, how it ended, what each local rank wrote."""
 
     attempted: bool
     reason: str = ""  # why not attempted

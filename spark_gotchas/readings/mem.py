@@ -102,7 +102,7 @@ class LoadSample:
 class LoadProbe:
     """Peak extra memory of one load, as a multiple of the file size.
 
-    Reproduce by hand: ``python -m microbench safetensors_load --size-gb 8``.
+    Reproduce by hand: ``spark-gotchas microbench safetensors_load --size-gb 8``.
     """
 
     attempted: bool

@@ -5,12 +5,12 @@ reads the cumulative counters (NVML and nvidia-smi) before and after, so their d
 throttling even where the active-reasons mask reads 0 (GB10).
 
 Where the load runs: first in a worker that imports no torch, driving cuBLAS through ctypes
-(:mod:`microbench._cublas`), so the preflight starts it while the GPU worker is still importing
+(:mod:`spark_gotchas.microbench._cublas`), so the preflight starts it while the GPU worker is still importing
 torch (the check names ``thermal.spot_check`` in ``gpu(prepare=...)``); where that cannot run
 (no cuBLAS found, the driver refuses it, it crashes) the same load runs through torch in the GPU
 worker. Either way the GPU worker runs no other task meanwhile, so no measurement overlaps it.
 
-Check by hand: run ``python -m microbench soak_load --seconds 10`` in one shell and
+Check by hand: run ``spark-gotchas microbench soak_load --seconds 10`` in one shell and
 ``nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
 --format=csv -lms 200`` in another.
 
@@ -29,7 +29,7 @@ from ...sampler import Sampler
 from .. import ReadContext, reader
 from .snapshot import cuda0_handle, read_counters, snapshot_of, take_sample
 
-LOAD_TASK = "microbench.soak_load:run"
+LOAD_TASK = "spark_gotchas.microbench.soak_load:run"
 LOAD_SECONDS = 1.5  # measured load; with warm-up the GPU is busy about 2 s (clocks settle within 0.3 s on an H200)
 WINDOW_S = 0.5
 SAMPLE_INTERVAL_S = 0.1

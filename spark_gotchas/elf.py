@@ -1,42 +1,69 @@
-"""ELF dynamic dependencies (``DT_NEEDED``) of shared objects, fast enough for a preflight.
+"""ELF dynamic sections of shared objects, fast enough for a preflight.
 
 A preflight scans every extension in site-packages (~850 files on a CUDA machine, some over a
 GB). pyelftools takes ~1.5 ms a file; this reader reads only the ELF and program headers, the
 dynamic segment and the strings it names (~0.1 ms a file). Files it does not understand
 (big-endian, 32-bit, odd layouts) go to pyelftools, which is also the reference the tests
-compare it with. Equivalent: ``readelf -d FILE | grep NEEDED``.
+compare it with. Equivalent: ``readelf -d FILE`` (``NEEDED``, ``SONAME``, ``RPATH``, ``RUNPATH``).
+
+:func:`strings` is the bounded search for library names a binary loads by name (``dlopen``):
+it reads ``.dynstr`` and ``.rodata`` only, at most ``limit`` bytes of each. Equivalent:
+``strings -a FILE | grep libcublas.so``.
 """
 
 from __future__ import annotations
 
+import re
 import struct
+from dataclasses import dataclass, field
 from typing import BinaryIO, Optional
 
 ELF_MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC = 1, 2
-DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
+STRING_SECTIONS = (".dynstr", ".rodata")
 
 
 class NotElf(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class Dynamic:
+    """What the dynamic loader reads of a shared object: ``readelf -d FILE``."""
+
+    needed: list[str] = field(default_factory=list)
+    soname: Optional[str] = None
+    rpath: list[str] = field(default_factory=list)  # DT_RPATH, split at ':' ($ORIGIN as written)
+    runpath: list[str] = field(default_factory=list)  # DT_RUNPATH
+
+
 def needed(path: str) -> Optional[list[str]]:
     """The DT_NEEDED sonames of ``path``; [] for a static object; None when not an ELF file."""
+    found = dynamic(path)
+    return None if found is None else found.needed
+
+
+def dynamic(path: str) -> Optional[Dynamic]:
+    """The dynamic section of ``path``; an empty one for a static object; None when not ELF."""
     try:
         with open(path, "rb") as fh:
             try:
-                return _needed_fast(fh)
+                return _dynamic_fast(fh)
             except NotElf:
                 return None
             except (struct.error, ValueError, IndexError, OSError):
                 fh.seek(0)
-                return needed_pyelftools(fh)
+                return dynamic_pyelftools(fh)
     except OSError:
         return None
 
 
-def _needed_fast(fh: BinaryIO) -> list[str]:
+def _split(text: Optional[str]) -> list[str]:
+    return [part for part in (text or "").split(":") if part]
+
+
+def _dynamic_fast(fh: BinaryIO) -> Dynamic:
     ident = fh.read(64)
     if len(ident) < 64 or ident[:4] != ELF_MAGIC:
         raise NotElf()
@@ -47,29 +74,30 @@ def _needed_fast(fh: BinaryIO) -> list[str]:
     fh.seek(e_phoff)
     table = fh.read(e_phentsize * e_phnum)
     loads = []
-    dynamic = None
+    segment = None
     for i in range(e_phnum):
         p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", table, i * e_phentsize)
         if p_type == PT_LOAD:
             loads.append((p_vaddr, p_offset, p_filesz))
         elif p_type == PT_DYNAMIC:
-            dynamic = (p_offset, p_filesz)
-    if dynamic is None:
-        return []
-    fh.seek(dynamic[0])
-    raw = fh.read(dynamic[1])
-    needed_offsets, strtab, strsz = [], None, None
+            segment = (p_offset, p_filesz)
+    if segment is None:
+        return Dynamic()
+    fh.seek(segment[0])
+    raw = fh.read(segment[1])
+    offsets: dict[int, list[int]] = {DT_NEEDED: [], DT_SONAME: [], DT_RPATH: [], DT_RUNPATH: []}
+    strtab = strsz = None
     for tag, val in struct.iter_unpack("<qQ", raw[: len(raw) // 16 * 16]):
         if tag == DT_NULL:
             break
-        if tag == DT_NEEDED:
-            needed_offsets.append(val)
+        if tag in offsets:
+            offsets[tag].append(val)
         elif tag == DT_STRTAB:
             strtab = val
         elif tag == DT_STRSZ:
             strsz = val
-    if not needed_offsets:
-        return []
+    if not any(offsets.values()):
+        return Dynamic()
     if strtab is None or strsz is None:
         raise ValueError("no string table")
     for vaddr, offset, size in loads:
@@ -80,14 +108,19 @@ def _needed_fast(fh: BinaryIO) -> list[str]:
         raise ValueError("string table outside every load segment")
     fh.seek(file_offset)
     strings = fh.read(strsz)
-    out = []
-    for off in needed_offsets:
-        end = strings.index(b"\0", off)
-        out.append(strings[off:end].decode(errors="replace"))
-    return out
+
+    def text(off: int) -> str:
+        return strings[off:strings.index(b"\0", off)].decode(errors="replace")
+
+    return Dynamic(
+        needed=[text(off) for off in offsets[DT_NEEDED]],
+        soname=text(offsets[DT_SONAME][0]) if offsets[DT_SONAME] else None,
+        rpath=[p for off in offsets[DT_RPATH] for p in _split(text(off))],
+        runpath=[p for off in offsets[DT_RUNPATH] for p in _split(text(off))],
+    )
 
 
-def needed_pyelftools(fh: BinaryIO) -> Optional[list[str]]:
+def dynamic_pyelftools(fh: BinaryIO) -> Optional[Dynamic]:
     """The reference reader (pyelftools); None when the file is not ELF."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
@@ -96,7 +129,70 @@ def needed_pyelftools(fh: BinaryIO) -> Optional[list[str]]:
         elf = ELFFile(fh)
         for segment in elf.iter_segments():
             if segment["p_type"] == "PT_DYNAMIC":
-                return [tag.needed for tag in segment.iter_tags("DT_NEEDED")]
-        return []
+                tags = list(segment.iter_tags())
+                names = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]
+                return Dynamic(
+                    needed=[t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"],
+                    soname=names[0] if names else None,
+                    rpath=[p for t in tags if t.entry.d_tag == "DT_RPATH" for p in _split(t.rpath)],
+                    runpath=[p for t in tags if t.entry.d_tag == "DT_RUNPATH" for p in _split(t.runpath)],
+                )
+        return Dynamic()
     except (ELFError, OSError, ValueError, struct.error):
         return None
+
+
+def needed_pyelftools(fh: BinaryIO) -> Optional[list[str]]:
+    """DT_NEEDED by the reference reader; None when the file is not ELF."""
+    found = dynamic_pyelftools(fh)
+    return None if found is None else found.needed
+
+
+def strings(path: str, pattern: re.Pattern[bytes], limit: int = 32 << 20) -> list[str]:
+    """Distinct matches of ``pattern`` in the ``.dynstr`` and ``.rodata`` sections of ``path``,
+    reading at most ``limit`` bytes of each; [] for a file that is not ELF64 little-endian."""
+    try:
+        with open(path, "rb") as fh:
+            found: set[str] = set()
+            for offset, size in _sections(fh, STRING_SECTIONS):
+                fh.seek(offset)
+                data = fh.read(min(size, limit))
+                found.update(m.decode(errors="replace") for m in pattern.findall(data))
+            return sorted(found)
+    except (OSError, struct.error, ValueError, IndexError):
+        return []
+
+
+def sections(path: str, names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(file offset, size) of the named sections of ``path`` that hold bytes; [] when there are none
+    or the file is not ELF64 little-endian. Reads the section headers only (``readelf -S``)."""
+    try:
+        with open(path, "rb") as fh:
+            return _sections(fh, names)
+    except (OSError, struct.error, ValueError, IndexError):
+        return []
+
+
+def _sections(fh: BinaryIO, names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(file offset, size) of the named sections that hold bytes in the file."""
+    ident = fh.read(64)
+    if len(ident) < 64 or ident[:4] != ELF_MAGIC or ident[4] != 2 or ident[5] != 1:
+        return []
+    e_shoff, = struct.unpack_from("<Q", ident, 40)
+    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 58)
+    if not e_shoff or not e_shnum or e_shstrndx >= e_shnum or e_shentsize < 64:
+        return []
+    fh.seek(e_shoff)
+    table = fh.read(e_shentsize * e_shnum)
+    headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
+    SHT_NOBITS = 8
+    _name, _type, _flags, _addr, str_off, str_size = headers[e_shstrndx]
+    fh.seek(str_off)
+    names_blob = fh.read(min(str_size, 1 << 20))
+    out = []
+    for sh_name, sh_type, _f, _a, sh_offset, sh_size in headers:
+        end = names_blob.find(b"\0", sh_name)
+        name = names_blob[sh_name:end].decode(errors="replace") if end >= 0 else ""
+        if name in names and sh_type != SHT_NOBITS:
+            out.append((sh_offset, sh_size))
+    return out

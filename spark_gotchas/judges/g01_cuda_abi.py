@@ -15,11 +15,14 @@ Rules:
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Optional
 
 from ..profiles import Profile
-from ..readings.env import ExtensionScan
+from ..readings import cuda_libs
+from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, entry_from_target
 from ..readings.gpu import GpuInventory
 from ..readings.torch import FirstLaunch, TorchBuild
 from ..verdict import Status, Verdict
@@ -55,6 +58,12 @@ FIX_INDEX = (
 )
 
 
+FIX_NO_TORCH = (
+    "run the preflight with the Python of the environment you train in (its torch is the one to check), "
+    "or install torch built for CUDA {major}: pip install torch --index-url https://download.pytorch.org/whl/cu{major}0"
+)
+
+
 def expected_major(inventory: Optional[GpuInventory], profile: Profile) -> tuple[Optional[int], str]:
     """The CUDA major this environment must match, and where that figure came from."""
     if inventory is not None and inventory.cuda_driver_major is not None:
@@ -68,7 +77,10 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
     major, source = expected_major(inventory, profile)
     readings = {"torch": build.version, "torch_cuda": build.cuda, "expected_cuda_major": major, "source": source}
     if not build.installed:
-        return Verdict(G, Status.SKIP, "torch is not installed: no torch CUDA build to check", readings=readings)
+        if major is None:
+            return Verdict(G, Status.SKIP, "torch is not installed: no torch CUDA build to check", readings=readings)
+        return Verdict(G, Status.WARN, f"torch is not installed: the CUDA ABI of torch cannot be checked ({source})",
+                       fix=FIX_NO_TORCH.format(major=major), readings=readings)
     shadow = inventory.pynvml_shadow if inventory is not None else None
     if build.worker_problem:
         if shadow:  # torch imports pynvml: the foreign one is the likelier culprit
@@ -113,69 +125,414 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                    fix=FIX_INDEX, readings=readings)
 
 
+# -- extensions: will each package that uses CUDA load? ----------------------------------------------
+PYTORCH = ("torch", "torchvision", "torchaudio")
+# Libraries outside the CUDA toolkit that a package often uses in one optional module (cupy's nccl):
+# missing alone, they are noted, not failed. torch's own check fails an import they break.
+ADD_ONS = ("nccl", "cudnn", "cusparseLt", "cufile", "nvshmem_host")
+MULTI_BUILD_OVERRIDE = {"bitsandbytes": "BNB_CUDA_VERSION"}  # the variable that picks another build
+
+
+@dataclass
+class Package:
+    """The files of one distribution that use CUDA (or one file no RECORD names), with its metadata."""
+
+    name: str
+    dist: Optional[CudaDistribution]
+    files: list[LinkedExtension] = field(default_factory=list)
+
+
+@dataclass
+class Finding:
+    """What one package will do: its status, the CUDA major it uses, a clause for the line, a fix."""
+
+    package: str
+    status: Status
+    major: Optional[int]
+    clause: str  # "cupy-cuda12x: CUDA 12 libraries not found: libcublas.so.12 +5"
+    short: str  # "cupy-cuda12x (libcublas.so.12 +5 not found)", for a list of several
+    fix: str = ""
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    """What every package is judged against."""
+
+    expected: Optional[int]  # the driver's CUDA major, else the profile's
+    expect_text: str  # "the driver supports CUDA 13.0" / "the gb10 profile expects CUDA 13"
+    local: bool  # this machine is the one judged (a driver was read)
+    capability: Optional[tuple[int, int]]
+    torch_cuda: Optional[str]
+    overrides: dict[str, str]
+    resolved: bool
+
+
+def packages(scan: ExtensionScan) -> list[Package]:
+    """The scan's CUDA users grouped by distribution; NVIDIA library wheels are never among them."""
+    out: dict[str, Package] = {}
+    for ext in scan.linked:
+        name = ext.distribution or f"(no distribution) {ext.path}"
+        dist = scan.distribution(ext.distribution)
+        if dist is not None and dist.library_wheel:
+            continue
+        out.setdefault(name, Package(name, dist)).files.append(ext)
+    for dist in scan.distributions:  # CUDA users by their metadata alone (they load CUDA at run time)
+        if dist.library_wheel or dist.name in out or not dist.shared_objects:
+            continue
+        if dist.name_major is not None or dist.requires_majors:
+            out[dist.name] = Package(dist.name, dist)
+    return list(out.values())
+
+
+def _major(text: Optional[str]) -> Optional[int]:
+    try:
+        return int(str(text).split(".")[0]) if text else None
+    except ValueError:
+        return None
+
+
+def _override_major(value: str) -> Optional[int]:
+    """BNB_CUDA_VERSION=130 -> 13 (also 13.0)."""
+    digits = value.replace(".", "").strip()
+    return cuda_libs.tag_major(digits) if digits.isdigit() and 2 <= len(digits) <= 3 else None
+
+
+def builds(pkg: Package) -> dict[str, list[LinkedExtension]]:
+    """Several builds of one library picked at run time: files of one folder whose names differ only
+    by a CUDA build tag (libbitsandbytes_cuda121.so, _cuda130.so), spanning two CUDA majors or more.
+    Key: the name with the tag taken out."""
+    groups: dict[str, list[LinkedExtension]] = {}
+    for ext in pkg.files:
+        if ext.build_tag:
+            key = os.path.join(os.path.dirname(ext.path), os.path.basename(ext.path).replace(ext.build_tag, "{}", 1))
+            groups.setdefault(key, []).append(ext)
+    return {k: v for k, v in groups.items() if len({_tag_major(e) for e in v}) > 1}
+
+
+def _tag_major(ext: LinkedExtension) -> int:
+    majors = {lib.major for lib in ext.needs if lib.major is not None}
+    if len(majors) == 1:
+        return majors.pop()
+    found = cuda_libs.build_tag(ext.build_tag or "")
+    return found[1] if found else 0
+
+
+def _pick(group: list[LinkedExtension], major: int, version: Optional[str]) -> Optional[LinkedExtension]:
+    """The build a run of CUDA ``major`` loads: the exact version's tag (13.0 -> cuda130) when there is
+    one, else the newest build of that major."""
+    same = sorted((e for e in group if _tag_major(e) == major), key=lambda e: e.build_tag or "")
+    if not same:
+        return None
+    digits = (version or "").replace(".", "")
+    exact = [e for e in same if digits and (e.build_tag or "").endswith(digits)]
+    return exact[0] if exact else same[-1]
+
+
+def _available(lib: CudaLibrary, major: Optional[int], ctx: Context) -> bool:
+    """A library counts as found where this machine is the one judged; judged for another machine (a
+    profile, no driver), only inside the Python environment, and the profile's CUDA libraries are
+    taken as that machine's own."""
+    if ctx.local:
+        return lib.found is not None
+    if (lib.found is not None and lib.in_environment) or ctx.expected is None:
+        return True
+    return major is not None and major == ctx.expected and lib.major in (None, ctx.expected)
+
+
+def _runs_on(target: str, capability: tuple[int, int]) -> bool:
+    entry = entry_from_target(target)
+    if entry is None:
+        return False
+    have = capability[0] * 10 + capability[1]
+    if entry.suffix == "a":
+        return entry.sm == have
+    same_family = entry.sm // 10 == capability[0] and entry.sm <= have
+    if entry.kind == "ptx" and not entry.suffix:
+        return entry.sm <= have
+    return same_family
+
+
+def _kernel_note(targets: list[str], capability: Optional[tuple[int, int]]) -> tuple[Optional[bool], str]:
+    """(do its kernels run on this GPU, a few words); (None, '') when there is nothing to tell."""
+    if not targets or capability is None:
+        return None, ""
+    sm = f"sm_{capability[0]}{capability[1]}"
+    runs = [t for t in targets if _runs_on(t, capability)]
+    if not runs:
+        return False, f"no kernel for {sm} (it has {', '.join(targets[:3])}{' …' if len(targets) > 3 else ''})"
+    cubins = [t for t in runs if t.startswith("sm_")]
+    if cubins:
+        return True, f"its kernels include {cubins[-1]}, which runs on {sm}"
+    return True, f"its kernels reach {sm} only through PTX {runs[-1]} (compiled at first use)"
+
+
+def _targets(pkg: Package, only: Optional[LinkedExtension], others: set[str]) -> list[str]:
+    if pkg.dist is None:
+        return []
+    found: set[str] = set()
+    for rel, targets in pkg.dist.kernels.items():
+        path = rel.replace("\\", "/")
+        if only is not None and not only.path.endswith(path):
+            continue
+        if only is None and any(o.endswith(path) for o in others):
+            continue
+        found.update(targets)
+    return sorted(found, key=lambda t: (t.startswith("compute"), entry_from_target(t).sm if entry_from_target(t)
+                                        else 0, t))
+
+
+def judge_package(pkg: Package, ctx: Context) -> Finding:
+    groups = builds(pkg)
+    grouped = {e.path for g in groups.values() for e in g}
+    singles = [e for e in pkg.files if e.path not in grouped]
+    chosen: list[LinkedExtension] = []
+    picked = []  # (group key, file picked, majors held)
+    for key, group in sorted(groups.items()):
+        held = sorted({_tag_major(e) for e in group})
+        variable = MULTI_BUILD_OVERRIDE.get(pkg.name)
+        forced = _override_major(ctx.overrides[variable]) if variable and variable in ctx.overrides else None
+        run = forced or _major(ctx.torch_cuda) or ctx.expected
+        if run is None:
+            return Finding(pkg.name, Status.INFO, None, f"{pkg.name} holds builds for CUDA {_list(held)}",
+                           f"{pkg.name} (builds for CUDA {_list(held)})", detail={"builds": held})
+        pick = _pick(group, run, ctx.overrides.get(variable or "") if forced else ctx.torch_cuda)
+        if pick is None:
+            why = f"{variable}={ctx.overrides[variable]}" if forced else (
+                f"torch is built for CUDA {ctx.torch_cuda}" if _major(ctx.torch_cuda) else ctx.expect_text)
+            return Finding(pkg.name, Status.FAIL, run,
+                           f"{pkg.name} has no CUDA {run} build (it holds {_list(held)}; {why})",
+                           f"{pkg.name} (no CUDA {run} build)",
+                           fix=f"install a release of {pkg.name} that ships a CUDA {run} build "
+                               f"(pip install -U {pkg.name}), or build it from source against CUDA {run}",
+                           detail={"builds": held})
+        picked.append((key, pick, held))
+        chosen.append(pick)
+    if picked and not singles:
+        return _judge_files(pkg, chosen, ctx, picked)
+    return _judge_files(pkg, singles + chosen, ctx, picked)
+
+
+def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picked: list) -> Finding:
+    dist = pkg.dist
+    direct = [e for e in files if e.needs or e.cuda_libs]
+    detail: dict = {}
+    if direct:
+        mode = "links"
+        majors = sorted({lib.major for e in direct for lib in e.needs if lib.major is not None}
+                        | set(e for x in direct for e in x.cuda_libs.values()))
+        libs = [lib for e in direct for lib in e.needs]
+        if not ctx.resolved:  # an older snapshot: only the sonames that name a major were recorded
+            libs = [CudaLibrary(s, m) for e in direct for s, m in e.cuda_libs.items()]
+    else:
+        mode = "loads at run time"
+        strings = sorted({lib.major for e in files for lib in e.loads if lib.major is not None})
+        evidence = [strings, sorted(set((dist.requires_majors if dist else {}).values())),
+                    [dist.name_major] if dist and dist.name_major else [],
+                    sorted({m for e in files for m in e.rpath_majors})]
+        majors = next((m for m in evidence if m), [])
+        libs = [lib for e in files for lib in e.loads] + (dist.declared if dist else [])
+    if not majors and dist and dist.name_major:
+        majors = [dist.name_major]
+    libs = list({lib.soname: lib for lib in libs}.values())
+    major = majors[0] if len(majors) == 1 else (ctx.expected if ctx.expected in majors else
+                                                 (majors[-1] if majors else None))
+    selected = [p[1] for p in picked]
+    words = [_build_words(pkg, p, ctx) for p in selected]
+    label = pkg.name + "".join(f" ({short})" for _, short in words)
+    missing = sorted((lib for lib in libs if not _available(lib, major, ctx)) if ctx.resolved else [],
+                     key=lambda lib: (lib.major is None, lib.soname))
+    detail["not_found"] = [lib.soname for lib in missing]
+    if mode != "links" and len(missing) < len(libs):
+        missing = []  # a package that loads by name needs one of them, not all (the others may be optional)
+    missing = [lib for lib in missing if not _add_on(lib)]
+    others = {e.path for p in picked for e in pkg.files if e.build_tag and e is not p[1]}
+    only = selected[0] if len(files) == 1 and files == selected else None
+    ok_kernels, note = _kernel_note(_targets(pkg, only, others), ctx.capability)
+    detail.update({"mode": mode, "cuda_majors": majors,
+                   "libraries": {lib.soname: (f"{lib.found} ({lib.via})" if lib.found else None) for lib in libs},
+                   "builds": {os.path.basename(k).replace("{}", "*"): held for k, _, held in picked},
+                   "selected": [os.path.basename(p.path) for p in selected], "kernels": note})
+    mismatched = ctx.expected is not None and bool(majors) and ctx.expected not in majors
+    if missing:
+        of = f"CUDA {major} " if major else "CUDA "
+        verb = "loads" if mode != "links" else "needs"
+        clause = _fit(f"{label} {verb} {of}libraries found nowhere here: ", [lib.soname for lib in missing])
+        return Finding(pkg.name, Status.FAIL, major, clause,
+                       f"{pkg.name} ({_first([lib.soname for lib in missing], 1)} not found)",
+                       fix=_fix_missing(pkg, major, missing, ctx), detail=detail)
+    if not ctx.resolved and mismatched:
+        return Finding(pkg.name, Status.FAIL, major,
+                       f"{label} links CUDA {_list(majors)} ({_first(sorted({lib.soname for lib in libs}), 2)})",
+                       f"{pkg.name} ({', '.join(sorted({lib.soname for lib in libs}))})",
+                       fix=_remedy(pkg, ctx.expected), detail=detail)
+    if mismatched and ok_kernels is False:
+        return Finding(pkg.name, Status.FAIL, major, f"{label} is built for CUDA {major} with {note}",
+                       f"{pkg.name} (CUDA {major}, {note.split(' (')[0]})",
+                       fix=_remedy(pkg, ctx.expected), detail=detail)
+    if mismatched:
+        where = "its libraries are installed" if libs else "loaded by name at run time"
+        text = f"{label} uses CUDA {major} ({where}); {ctx.expect_text}"
+        fix = _remedy(pkg, ctx.expected) + (f"; as it is, {note}" if note else "")
+        return Finding(pkg.name, Status.WARN, major, text, f"{pkg.name} (CUDA {major})", fix=fix, detail=detail)
+    clause = f"{pkg.name} {words[0][0]}" if len(words) == 1 else f"{label} uses CUDA {major}"
+    return Finding(pkg.name, Status.PASS, major, clause, label, detail=detail)
+
+
+def _add_on(lib: CudaLibrary) -> bool:
+    found = cuda_libs.library(lib.soname)
+    return found is not None and (found[0] in ADD_ONS or found[0].startswith("cudnn"))
+
+
+def _build_words(pkg: Package, pick: LinkedExtension, ctx: Context) -> tuple[str, str]:
+    """Which build a package of several will load, long and short: ("loads libbitsandbytes_cuda130.so",
+    "cuda130 build") when torch (or an override) names the exact version or there is one build of
+    that major, else ("holds CUDA 13 builds (cuda130, cuda132)", "cuda130/cuda132 builds")."""
+    same = sorted(e.build_tag or "" for e in pkg.files if e.build_tag and _tag_major(e) == _tag_major(pick)
+                  and os.path.dirname(e.path) == os.path.dirname(pick.path))
+    digits = (ctx.torch_cuda or "").replace(".", "")
+    if (digits and (pick.build_tag or "").endswith(digits)) or len(same) == 1:
+        return f"loads {os.path.basename(pick.path)}", f"{pick.build_tag} build"
+    return f"holds CUDA {_tag_major(pick)} builds ({', '.join(same)})", f"{'/'.join(same)} builds"
+
+
+def _fit(head: str, names: list[str], width: int = 91) -> str:
+    """``head`` and as many of ``names`` as fit in ``width`` columns (one at least), "+N" for the rest."""
+    for n in range(min(3, len(names)), 0, -1):
+        text = head + _first(names, n)
+        if len(text) <= width or n == 1:
+            return text
+    return head
+
+
+def _list(majors) -> str:
+    return ", ".join(str(m) for m in majors)
+
+
+def _first(names: list[str], n: int) -> str:
+    return ", ".join(names[:n]) + (f" +{len(names) - n}" if len(names) > n else "")
+
+
+def sibling(name: str, major: int) -> Optional[str]:
+    """The distribution's CUDA ``major`` build by the index's naming: cupy-cuda12x -> cupy-cuda13x,
+    jax-cuda12-plugin -> jax-cuda13-plugin, transformer-engine-cu12 -> transformer-engine-cu13,
+    nvidia-dali-cuda120 -> nvidia-dali-cuda130; None when the name carries no CUDA tag."""
+    match = cuda_libs.TAG.search(name)
+    if not match:
+        return None
+    digits = match.group(2)
+    new = f"{major}0" if len(digits) == 3 else str(major)
+    start, end = match.span(2)
+    return name[:start] + new + name[end:]
+
+
+def _remedy(pkg: Package, major: Optional[int]) -> str:
+    """What a user can do so that ``pkg`` uses CUDA ``major``: a sentence."""
+    if major is None:
+        return f"install {pkg.name} built for the CUDA major the rest of the environment uses"
+    name = pkg.name
+    if name in PYTORCH:
+        return (f"reinstall {name} for CUDA {major}: pip install --force-reinstall {name} "
+                f"--index-url https://download.pytorch.org/whl/cu{major}0")
+    if name.startswith("(no distribution)"):
+        path = name.split(" ", 2)[-1]
+        return f"{path} belongs to no installed distribution: rebuild it against CUDA {major} or remove it"
+    if pkg.files and all(e.build_tag for e in pkg.files) and builds(pkg):
+        return (f"reinstall torch for CUDA {major} (pip install --force-reinstall torch --index-url "
+                f"https://download.pytorch.org/whl/cu{major}0): {name} then loads its CUDA {major} build")
+    other = sibling(name, major)
+    if other and other != name:
+        return f"install its CUDA {major} build instead: pip uninstall -y {name} && pip install {other}"
+    if name in cuda_libs.VERSIONED_BY_MAJOR:
+        return f"install its CUDA {major} release: pip install '{name}>={major},<{major + 1}'"
+    return (f"install {name} built for CUDA {major} (its project's CUDA {major} wheels, or built from source "
+            f"with CUDA {major}'s nvcc), or use an NGC container that ships it")
+
+
+def _fix_missing(pkg: Package, major: Optional[int], missing: list[CudaLibrary], ctx: Context) -> str:
+    wheels = sorted({w for lib in missing if (w := cuda_libs.wheel_for(lib.soname, major))})
+    install = f"pip install {' '.join(wheels)}" if wheels else f"install the CUDA {major} toolkit's libraries"
+    if ctx.expected is not None and major is not None and major != ctx.expected:
+        return f"{_remedy(pkg, ctx.expected)}; or, to keep this build, {install} (it then runs beside CUDA {ctx.expected})"
+    return f"install the CUDA libraries it needs: {install}"
+
+
+def _context(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile) -> Context:
+    major, _source = expected_major(inventory, profile)
+    driver = inventory is not None and inventory.cuda_driver_major is not None
+    if driver:
+        text = f"the driver supports CUDA {inventory.cuda_driver_text}"
+    elif major is not None:
+        text = f"the {profile.key} profile expects CUDA {major}"
+    else:
+        text = ""
+    device = inventory.first if inventory is not None else None
+    capability = (device.capability if device is not None and device.capability else None) or profile.capability
+    return Context(expected=major, expect_text=text, local=driver, capability=capability,
+                   torch_cuda=scan.torch_cuda, overrides=dict(scan.overrides), resolved=scan.resolved)
+
+
 def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
-    major, source = expected_major(inventory, profile)
-    majors_seen = sorted({m for ext in scan.linked for m in ext.cuda_libs.values()})
+    ctx = _context(scan, inventory, profile)
+    pkgs = packages(scan)
+    if ctx.expected is None:  # nothing to compare with: the majority's major stands in, when majors differ
+        ctx.expected = _majority([judge_package(p, ctx) for p in pkgs])
+        if ctx.expected is not None:
+            ctx.expect_text = f"most packages here use CUDA {ctx.expected} (no driver read)"
+    findings = sorted((judge_package(p, ctx) for p in pkgs), key=lambda f: (-f.status.rank, f.package))
     readings = {
         "shared_objects": scan.shared_objects,
         "scan_seconds": round(scan.seconds, 3),
-        "linked": len(scan.linked),
-        "majors_seen": majors_seen,
-        "expected_cuda_major": major,
+        "expected_cuda_major": ctx.expected,
+        "expected_from": ctx.expect_text or ("the majority of the packages" if ctx.expected else None),
+        "torch_cuda": scan.torch_cuda,
+        "packages": {f.package: {"status": f.status.value, "cuda_major": f.major, **f.detail} for f in findings},
+        "mismatched": [{"distribution": e.distribution, "path": e.path, "libs": e.cuda_libs}
+                       for f in findings if f.status in (Status.FAIL, Status.WARN)
+                       for p in pkgs if p.name == f.package for e in p.files],
     }
-    scanned = f"{scan.shared_objects} shared objects scanned in {scan.seconds:.2f} s"
-    if major is None:
-        if len(majors_seen) > 1:
-            offenders = _name_offenders(scan, min_count_major(scan))
-            return Verdict(G, Status.FAIL, f"extensions link different CUDA majors {majors_seen}: {offenders}",
-                           fix=_fix_for(scan, min_count_major(scan)), readings=readings)
-        found = f"{len(scan.linked)} link CUDA {majors_seen[0]}" if majors_seen else "none links a CUDA runtime"
-        return Verdict(G, Status.INFO,
-                       f"{scanned}; {found}; no driver to compare with (--spark-profile gb10 judges for a Spark)",
-                       readings=readings)
-    bad = [ext for ext in scan.linked if any(m != major for m in ext.cuda_libs.values())]
-    readings["mismatched"] = [
-        {"distribution": ext.distribution, "path": ext.path, "libs": ext.cuda_libs} for ext in bad
-    ]
+    worst = findings[0].status if findings else Status.PASS
+    bad = [f for f in findings if f.status is worst and worst in (Status.FAIL, Status.WARN)]
     if bad:
-        return Verdict(G, Status.FAIL,
-                       f"{len(bad)} extension(s) link a CUDA runtime other than {major}: {_name_offenders(scan, major)}",
-                       fix=_fix_for(scan, major), readings=readings)
-    linked = f"{len(scan.linked)} link CUDA {major}" if scan.linked else "none links a CUDA runtime"
-    return Verdict(G, Status.PASS, f"{scanned}; {linked}, matching the driver's CUDA {major}", readings=readings)
+        fix = "; ".join(f"{f.package}: {f.fix}" if len(bad) > 1 else f.fix for f in bad)
+        if len(bad) == 1:
+            return Verdict(G, worst, bad[0].clause, fix=fix, readings=readings)
+        what = "will not load" if worst is Status.FAIL else f"use another CUDA than {ctx.expected}"
+        return Verdict(G, worst, f"{len(bad)} packages {what}: {_names([f.short for f in bad], 3)}",
+                       fix=fix, readings=readings)
+    users = [f for f in findings if f.status is Status.PASS]
+    if not ctx.expect_text:
+        by_major: dict[str, list[str]] = {}
+        for f in findings:
+            if f.status is not Status.INFO:
+                by_major.setdefault(f"CUDA {f.major if f.major is not None else '?'}", []).append(f.package)
+        parts = [f"{k}: {_names(v, 2).replace('; ', ', ')}" for k, v in sorted(by_major.items())]
+        found = "; ".join(parts + [f.clause for f in findings if f.status is Status.INFO][:2])
+        why = ("no driver to compare with (--spark-profile gb10 judges as a Spark)"
+               if profile.key in ("none", "generic") else "no driver to compare with")
+        return Verdict(G, Status.INFO, f"{found or 'no package uses CUDA'}; {why}", readings=readings)
+    if not users:
+        return Verdict(G, Status.PASS, f"no package uses CUDA ({scan.shared_objects} shared objects read); "
+                                       f"{ctx.expect_text}", readings=readings)
+    if len(users) == 1:
+        clause = users[0].clause if " " in users[0].clause else f"{users[0].clause} uses CUDA {ctx.expected}"
+        return Verdict(G, Status.PASS, f"{clause}; {ctx.expect_text}", readings=readings)
+    return Verdict(G, Status.PASS, f"{len(users)} packages use CUDA {ctx.expected} ({ctx.expect_text}): "
+                                   f"{_names([f.short for f in users], 3)}", readings=readings)
 
 
-def min_count_major(scan: ExtensionScan) -> int:
-    """With no driver, the majority major is taken as intended; the others are the offenders."""
+def _majority(findings: list[Finding]) -> Optional[int]:
     counts: dict[int, int] = {}
-    for ext in scan.linked:
-        for m in set(ext.cuda_libs.values()):
-            counts[m] = counts.get(m, 0) + 1
-    return max(counts, key=lambda m: counts[m])
+    for f in findings:
+        if f.major is not None and f.status is not Status.INFO:
+            counts[f.major] = counts.get(f.major, 0) + 1
+    if len(counts) < 2:
+        return None
+    return max(sorted(counts, reverse=True), key=lambda m: counts[m])
 
 
-def _offenders(scan: ExtensionScan, major: int) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for ext in scan.linked:
-        wrong = [s for s, m in ext.cuda_libs.items() if m != major]
-        if wrong:
-            out.setdefault(ext.distribution or f"(no distribution) {ext.path}", []).extend(wrong)
-    return out
-
-
-def _name_offenders(scan: ExtensionScan, major: int) -> str:
-    items = []
-    for dist, libs in _offenders(scan, major).items():
-        items.append(f"{dist} ({', '.join(sorted(set(libs)))})")
-    text = "; ".join(items[:6])
-    return text + (f"; +{len(items) - 6} more" if len(items) > 6 else "")
-
-
-def _fix_for(scan: ExtensionScan, major: int) -> str:
-    dists = [d for d in _offenders(scan, major) if not d.startswith("(no distribution)")]
-    names = " ".join(sorted(set(dists))) or "the packages named above"
-    return (f"reinstall {names} built for CUDA {major} (their cu{major}0 wheels or from source), "
-            "or use a matched NGC container")
+def _names(items: list[str], n: int) -> str:
+    return "; ".join(items[:n]) + (f"; +{len(items) - n} more" if len(items) > n else "")
 
 
 def judge_first_launch(launch: FirstLaunch) -> Verdict:

@@ -15,9 +15,11 @@ from spark_gotchas.judges import g05_bandwidth as g05
 from spark_gotchas.microbench.bandwidth import BandwidthSweep
 from spark_gotchas.options import RunOptions
 from spark_gotchas.plan import Plan
+from spark_gotchas.profiles import Machine
 from spark_gotchas.readers import ReadContext
 from spark_gotchas.readers.bench import compile_kernels_ahead  # imported before any in-process pytester run
 from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
+from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
 from spark_gotchas.verdict import Status
 from spark_gotchas.worker import TaskResult
 
@@ -40,8 +42,60 @@ def test_gb10_in_a_stuck_low_power_state_fails_pointing_at_g6_and_g4():
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10)
     assert v.status is Status.FAIL
     assert v.summary == ("copy 134, read 156, write 141, triad 134 GB/s (1 GiB arrays): copy, read, triad far below "
-                         "GB10's measured range (copy 180-210, read 231-253, write 180-253, triad 180-210 GB/s)")
+                         "GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s)")
     assert "G6" in v.fix and "G4" in v.fix and "AC power" in v.fix
+
+
+VLLM_ENGINE = GpuProcess(pid=6008, name="VLLM::EngineCore", cmdline=["VLLM::EngineCore"], gpu_memory_bytes=56501 << 20,
+                         gpu_devices=[0], nvml_lists=["compute"])
+
+
+def test_far_below_with_nothing_else_on_the_gpu_fails_pointing_at_the_hardware():
+    slow = fk.GB10["stuck_low_power"]["slowdown"]
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10,
+                            GpuProcesses(scanned=300))
+    assert v.status is Status.FAIL
+    assert v.summary.endswith("far below GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s); "
+                              "nothing else on the GPU")
+    assert v.fix.startswith("nothing else runs on the GPU: check the SM clock under load (G4")
+    assert v.readings["busy_pids"] == []
+
+
+def test_far_below_with_a_server_busy_on_the_gpu_warns_naming_it():
+    slow = fk.GB10["stuck_low_power"]["slowdown"]
+    xorg = GpuProcess(pid=3154, cmdline=["/usr/lib/xorg/Xorg"], gpu_memory_bytes=18 << 20, nvml_lists=["graphics"])
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10,
+                            GpuProcesses(processes=[xorg, VLLM_ENGINE]))
+    assert v.status is Status.WARN  # the figure is the server's as much as the GPU's: not a verdict on the hardware
+    assert v.summary.endswith("; pid 6008 VLLM::EngineCore busy on the GPU (see G6)")
+    assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how) and re-run pytest -m fast -k g05"
+    assert v.readings["busy_pids"] == [6008]  # Xorg draws the desktop: it is no compute load
+
+
+def test_without_nvml_the_servers_found_by_command_line_are_the_suspects():
+    server = GpuProcess(pid=77, cmdline=["ollama", "serve"], found_by="scan")
+    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=0.85)), fk.gb10_inventory(), profiles.GB10,
+                            GpuProcesses(nvml_error="Not Supported", processes=[server]))
+    assert v.status is Status.WARN and v.summary.endswith("; pid 77 ollama busy on the GPU (see G6)")
+
+
+def test_another_platform_measured_is_information_only():
+    here = Machine(is_profile=False, device="NVIDIA H200")
+    v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), profiles.GB10, GpuProcesses(), here)
+    assert v.line == "G5 INFO: this machine is not a GB10 (NVIDIA H200): its bandwidth cannot stand for a Spark's"
+    assert v.readings["gbps"]["copy"] > 1000 and v.readings["ranges_gbps"]["read"] == [231.0, 253.0]
+    not_measured = BandwidthReading(attempted=False, reason="torch 2.13.0+cpu is a CPU build")
+    assert g05.judge_bandwidth(not_measured, None, profiles.GB10, None, Machine(False, "no GPU")).status is Status.INFO
+
+
+def test_the_decode_ceiling_elsewhere_comes_from_the_profiles_read_range():
+    not_measured = BandwidthReading(attempted=False, reason="torch 2.13.0+cpu is a CPU build")
+    v = g05.judge_decode_ceiling(not_measured, profiles.GB10, Plan(model_gb=30), Machine(False, "no GPU"))
+    assert v.line == "G5 INFO: on a GB10, batch-1 decode of 30 GB of weights tops out at 7.7-8.4 tokens/s (read 231-253 GB/s)"
+    assert v.readings["tokens_per_s"] == [7.7, 8.43]
+    assert g05.judge_decode_ceiling(not_measured, profiles.GB10, Plan(), Machine(False, "no GPU")).status is Status.SKIP
+    generic = g05.judge_decode_ceiling(not_measured, profiles.GENERIC, Plan(model_gb=30), Machine(False, "no GPU"))
+    assert generic.status is Status.INFO and "no measured range" in generic.summary
 
 
 def test_somewhat_below_the_range_warns():

@@ -81,13 +81,10 @@ def judge_gpu_visible(vis: Optional[GpuVisibility], inventory: Optional[GpuInven
         return Verdict(G, Status.PASS, f"torch sees {build.devices[0].name if build.devices else 'a GPU'}; "
                                        f"NVML does not ({nvml_why})", readings=readings)
     if vis.gpu_on_bus:
-        nvml = "no NVML library" if "not found" in nvml_why else f"NVML: {nvml_why}"
-        nodes = "no /dev/nvidia*" if not vis.dev_nodes else "/dev/nvidia* present"
         inside = _in_container(vis)
         where = "this environment" if inside else "this system (is the driver loaded?)"
-        return Verdict(G, Status.FAIL, f"an NVIDIA GPU is in this machine ({vis.bus_text}) but not visible in {where}: "
-                                       f"{nodes}, {nvml}",
-                       fix=FIX_CONTAINER if inside else FIX_HOST, readings=readings)
+        return Verdict(G, Status.FAIL, f"an NVIDIA GPU is in this machine ({vis.pci_gpus[0].address}) but not visible "
+                                       f"in {where}", fix=FIX_CONTAINER if inside else FIX_HOST, readings=readings)
     if vis.pci_error is None:
         asked = f"; NVIDIA_VISIBLE_DEVICES={_value(vis.nvidia_visible_devices)} is the image's setting, not a GPU" \
             if vis.gpu_requested else ""

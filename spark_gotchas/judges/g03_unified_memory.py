@@ -89,7 +89,7 @@ def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan, here: Machine 
     readings = {**_figures(info), "memory": kind, "page_cache_fraction": round(share, 3)}
     head = f"page cache {gb(cache)} ({share:.0%} of {gb(total)})"
     if kind == "none":
-        return Verdict(G, Status.INFO, f"{head}, MemFree {gb(free)}, MemAvailable {gb(avail)}; no GPU here — "
+        return Verdict(G, Status.INFO, f"{head}, MemFree {gb(free)}, MemAvailable {gb(avail)}; no GPU visible here — "
                        "on a Spark CUDA would see only MemFree (--spark-profile gb10 judges it so)", readings=readings)
     if kind == "discrete":
         return Verdict(G, Status.PASS, f"{head} is host memory only: the {profile.title}'s own memory is separate "

@@ -121,10 +121,11 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         readings["ranges_gbps"] = {m: [r.lo, r.hi] for m, r in ranges.items()}
         far = [m for m in ORDER if m in ranges and figures[m] < FAIL_FRACTION * ranges[m].lo]
         low = [m for m in ORDER if m in ranges and figures[m] < WARN_FRACTION * ranges[m].lo]
-        expected = ", ".join(f"{m} {ranges[m].lo:.0f}-{ranges[m].hi:.0f}" for m in ORDER if m in ranges)
         name = profile.key.upper()
         if far or low:
-            return _slow(bool(far), f"{_figures_text(figures)} ({what}): {', '.join(far or low)} "
+            flagged = far or low
+            expected = ", ".join(f"{m} {ranges[m].lo:.0f}-{ranges[m].hi:.0f}" for m in ORDER if m in flagged)
+            return _slow(bool(far), f"{_figures_text(figures)} ({what}): {', '.join(flagged)} "
                                     f"{'far ' if far else ''}below {name}'s measured range ({expected} GB/s){peak_note}",
                          processes, readings)
         budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)

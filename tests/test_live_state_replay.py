@@ -1,0 +1,125 @@
+"""Snapshots of machines that misbehave, or are not the platform judged, replayed through the real
+plugin and checks (``python -m pytest -m fast --spark-replay ...`` from the checkout): the lines
+tests/fixtures/live_state/README.md expects."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gline_block import glines
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "live_state"
+H200 = REPO / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"
+
+
+class Replay:
+    def __init__(self, stdout: str, report: dict):
+        self.stdout = stdout
+        self.lines = glines(stdout)
+        self.platform = report["spark_gotchas"]["platform"]
+        self.checks = [f"{t['metadata']['gotcha']['id']} {t['metadata']['gotcha']['status']}: "
+                       f"{t['metadata']['gotcha']['summary']}" for t in report["tests"] if "gotcha" in t.get("metadata", {})]
+
+    def of(self, gotcha: int) -> list[str]:
+        """The summary line of a gotcha and its fix lines."""
+        out, keep = [], False
+        for line in self.lines:
+            if line.startswith("G"):
+                keep = line.startswith(f"G{gotcha} ")
+            if keep:
+                out.append(line)
+        return out
+
+
+def replay(snapshot: Path, tmp_path: Path, *args: str) -> Replay:
+    report = tmp_path / "report.json"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:cacheprovider", "--spark-replay",
+                          str(snapshot), "--json-report", f"--json-report-file={report}", *args],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in run.stdout + run.stderr, run.stdout[-3000:] + run.stderr[-2000:]
+    return Replay(run.stdout, json.loads(report.read_text()))
+
+
+def test_a_spark_stuck_at_600_mhz_under_load_fails_g4_with_the_power_cycle(tmp_path):
+    r = replay(FIXTURES / "spark-stuck-600mhz.json", tmp_path)
+    assert r.of(4) == [
+        "G4 FAIL: SM clock 600 MHz under 2.5 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile): "
+        "the GPU is stuck in its low-power state",
+        "    fix: power-cycle the Spark fully: shut it down, unplug AC power for about 60 s, then boot (a reboot does "
+        "not clear the low-power state); if it comes back, contact NVIDIA support"]
+    assert r.of(3) == ["G3 PASS: page cache 13.6 GB (10% of 130.7 GB): CUDA sees 110.9 GB free (MemFree), "
+                       "MemAvailable 124.4 GB"]
+    assert r.of(6) == ["G6 PASS: no other GPU workload: NVML lists no other process, and none of 311 command lines "
+                       "is a known server or trainer"]
+    assert r.platform["profile"] == "gb10" and r.platform["machine_is_profile"] is True
+
+
+def test_an_ngc_container_without_gpus_fails_g1_and_says_so_on_the_platform_line(tmp_path):
+    r = replay(FIXTURES / "spark-ngc-without-gpus.json", tmp_path)
+    assert r.of(1) == [
+        "G1 FAIL: an NVIDIA GPU is in this machine (000f:01:00.0) but not visible in this environment",
+        "    fix: start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all --ipc=host "
+        "IMAGE; in Kubernetes request nvidia.com/gpu with runtimeClassName: nvidia"]
+    assert ": NVIDIA GPU present but not visible here (10de:2e12 at 000f:01:00.0), torch 2.9.0a0+145a3a7bda.nv25.10, " \
+           "profile none" in r.stdout
+    assert r.platform["gpu_hidden"] == "10de:2e12 at 000f:01:00.0"
+
+
+def test_a_ci_box_judged_as_a_gb10_reports_its_live_state_as_information_only(tmp_path):
+    r = replay(FIXTURES / "ci-box-as-gb10.json", tmp_path)
+    assert r.of(3) == ["G3 INFO: this machine is not a GB10 (no GPU): its memory cannot stand for a Spark's "
+                       "(+2 more INFO)"]
+    assert r.of(5) == ["G5 INFO: this machine is not a GB10 (no GPU): its bandwidth cannot stand for a Spark's "
+                       "(+1 more INFO)"]
+    assert r.of(6) == ["G6 INFO: this machine is not a GB10 (no GPU): its processes cannot stand for a Spark's"]
+    assert r.of(4)[0].startswith("G4 INFO: this machine is not a GB10 (no GPU): its clocks under load cannot stand")
+    assert "G3 INFO: this machine is not a GB10 (no GPU): 30 GB of weights would peak at ~60.0 GB (x2) of a GB10's " \
+           "130.7 GB" in r.checks
+    assert "G5 INFO: on a GB10, batch-1 decode of 30 GB of weights tops out at 7.7-8.4 tokens/s (read 231-253 GB/s)" \
+        in r.checks
+    assert not [line for line in r.checks if line.split(":")[0] in ("G3 FAIL", "G3 WARN", "G4 FAIL", "G4 WARN",
+                                                                    "G5 FAIL", "G5 WARN", "G6 FAIL", "G6 WARN")]
+    assert r.lines[0].startswith("G1 FAIL: torch 2.13.0+cpu is a CPU build")  # the software is still judged as a Spark's
+    assert ", not a GB10: its live state not judged, profile gb10" in r.stdout
+    assert r.platform["machine_is_profile"] is False
+
+
+def test_a_plan_no_gb10_can_hold_warns_even_from_a_ci_box(tmp_path):
+    r = replay(FIXTURES / "ci-box-as-gb10.json", tmp_path, "--spark-model-gb", "70")
+    assert r.of(3)[0] == "G3 WARN: 70 GB of weights would peak at ~140.0 GB (x2), more than all of a GB10's 130.7 GB"
+    assert r.of(3)[1].startswith("    fix: plan a smaller or quantized model: it cannot load on a GB10.")
+
+
+def test_vllm_at_its_default_beside_a_planned_load_is_named_by_g3_g4_g5_and_g6(tmp_path):
+    r = replay(FIXTURES / "spark-vllm-0.9-plan-40gb.json", tmp_path)
+    assert r.of(3)[0] == ("G3 FAIL: 40 GB of weights peak at ~80.0 GB while loading (x2), but MemAvailable is 6.1 GB in "
+                          "the unified pool: 73.9 GB short")
+    assert r.of(4) == ["G4 WARN: 52.4 TFLOP/s at 2450 MHz, far below GB10's 94-98: pid 6008 VLLM::EngineCore busy on "
+                       "the GPU (see G6)",
+                       "    fix: stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run pytest -m fast -k g04"]
+    assert r.of(5)[0] == ("G5 WARN: copy 160, read 186, write 168, triad 160 GB/s (1 GiB arrays): copy, read, triad "
+                          "below GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s); pid 6008 "
+                          "VLLM::EngineCore busy on the GPU (see G6)")
+    assert r.of(6) == [
+        "G6 FAIL: 1 workload(s) in the way: pid 5990 vLLM +1 process(es) (--gpu-memory-utilization 0.9 = 117.6 GB of "
+        "130.7 GB; holds 59.2 GB; user spark); they claim 117.6 GB of 130.7 GB, leaving 13.0 GB for the planned load "
+        "peak of 80.0 GB (67.0 GB short)",
+        "    fix: one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; or stop what is not "
+        "needed (kill 5990)"]
+
+
+def test_the_h200_preflight_replayed_as_a_gb10_is_not_judged_as_a_spark(tmp_path):
+    r = replay(H200, tmp_path, "--spark-profile", "gb10", "--spark-model-gb", "30")
+    assert r.of(3) == ["G3 INFO: this machine is not a GB10 (NVIDIA H200): its memory cannot stand for a Spark's "
+                       "(+2 more INFO)"]
+    assert r.of(5) == ["G5 INFO: this machine is not a GB10 (NVIDIA H200): its bandwidth cannot stand for a Spark's "
+                       "(+1 more INFO)"]
+    assert r.of(6) == ["G6 INFO: this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's"]
+    assert "G4 INFO: this machine is not a GB10 (NVIDIA H200): its clocks under load cannot stand for a Spark's" in r.checks
+    # replayed as what it is, the same snapshot is judged in full
+    as_recorded = replay(H200, tmp_path)
+    assert as_recorded.of(5)[0].startswith("G5 PASS: copy 4230, read 4614, write 4646, triad 4390 GB/s")

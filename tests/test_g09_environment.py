@@ -242,14 +242,16 @@ def dists(**versions: str) -> Distributions:
 def test_an_ngc_image_whose_torch_pip_replaced_is_bare_pip_inside_it(torch):
     verdict = g09.judge_environment(ngc(NGC_ENV), dists(torch=torch))
     assert verdict.line == f"G9 WARN: NGC PyTorch 25.10 (build 222161059), but pip replaced its torch with {torch}"
-    assert verdict.fix.startswith("start a fresh container of the image and add packages with pip install --no-deps, "
-                                  "so pip cannot replace its torch")
+    assert verdict.fix == ("start a fresh container of the image and add packages with pip install --no-deps "
+                           "(NVIDIA's Unsloth playbook: pip install --no-deps unsloth unsloth_zoo bitsandbytes), so pip "
+                           "cannot replace its torch")
     assert verdict.readings["image_torch"] == "2.9.0a0+145a3a7" and verdict.readings["ngc"] is False
 
 
 def test_an_ngc_image_whose_python_has_no_torch_is_not_the_images_stack():
     verdict = g09.judge_environment(ngc(NGC_ENV), dists(numpy="2.1.0"))
     assert verdict.line == "G9 WARN: NGC PyTorch 25.10 (build 222161059), but this Python has no torch: it is not the image's"
+    assert verdict.fix.startswith("run training with the image's own Python (python on its PATH), not a venv beside it")
 
 
 def test_ngcs_own_torch_build_passes_with_or_without_pytorch_build_version():
@@ -293,6 +295,8 @@ def test_unsloths_image_is_known_by_its_venv_or_its_variable_and_needs_unsloth_i
             "G9 PASS: Unsloth image (unsloth 2026.5.1); 2 distributions, every declared requirement met")
     other_python = g09.judge_environment(by_var, dists(torch="2.10.0+cu128"))
     assert other_python.line == "G9 WARN: Unsloth image, but this Python has no unsloth: it is not the image's"
+    assert other_python.fix == ("run training with the image's Python (/opt/unsloth-venv/bin/python, first on its "
+                                "PATH), not another Python beside it")
     # pip-installed unsloth in a generic image is not Unsloth's image
     assert g09.judge_environment(ngc({}, python_prefix="/usr/local"), dists(unsloth="2026.5.1")).status is Status.WARN
 

@@ -195,6 +195,18 @@ def _pip_tail(dists: Distributions, pinned: bool = False) -> str:
     return f"bare pip: {what}{pins}"
 
 
+def _image_fix(image: Image, dists: Distributions) -> str:
+    """What to do when an NGC or Unsloth image does not run its own stack."""
+    if image.package == "unsloth":
+        return (f"run training with the image's Python ({UNSLOTH_VENV}/bin/python, first on its PATH), "
+                "not another Python beside it")
+    if image.package not in dists.versions:
+        return ("run training with the image's own Python (python on its PATH), not a venv beside it; add "
+                "packages to it with pip install --no-deps")
+    return ("start a fresh container of the image and add packages with pip install --no-deps (NVIDIA's Unsloth "
+            "playbook: pip install --no-deps unsloth unsloth_zoo bitsandbytes), so pip cannot replace its torch")
+
+
 def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
     kind, evidence = container_kind(ev)
     image = image_of(ev, dists) if kind == "container" else None
@@ -227,9 +239,7 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
         return Verdict(G, Status.PASS, f"{image.label}; {len(dists.versions)} distributions, "
                                        "every declared requirement met", readings=readings)
     if image is not None and image.replaced:
-        return Verdict(G, Status.WARN, f"{image.label}, but {image.replaced}",
-                       fix=f"start a fresh container of the image and add packages with pip install --no-deps, "
-                           f"so pip cannot replace its {image.package}; or " + CONTAINER_FIX,
+        return Verdict(G, Status.WARN, f"{image.label}, but {image.replaced}", fix=_image_fix(image, dists),
                        readings=readings)
     if kind == "container":
         why = image.label if image else evidence[0]
@@ -242,12 +252,16 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
 
 # -- how the container was started ---------------------------------------------------------------------
 def size(n: int) -> str:
-    """Bytes as ``df -h`` shows them, in binary units: 64 MiB, 125.8 GiB."""
+    """Bytes as ``df -h`` shows them, in binary units: 64 MiB, 125.8 GiB (integers only: a replayed
+    value may be any size)."""
     if n >= 1 << 30:
-        return f"{n / (1 << 30):.1f} GiB".replace(".0 GiB", " GiB")
+        tenths = (n * 10 + (1 << 29)) >> 30
+        return f"{tenths // 10} GiB" if tenths % 10 == 0 else f"{tenths // 10}.{tenths % 10} GiB"
     if n >= 1 << 20:
-        return f"{n / (1 << 20):.0f} MiB"
-    return f"{n / (1 << 10):.0f} KiB"
+        return f"{(n + (1 << 19)) >> 20} MiB"
+    if n >= 1 << 10:
+        return f"{(n + (1 << 9)) >> 10} KiB"
+    return f"{n} bytes"
 
 
 def limit_text(limit: Rlimit) -> str:

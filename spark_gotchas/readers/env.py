@@ -13,6 +13,7 @@ Their types are in :mod:`spark_gotchas.readings.env`.
 
 from __future__ import annotations
 
+import glob
 import importlib.metadata as md
 import os
 import re
@@ -20,6 +21,7 @@ import site
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -27,10 +29,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import elf, fatbin, scrub
+from ..readings import cuda_libs
 from ..readings.env import (
     UNLIMITED,
     Baseline,
     ContainerEvidence,
+    CudaDistribution,
+    CudaLibrary,
     Distributions,
     ExtensionScan,
     Fp4KernelScan,
@@ -201,14 +206,23 @@ def read_baseline(ctx: ReadContext) -> Baseline:
 
 
 # -- env.cuda_extensions --------------------------------------------------------------------------
-# Libraries whose soname major is the CUDA major (libcudart.so.12 is CUDA 12). cuFFT, cuRAND,
-# cuSPARSE, cuSOLVER, cuDNN and NCCL number their sonames on their own and are left out.
+# The CUDA libraries whose soname names the CUDA major (libcudart.so.12 is CUDA 12); the others
+# (cuFFT, cuRAND, cuSPARSE, cuSOLVER, cuDNN, NCCL) are resolved too, but say nothing of the major.
 # Wheels that vendor the runtime rename it with a hash (auditwheel: libcudart-9335f6a2.so.12).
 CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp[a-z]*)(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
+# Distributions that may load CUDA by name although no file of theirs links it: their name or their
+# requirements mention CUDA. Only their files are searched for library names.
+CUDA_RELATED = re.compile(r"cuda|(?:^|[-_])cu\d|nvidia|gpu|jax-plugin|xla", re.IGNORECASE)
+RPATH_MAJOR = re.compile(r"(?:^|/)(?:cu|cuda-?)(\d{2}(?:\.\d+)?)(?:/|$)")
+CU12_LAYOUT = re.compile(r"(?:^|/)nvidia/(?!cu\d)[a-z_]+/lib/?$")  # nvidia/cublas/lib: the -cu12 wheels' layout
+PYTORCH = ("torch", "torchvision", "torchaudio")
+STRING_SCAN_FILES = 64  # most files of one distribution searched for library names
+OVERRIDES = ("BNB_CUDA_VERSION",)
 
 
 def site_dirs() -> list[str]:
-    """The environment's site-packages folders (venv, system, user), existing ones only."""
+    """The environment's site-packages folders (venv, system, user, and any folder on sys.path,
+    from PYTHONPATH too, whose name ends in site-packages or dist-packages), existing ones only."""
     dirs: list[str] = []
     candidates = list(getattr(site, "getsitepackages", lambda: [])())
     if getattr(site, "ENABLE_USER_SITE", False):
@@ -254,8 +268,6 @@ def cuda_majors(sonames: list[str]) -> dict[str, int]:
 def owners(paths: list[str], roots: list[str]) -> dict[str, str]:
     """Map files to the distribution whose RECORD lists them (a text search of each RECORD,
     far cheaper than resolving every entry of every distribution)."""
-    import importlib.metadata as md
-
     wanted: dict[str, str] = {}  # path relative to its site dir (as RECORD writes it) -> path
     for path in paths:
         for root in roots:
@@ -274,34 +286,294 @@ def owners(paths: list[str], roots: list[str]) -> dict[str, str]:
     return result
 
 
+# -- where the loader finds a library -------------------------------------------------------------
+def _expand(entry: str, origin: str) -> str:
+    return os.path.normpath(entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin))
+
+
+def ld_cache(path: str = "/etc/ld.so.cache") -> dict[str, str]:
+    """soname -> file, from the loader's cache (what ``ldconfig -p`` prints): the cache's strings
+    that are absolute paths, by their file name (the soname's link)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(64 << 20)
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for raw in data.split(b"\0"):
+        if raw.startswith(b"/") and b".so" in raw:
+            text = raw.decode(errors="replace")
+            out.setdefault(os.path.basename(text), text)
+    return out
+
+
+class Resolver:
+    """Where a shared object's CUDA library would come from, in the loader's order (RPATH,
+    LD_LIBRARY_PATH, RUNPATH, ld.so.cache, the system folders), then the places a package or torch
+    loads from before it (the NVIDIA wheels' lib folders, folders other packages' RPATHs name, the
+    CUDA toolkit's folders)."""
+
+    def __init__(self, dirs: list[str], rpath_dirs: set[str]):
+        self.site_dirs = dirs
+        self.ld_library_path = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+        self.interpreter_rpath = self._interpreter_rpath()
+        self._cache: Optional[dict[str, str]] = None
+        self.system = [d for d in ("/lib64", "/usr/lib64", "/lib", "/usr/lib") if os.path.isdir(d)]
+        self.system += sorted(glob.glob("/lib/*-linux-gnu") + glob.glob("/usr/lib/*-linux-gnu"))
+        self.wheels = sorted({d for s in dirs for d in glob.glob(os.path.join(s, "nvidia", "*", "lib"))})
+        self.others = sorted(d for d in rpath_dirs if os.path.isdir(d) and d not in self.wheels)
+        toolkit = [os.environ.get(v, "") for v in ("CUDA_HOME", "CUDA_PATH")]
+        toolkit += glob.glob("/usr/local/cuda*")
+        self.toolkit = [os.path.join(t, sub) for t in dict.fromkeys(toolkit) if t
+                        for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib")
+                        if os.path.isdir(os.path.join(t, sub))]
+        self.inside = [os.path.realpath(sys.prefix)] + dirs
+
+    @staticmethod
+    def _interpreter_rpath() -> list[str]:
+        exe = os.path.realpath(sys.executable or "")
+        info = elf.dynamic(exe) if exe else None
+        return [_expand(p, os.path.dirname(exe)) for p in info.rpath] if info else []
+
+    def cache(self) -> dict[str, str]:
+        if self._cache is None:
+            self._cache = ld_cache()
+        return self._cache
+
+    def resolve(self, soname: str, origin: str, rpath: list[str], runpath: list[str]) -> CudaLibrary:
+        major = cuda_libs.soname_major(soname)
+        own_rpath = [] if runpath else [_expand(p, origin) for p in rpath]
+        places = [("RPATH", own_rpath), ("the interpreter's RPATH", [] if runpath else self.interpreter_rpath),
+                  ("LD_LIBRARY_PATH", self.ld_library_path), ("RUNPATH", [_expand(p, origin) for p in runpath])]
+        for via, folders in places:
+            for folder in folders:
+                if os.path.exists(os.path.join(folder, soname)):
+                    return self._found(soname, major, os.path.join(folder, soname), via)
+        cached = self.cache().get(soname)
+        if cached and os.path.exists(cached):
+            return self._found(soname, major, cached, "ld.so.cache")
+        for via, folders in (("system folder", self.system), ("nvidia wheel", self.wheels),
+                             ("another package's RPATH folder", self.others), ("CUDA toolkit folder", self.toolkit)):
+            for folder in folders:
+                if os.path.exists(os.path.join(folder, soname)):
+                    return self._found(soname, major, os.path.join(folder, soname), via)
+        return CudaLibrary(soname=soname, major=major)
+
+    def _found(self, soname: str, major: Optional[int], path: str, via: str) -> CudaLibrary:
+        real = os.path.realpath(path)
+        inside = any(real.startswith(d + os.sep) or path.startswith(d + os.sep) for d in self.inside)
+        return CudaLibrary(soname=soname, major=major, found=path, via=via, in_environment=inside)
+
+
+def rpath_majors(entries: list[str]) -> list[int]:
+    """CUDA majors that RPATH/RUNPATH folders name: nvidia/cu13/lib -> 13, /usr/local/cuda-12.4/… -> 12,
+    nvidia/cublas/lib (the layout of the -cu12 wheels) -> 12."""
+    found = set()
+    for entry in entries:
+        match = RPATH_MAJOR.search(entry)
+        if match:
+            found.add(int(match.group(1).split(".")[0]))
+        elif CU12_LAYOUT.search(entry):
+            found.add(12)
+    return sorted(found)
+
+
+def is_library_file(path: str, info: elf.Dynamic, dirs: list[str]) -> bool:
+    """A file that is itself a CUDA library (its soname is one, or it lies in an NVIDIA library
+    wheel's lib folder): a provider, never a package that needs CUDA."""
+    if info.soname and cuda_libs.library(info.soname):
+        return True
+    return any(path.startswith(os.path.join(d, "nvidia") + os.sep) and f"{os.sep}lib{os.sep}" in path for d in dirs)
+
+
+# -- distributions -------------------------------------------------------------------------------
+REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9._-]+)\s*(?:\[[^\]]*\])?\s*([^;\n]*)", re.MULTILINE)
+HEADER = re.compile(r"^(Name|Version):\s*(.+?)\s*$", re.MULTILINE)
+
+
+def _metadata(dist: md.Distribution) -> tuple[str, str, list[tuple[str, str]]]:
+    """Name, version and requirements (name, specifier) from METADATA, without the email parser."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    head = dict(HEADER.findall(text[:4000]))
+    requires = [(canonicalize_name(n), spec.strip().strip("()")) for n, spec in REQUIRES.findall(text)]
+    return head.get("Name", ""), head.get("Version", ""), requires
+
+
+def _dist_files(dist: md.Distribution) -> list[str]:
+    """The shared objects a distribution installed (from its RECORD)."""
+    out = []
+    for entry in dist.files or ():
+        name = entry.name
+        if name.endswith(".so") or ".so." in name:
+            path = str(entry.locate())
+            if os.path.isfile(path):
+                out.append(os.path.normpath(path))
+    return sorted(set(out))
+
+
+def _kernels(paths: list[str], root: str) -> dict[str, list[str]]:
+    """file -> the targets of its kernels (``cuobjdump --list-elf --list-ptx``), for files that have
+    any: the fatbin sections are found from the section headers, their entry headers read."""
+    out = {}
+    for path in paths:
+        targets: set[str] = set()
+        try:
+            with open(path, "rb") as fh:
+                for offset, size in elf.sections(path, fatbin.SECTIONS):
+                    targets.update(e.target for e in fatbin.read_section(fh, offset, size, path))
+        except (OSError, ValueError):  # FatbinError is a ValueError: that file's targets stay unread
+            continue
+        if targets:
+            out[os.path.relpath(path, root)] = sorted(targets, key=target_order)
+    return out
+
+
+def torch_build_file(dirs: list[str]) -> tuple[Optional[str], Optional[str]]:
+    """torch's version and CUDA (``torch.version.cuda``) from torch/version.py, without importing torch."""
+    for d in dirs:
+        try:
+            with open(os.path.join(d, "torch", "version.py"), encoding="utf-8", errors="replace") as fh:
+                text = fh.read(20000)
+        except OSError:
+            continue
+        version = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        return (version.group(1) if version else None), (cuda.group(1) if cuda else None)
+    return None, None
+
+
+@dataclass
+class _Owners:
+    """What one pass over the distributions found."""
+
+    distributions: list[CudaDistribution] = field(default_factory=list)
+    who: dict[str, str] = field(default_factory=dict)  # CUDA-using file -> distribution name
+    runtime: dict[str, tuple[elf.Dynamic, list[str]]] = field(default_factory=dict)  # file -> (ELF, names in it)
+    strings_seconds: float = 0.0
+
+
 @reader("env.cuda_extensions")
 def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
-    """Every ``*.so`` under site-packages, its DT_NEEDED CUDA sonames, and its distribution."""
+    """Every ``*.so`` under site-packages, its CUDA libraries and where each resolves, its
+    distribution; for CUDA-related distributions that link none, the library names in their
+    binaries; the kernel targets of the packages that use CUDA."""
     t0 = time.perf_counter()
     dirs = site_dirs()
     files: list[str] = []
     for d in dirs:
         files += find_shared_objects(d)
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 2)) as pool:
-        results = list(pool.map(elf.needed, files))
-    linked_paths: dict[str, dict[str, int]] = {}
+        infos = list(pool.map(elf.dynamic, files))
+    by_path = dict(zip(files, infos, strict=True))
     unreadable = 0
-    for path, sonames in zip(files, results, strict=True):
-        if sonames is None:
+    users: dict[str, elf.Dynamic] = {}  # files that link a CUDA library or carry a build tag
+    library_files: set[str] = set()
+    rpath_dirs: set[str] = set()
+    for path, info in by_path.items():
+        if info is None:
             unreadable += 1
             continue
-        majors = cuda_majors(sonames)
-        if majors:
-            linked_paths[path] = majors
-    who = owners(list(linked_paths), dirs) if linked_paths else {}
-    linked = [
-        LinkedExtension(path=p, distribution=who.get(p), cuda_libs=m)
-        for p, m in sorted(linked_paths.items())
-    ]
+        origin = os.path.dirname(path)
+        rpath_dirs.update(_expand(p, origin) for p in info.rpath + info.runpath)
+        if is_library_file(path, info, dirs):
+            library_files.add(path)
+        elif any(cuda_libs.library(s) for s in info.needed) or cuda_libs.build_tag(os.path.basename(path)):
+            users[path] = info
+    resolver = Resolver(dirs, rpath_dirs)
+    found = _cuda_distributions(dirs, users, by_path, library_files, resolver)
+    linked = [_extension(path, info, found.who.get(path), resolver, loads=[]) for path, info in sorted(users.items())]
+    linked += [_extension(path, info, found.who.get(path), resolver, loads=names)
+               for path, (info, names) in sorted(found.runtime.items())]
+    torch_version, torch_cuda = torch_build_file(dirs)
     return ExtensionScan(
         site_dirs=dirs, shared_objects=len(files), seconds=time.perf_counter() - t0,
-        linked=linked, unreadable=unreadable,
+        linked=linked, unreadable=unreadable, distributions=found.distributions, resolved=True,
+        torch_version=torch_version, torch_cuda=torch_cuda,
+        overrides={k: os.environ[k] for k in OVERRIDES if k in os.environ},
+        ld_library_path=resolver.ld_library_path, strings_seconds=found.strings_seconds,
     )
+
+
+def _extension(path: str, info: elf.Dynamic, dist: Optional[str], resolver: Resolver,
+               loads: list[str]) -> LinkedExtension:
+    origin = os.path.dirname(path)
+    needs = [resolver.resolve(s, origin, info.rpath, info.runpath) for s in info.needed if cuda_libs.library(s)]
+    tag = cuda_libs.build_tag(os.path.basename(path))
+    return LinkedExtension(
+        path=path, distribution=dist, cuda_libs=cuda_majors(info.needed), needs=needs,
+        loads=[resolver.resolve(s, origin, info.rpath, info.runpath) for s in loads],
+        rpath_majors=rpath_majors(info.rpath + info.runpath), build_tag=tag[0] if tag else None,
+    )
+
+
+def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path: dict[str, Optional[elf.Dynamic]],
+                        library_files: set[str], resolver: Resolver) -> _Owners:
+    """One pass over the distributions of ``dirs``: who owns each CUDA-using file (a text search of
+    each RECORD), and for every distribution that uses CUDA or looks CUDA-related (its name or its
+    requirements mention CUDA/NVIDIA), what its metadata says; the binaries of a related one that
+    links no CUDA library are searched for library names it would load by name."""
+    wanted: dict[str, str] = {}
+    for path in users:
+        for root in dirs:
+            if path.startswith(root + os.sep):
+                wanted[os.path.relpath(path, root)] = path
+                break
+    out = _Owners()
+    for dist in md.distributions(path=dirs):
+        record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
+        mine = [rel for rel in wanted if rel in record] if record else []
+        name, version, requires = _metadata(dist)
+        if not name:
+            continue
+        cname = canonicalize_name(name)
+        if not mine and not (CUDA_RELATED.search(cname) or any(CUDA_RELATED.search(r) for r, _ in requires)):
+            continue
+        for rel in mine:
+            out.who[wanted.pop(rel)] = name
+        tag = cuda_libs.build_tag(cname)
+        entry = CudaDistribution(
+            name=name, version=version, library_wheel=cuda_libs.is_library_wheel(cname),
+            name_major=tag[1] if tag else cuda_libs.requirement_major(cname, version),
+            requires_majors={r: m for r, spec in requires if (m := cuda_libs.requirement_major(r, spec)) is not None})
+        if entry.library_wheel:
+            out.distributions.append(entry)
+            continue
+        files = [f for f in _dist_files(dist) if f not in library_files]
+        entry.shared_objects = len(files)
+        if not files:
+            continue
+        if not mine:  # it uses CUDA, if at all, by loading it at run time: search its binaries
+            t0 = time.perf_counter()
+            for path in files[:STRING_SCAN_FILES]:
+                info = by_path.get(path) or elf.dynamic(path)
+                if info is None:
+                    continue
+                names = elf.strings(path, cuda_libs.IN_BINARY)
+                entry.strings_scanned += 1
+                if names or rpath_majors(info.rpath + info.runpath):
+                    out.runtime[path] = (info, names)
+                    out.who[path] = name
+            out.strings_seconds += time.perf_counter() - t0
+        places = [(os.path.dirname(f), info.rpath, info.runpath) for f in files if (info := by_path.get(f))]
+        declared = sorted({s for r, m in entry.requires_majors.items() for s in cuda_libs.wheel_sonames(r, m)})
+        entry.declared = [_resolve_any(s, places, resolver) for s in declared]
+        if cname not in PYTORCH:
+            root = next((d for d in dirs if files[0].startswith(d + os.sep)), os.path.dirname(files[0]))
+            entry.kernels = _kernels(files, root)
+        out.distributions.append(entry)
+    return out
+
+
+def _resolve_any(soname: str, places: list[tuple[str, list[str], list[str]]], resolver: Resolver) -> CudaLibrary:
+    """A library a distribution loads by name, from the folders of any of its files."""
+    best = resolver.resolve(soname, "", [], [])
+    for origin, rpath, runpath in places:
+        if best.found:
+            break
+        found = resolver.resolve(soname, origin, rpath, runpath)
+        if found.found:
+            best = found
+    return best
 
 
 # -- env.fp4_kernels ------------------------------------------------------------------------------

@@ -84,21 +84,68 @@ class Baseline:
 
 # -- env.cuda_extensions --------------------------------------------------------------------------
 @dataclass
+class CudaLibrary:
+    """One CUDA library a shared object needs, and where this environment would find it."""
+
+    soname: str
+    major: Optional[int] = None  # the CUDA major its soname names (libcublas.so.12); None for libcufft.so.11
+    found: Optional[str] = None  # the file it resolves to; None when nowhere
+    via: Optional[str] = None  # RPATH, LD_LIBRARY_PATH, RUNPATH, ld.so.cache, system folder, nvidia wheel ...
+    in_environment: bool = False  # found inside the Python environment (a wheel, an RPATH into it)
+
+
+@dataclass
 class LinkedExtension:
+    """A shared object that uses CUDA: it links a CUDA library (DT_NEEDED), names one it loads by
+    name (a string in the binary), or carries a CUDA build tag in its file name (``_cuda130.so``)."""
+
     path: str  # as found on disk
     distribution: Optional[str]  # who installed it (importlib.metadata RECORD), None if unknown
-    cuda_libs: dict[str, int] = field(default_factory=dict)  # soname -> CUDA major it names
+    cuda_libs: dict[str, int] = field(default_factory=dict)  # DT_NEEDED soname -> CUDA major it names
+    needs: list[CudaLibrary] = field(default_factory=list)  # every CUDA library in DT_NEEDED, resolved
+    loads: list[CudaLibrary] = field(default_factory=list)  # versioned CUDA sonames in its strings, resolved
+    rpath_majors: list[int] = field(default_factory=list)  # CUDA majors its RPATH/RUNPATH folders name
+    build_tag: Optional[str] = None  # "cuda130" when its file name carries a CUDA build tag
+
+
+@dataclass
+class CudaDistribution:
+    """A distribution that uses CUDA (or an NVIDIA library wheel): what its metadata says."""
+
+    name: str
+    version: str
+    library_wheel: bool = False  # an NVIDIA CUDA library wheel: provides libraries, needs none
+    name_major: Optional[int] = None  # the CUDA major its name or version carries (cupy-cuda12x: 12)
+    requires_majors: dict[str, int] = field(default_factory=dict)  # Requires-Dist name -> CUDA major
+    declared: list[CudaLibrary] = field(default_factory=list)  # what its CUDA requirements ship, resolved
+    shared_objects: int = 0
+    strings_scanned: int = 0  # files searched for library names (it links no CUDA library)
+    kernels: dict[str, list[str]] = field(default_factory=dict)  # file (from its RECORD) -> kernel targets
 
 
 @dataclass
 class ExtensionScan:
-    """``for f in $(find site-packages -name '*.so*'); do readelf -d $f | grep 'NEEDED.*libcudart'; done``"""
+    """``for f in $(find site-packages -name '*.so*'); do readelf -d $f | grep -E 'NEEDED|RPATH|RUNPATH'; done``,
+    ``ldconfig -p``, and ``pip show`` of the distributions that use CUDA."""
 
     site_dirs: list[str] = field(default_factory=list)
     shared_objects: int = 0
     seconds: float = 0.0
     linked: list[LinkedExtension] = field(default_factory=list)
     unreadable: int = 0
+    distributions: list[CudaDistribution] = field(default_factory=list)
+    resolved: bool = False  # libraries were looked up (False in snapshots of older suites)
+    torch_version: Optional[str] = None  # torch/version.py, read without importing torch
+    torch_cuda: Optional[str] = None  # torch.version.cuda as that file says; None for a CPU build or no torch
+    overrides: dict[str, str] = field(default_factory=dict)  # BNB_CUDA_VERSION and the like, when set
+    ld_library_path: list[str] = field(default_factory=list)
+    strings_seconds: float = 0.0
+
+    def distribution(self, name: Optional[str]) -> Optional[CudaDistribution]:
+        for dist in self.distributions:
+            if dist.name == name:
+                return dist
+        return None
 
 
 # -- env.fp4_kernels ------------------------------------------------------------------------------

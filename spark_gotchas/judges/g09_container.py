@@ -16,7 +16,8 @@ Rules:
     is its venv (``sys.prefix`` /opt/unsloth-venv), or ``UNSLOTH_LLAMA_CPP_PATH`` points under
     /opt/unsloth/; and unsloth is installed in this Python.
   - ``NVIDIA_PRODUCT_NAME=CUDA`` alone is NVIDIA's CUDA base image (nvidia/cuda): it ships no
-    torch, so a torch in it came from pip -> a generic container.
+    torch, so a torch in it came from pip -> a generic container. Any other product name without
+    ``NVIDIA_PYTORCH_VERSION`` (an NGC JAX image, say) is no PyTorch image -> a generic container.
   - An NGC image whose torch is not its own build (``PYTORCH_BUILD_VERSION`` 2.9.0a0+145a3a7,
     installed torch 2.9.0+cu130: a different release, or a +cu/+cpu/+rocm wheel tag), or an image
     whose Python lacks its package (torch for NGC, unsloth for Unsloth's) -> the image's stack is
@@ -36,7 +37,9 @@ Rules:
   Linux default and training runs with it); it is shown and is in the flags. Both fine -> PASS.
   Not recorded (a snapshot of an older suite) or unreadable -> SKIP saying so; not a container
   -> SKIP.
-- With ``--spark-baseline``: distributions added, removed or changed since -> WARN listing them.
+- Baseline: none given -> SKIP; unusable (missing, not a snapshot, no env.distributions) -> FAIL
+  saying why; distributions added, removed or changed since -> WARN listing them (key packages
+  first); the same -> PASS.
 """
 
 from __future__ import annotations
@@ -315,6 +318,7 @@ def judge_start(ev: ContainerEvidence) -> Verdict:
         shown.append(f"stack {limit_text(ev.stack)}")
         if stack_short and missing:
             missing.append("--ulimit stack=67108864")
+    readings["missing_flags"] = missing
     if not missing:
         return Verdict(G, Status.PASS, f"container started with room: {', '.join(shown)}", readings=readings)
     hints = []

@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.profiles import GB10, GENERIC, H200
+from spark_gotchas.profiles import GB10, GENERIC, H200, Machine
+from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
 from spark_gotchas.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
 from spark_gotchas.verdict import Status
 
@@ -85,3 +86,42 @@ def test_without_clock_readings_the_spot_check_skips_with_the_reason():
 
 def test_a_gpu_without_profile_or_max_clock_is_not_held_to_a_floor():
     assert g04.judge_spot_check(spot(clock=300.0, max_sm_clock_mhz=None), GENERIC).status is Status.PASS
+
+
+# -- measured rate against the profile, and a profile that is not this machine ---------------------------
+ENGINE = GpuProcess(pid=6008, name="VLLM::EngineCore", cmdline=["VLLM::EngineCore"], gpu_memory_bytes=56501 << 20,
+                    gpu_devices=[0], nvml_lists=["compute"])
+
+
+def test_a_gb10_rate_far_below_its_figure_with_healthy_clocks_names_the_busy_server():
+    v = g04.judge_spot_check(spot(clock=2450.0, power=62.0, temp=63.0, tflops=52.4), GB10,
+                             GpuProcesses(processes=[ENGINE]))
+    assert v.line == ("G4 WARN: 52.4 TFLOP/s at 2450 MHz, far below GB10's 94-98: pid 6008 VLLM::EngineCore busy on "
+                      "the GPU (see G6)")
+    assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run pytest -m fast -k g04"
+    assert v.readings["expected_tflops"] == [94.0, 98.0] and v.readings["busy_pids"] == [6008]
+
+
+def test_a_gb10_rate_far_below_with_nothing_else_running_points_at_the_driver_or_hardware():
+    v = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10, GpuProcesses(scanned=300))
+    assert v.line == "G4 WARN: 40.0 TFLOP/s at 2450 MHz, far below GB10's 94-98: nothing else on the GPU"
+    assert v.fix.startswith("nothing else runs on the GPU: update or reinstall the NVIDIA driver")
+    unread = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10)
+    assert unread.summary.endswith("other GPU work not read (see G6)") and unread.status is Status.WARN
+
+
+def test_a_rate_within_reach_of_the_figure_passes_and_a_profile_without_one_is_not_judged():
+    assert g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=70.0), GB10, GpuProcesses()).status is Status.PASS
+    assert g04.judge_spot_check(spot(clock=1900.0, tflops=10.0), GENERIC, GpuProcesses()).status is Status.PASS
+
+
+def test_a_clock_stuck_low_is_still_the_finding_before_the_rate():
+    v = g04.judge_spot_check(spot(clock=600.0, power=13.0, tflops=23.2), GB10, GpuProcesses(processes=[ENGINE]))
+    assert v.status is Status.FAIL and "stuck in its low-power state" in v.summary
+
+
+def test_an_h200_judged_as_a_gb10_says_its_clocks_stand_for_nothing():
+    v = g04.judge_spot_check(spot(), GB10, GpuProcesses(), Machine(is_profile=False, device="NVIDIA H200"))
+    assert v.line == "G4 INFO: this machine is not a GB10 (NVIDIA H200): its clocks under load cannot stand for a Spark's"
+    nothing = SpotCheck(attempted=False, reason="torch 2.13.0+cpu is a CPU build")
+    assert g04.judge_spot_check(nothing, GB10, None, Machine(False, "no GPU")).status is Status.INFO

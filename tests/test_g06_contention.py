@@ -9,7 +9,8 @@ import pytest
 from spark_gotchas import nvml
 from spark_gotchas.judges import g06_contention as g06
 from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10, H200, NONE
+from spark_gotchas.plan import Plan
+from spark_gotchas.profiles import GB10, H200, NONE, Machine
 from spark_gotchas.readers.gpu import collect, mask_cmdline
 from spark_gotchas.readers.mem import parse_meminfo
 from spark_gotchas.readings.gpu import DeviceProcessLists, GpuDevice, GpuInventory, GpuProcess, GpuProcesses
@@ -364,3 +365,32 @@ def test_small_processes_that_together_leave_too_little_for_the_plan_fail():
                             "3.9 GB); pid 13 python3 (holds 3.9 GB); they claim 11.7 GB of 130.7 GB, leaving 119.0 GB "
                             "for the planned load peak of 120.0 GB (1.0 GB short)")
     assert verdict.fix.endswith("(kill 11 12 13)")
+
+
+# -- a machine that is not the profile's, or has no GPU ----------------------------------------------------
+VLLM_DEFAULT = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-32B"]
+
+
+def test_a_server_on_a_machine_without_a_gpu_is_listed_not_failed():
+    reading = GpuProcesses(nvml_error=nvml.NotAvailable("NVML library not found").reason, scanned=79,
+                           processes=[proc(4242, VLLM_DEFAULT, username="ci")])
+    v = g06.judge_contention(reading, NONE, Plan(model_gb=30), GB10_MEM)
+    assert v.line == ("G6 INFO: no GPU visible here: 1 workload(s) hold no GPU memory on this machine; seen, not "
+                      "judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)")
+    assert v.readings["workloads"][0]["program"] == "vLLM" and v.readings["workloads"][0]["cap_fraction"] == 0.9
+    empty = g06.judge_contention(GpuProcesses(nvml_error="NVML library not found", scanned=79), NONE, Plan(), GB10_MEM)
+    assert empty.status is Status.PASS and "none of 79 command lines" in empty.summary
+
+
+def test_another_machine_judged_as_a_gb10_lists_what_it_saw_as_information():
+    here = Machine(is_profile=False, device="NVIDIA H200")
+    busy = table("gb10_two_vllm")
+    v = g06.judge_contention(busy, GB10, Plan(model_gb=40), H200_MEM, None, here)
+    assert v.status is Status.INFO
+    assert v.summary == ("this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's; seen, "
+                         "not judged: pid 6008 vLLM (engine process, its launcher not visible: default "
+                         "--gpu-memory-utilization 0.9 assumed; holds 59.2 GB); pid 44757 vLLM (engine process, its "
+                         "launcher not visible: default --gpu-memory-utilization 0.9 assumed; holds 51.2 GB); pid 3154 "
+                         "Xorg (holds 0.02 GB; graphics); +1 more")
+    quiet = g06.judge_contention(GpuProcesses(scanned=177), GB10, Plan(), H200_MEM, None, here)
+    assert quiet.line == "G6 INFO: this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's"

@@ -170,7 +170,8 @@ def _plan_elsewhere(here: Machine, profile: Profile, plan: Plan) -> Verdict:
                 "load_factor": plan.factor, "planned_peak_bytes": peak, "profile_memory_bytes": total}
     if peak is None or not total:
         return Verdict(G, Status.INFO, here.not_profile(profile, "memory"), readings=readings)
-    what = f"would peak at ~{gb(peak)} (x{plan.factor:g})" if profile.memory_kind != "discrete" else "need"
+    what = f"would peak at ~{gb(peak)} (x{plan.factor:g})" if profile.memory_kind != "discrete" else \
+        f"would take {gb(peak)}"
     planned = f"{plan.model_gb:g} GB of weights {what}"
     whose = f"{profile.a_name}'s {gb(total)}"
     if peak > total:

@@ -200,8 +200,8 @@ def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
 
 
 def _listed_only(reading: GpuProcesses, head: str, readings: dict) -> Verdict:
-    """INFO naming the workloads found, none of them judged (this machine cannot stand for the profile)."""
-    groups = group_processes(reading.processes)
+    """INFO naming the workloads found, none of them judged: known servers and trainers first, then by memory."""
+    groups = sorted(group_processes(reading.processes), key=lambda g: (g.workload is None, -(g.held_bytes or 0)))
     readings.update({"workloads": [{"pids": g.pids, "program": g.workload.program if g.workload else None,
                                     "cap_fraction": g.cap_fraction, "held_bytes": g.held_bytes,
                                     "cmdline": g.root.cmdline, "user": g.root.username} for g in groups],

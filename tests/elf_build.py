@@ -1,7 +1,8 @@
 """Real ELF files built with gcc (and nvcc when present) at test time; no binary is committed.
 
-``build_cuda_stub_tree(folder)`` makes what a cu12 wheel leaves in site-packages: a stub
-``libcudart.so.12`` (its soname set with ``-Wl,-soname``) and an extension that links it.
+``cuda_stub`` makes a stub CUDA library (``libcudart.so.12``, its soname set with ``-Wl,-soname``);
+``extension`` a shared object that links stubs, with an RPATH/RUNPATH and strings as a wheel's
+extension has them; ``install_distribution`` puts files into a site folder as pip leaves a wheel.
 """
 
 from __future__ import annotations
@@ -44,12 +45,22 @@ def cuda_stub(folder: Path, major: int = 12, lib: str = "cudart") -> Path:
     return folder / name
 
 
-def extension(folder: Path, name: str, links: list[Path]) -> Path:
-    """A Python-extension-like shared object whose DT_NEEDED names each of ``links`` (by soname)."""
+def extension(folder: Path, name: str, links: list[Path], *, suffix: str = EXT_SUFFIX, rpath: str = "",
+              runpath: str = "", strings: tuple[str, ...] = ()) -> Path:
+    """A Python-extension-like shared object whose DT_NEEDED names each of ``links`` (by soname), with
+    an RPATH or a RUNPATH as given (``$ORIGIN/...`` kept as written), and ``strings`` in its .rodata
+    (the names a binary that loads a library with dlopen carries)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.c").write_text(EXT_C)
-    out = folder / f"{name}{EXT_SUFFIX}"
+    source = EXT_C if links else PLAIN_C
+    for i, text in enumerate(strings):
+        source += f'const char *spark_name_{i} = "{text}";\n'
+    (folder / f"{name}.c").write_text(source)
+    out = folder / f"{name}{suffix}"
     flags = ["-Wl,--no-as-needed"] + [f"-L{p.parent}" for p in links] + [f"-l:{p.name}" for p in links]
+    if rpath:
+        flags += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
+    if runpath:
+        flags += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
     gcc("-shared", "-fPIC", "-o", out.name, f"{name}.c", *flags, cwd=folder)
     return out
 
@@ -77,9 +88,11 @@ def object_file(folder: Path) -> Path:
     return folder / "plain.o"
 
 
-def install_distribution(site: Path, dist: str, version: str, files: dict[str, Path]) -> Path:
+def install_distribution(site: Path, dist: str, version: str, files: dict[str, Path],
+                         requires: tuple[str, ...] = ()) -> Path:
     """Copy ``files`` (relative path in site -> built file) into ``site`` as distribution ``dist``
-    with a ``.dist-info`` whose RECORD lists them, as pip leaves a wheel."""
+    with a ``.dist-info`` whose RECORD lists them, as pip leaves a wheel; ``requires`` become its
+    ``Requires-Dist`` lines."""
     site.mkdir(parents=True, exist_ok=True)
     records = []
     for rel, src in files.items():
@@ -89,7 +102,8 @@ def install_distribution(site: Path, dist: str, version: str, files: dict[str, P
         records.append(f"{rel},,")
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires))
     (info / "INSTALLER").write_text("pip\n")
     records += [f"{info.name}/METADATA,,", f"{info.name}/INSTALLER,,", f"{info.name}/RECORD,,"]
     (info / "RECORD").write_text("\n".join(records) + "\n")

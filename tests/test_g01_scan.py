@@ -1,10 +1,16 @@
-"""G1 on real files: a stub cu12 extension installed as a distribution turns G1 into FAIL naming it."""
+"""G1 on real files: site folders laid out as real wheels leave them (built with gcc at test time),
+read by the env.cuda_extensions reader and judged as a Spark (gb10, no driver) and with no profile.
+
+The layouts are those of real wheels (docs/checks/g01.md, "Tried on real wheels"): several CUDA
+builds picked at run time (bitsandbytes), an extension built for CUDA 12 alone whose libraries come
+from ``nvidia-*-cu12`` wheels or from nowhere (cupy-cuda12x), a package that links no CUDA library
+but loads one by name (jax-cuda12-plugin's RPATH into the wheels, a soname in its strings).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,49 +22,188 @@ from gline_block import glines
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
 from spark_gotchas.readers import env as ex
+from spark_gotchas.verdict import Status
 
 ROOT = Path(__file__).resolve().parents[1]
-EXT = f"cu12_ext/_C{eb.EXT_SUFFIX}"
+EXT = f"fastops/_C{eb.EXT_SUFFIX}"
+GB10, NONE = PROFILES["gb10"], PROFILES["none"]
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """A site-packages folder as pip leaves it after installing a cu12 wheel and a clean one."""
+def built(tmp_path_factory) -> dict[str, Path]:
+    """Stub CUDA libraries and the extensions that use them, built once."""
     eb.need_gcc()
-    build = tmp_path_factory.mktemp("build")
-    cudart12 = eb.cuda_stub(build / "lib", 12)
-    ext = eb.extension(build / "ext", "_C", [cudart12])
-    plain = eb.plain_shared(build / "plain", "_fast.so")
-    orphan = eb.extension(build / "orphan", "_orphan", [cudart12])
-    sp = tmp_path_factory.mktemp("venv") / "lib" / "python3.11" / "site-packages"
-    eb.install_distribution(sp, "cu12-ext", "0.3.21", {EXT: ext, "cu12_ext/lib/libcudart.so.12": cudart12})
-    eb.install_distribution(sp, "clean-ext", "1.0", {"clean_ext/_fast.so": plain})
-    (sp / "loose").mkdir()
-    (sp / "loose" / orphan.name).write_bytes(orphan.read_bytes())  # copied in by hand: no RECORD names it
+    b = tmp_path_factory.mktemp("build")
+    lib = {f"{name}{major}": eb.cuda_stub(b / f"lib{major}", major, name)
+           for name, major in (("cudart", 12), ("cudart", 13), ("cublas", 12), ("cublas", 13), ("nccl", 2))}
+    return {
+        **lib,
+        "ext12": eb.extension(b / "ext12", "_C", [lib["cudart12"]]),
+        "ext12_wheels": eb.extension(b / "ext12w", "_C", [lib["cudart12"], lib["cublas12"]],
+                                     rpath="$ORIGIN/../nvidia/cuda_runtime/lib:$ORIGIN/../nvidia/cublas/lib"),
+        "nccl_only": eb.extension(b / "nccl", "_nccl", [lib["nccl2"]]),
+        "plain": eb.plain_shared(b / "plain", "_fast.so"),
+        "orphan": eb.extension(b / "orphan", "_orphan", [lib["cudart12"]]),
+        **{f"bnb{tag}": eb.extension(b / f"bnb{tag}", f"libbitsandbytes_cuda{tag}",
+                                     [lib[f"cudart{major}"], lib[f"cublas{major}"]], suffix=".so",
+                                     runpath=f"/usr/local/cuda-{major}.{tag[-1]}/targets/x86_64-linux/lib")
+           for tag, major in (("121", 12), ("128", 12), ("130", 13))},
+        "dlopen12": eb.extension(b / "dl", "_loader", [], strings=("libcublas.so.12", "cublasCreate_v2")),
+        "rpath12": eb.extension(b / "rp", "_plugin", [], rpath="$ORIGIN/../../nvidia/cublas/lib"),
+    }
+
+
+def make_site(root: Path, built: dict[str, Path], *packages: str) -> Path:
+    """A site-packages folder with the named packages installed as pip leaves them."""
+    sp = root / "lib" / "python3.11" / "site-packages"
+    sp.mkdir(parents=True)
+    layouts = {
+        "fastops": ("fastops", "0.3.21", {EXT: built["ext12"]}, ()),
+        "widget-cu12": ("widget-cu12", "1.0", {f"widget/_C{eb.EXT_SUFFIX}": built["ext12_wheels"],
+                                               f"widget/_nccl{eb.EXT_SUFFIX}": built["nccl_only"]},
+                        ("nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")),
+        "clean": ("clean-ext", "1.0", {"clean_ext/_fast.so": built["plain"]}, ()),
+        "bitsandbytes": ("bitsandbytes", "0.50.2", {f"bitsandbytes/libbitsandbytes_cuda{t}.so": built[f"bnb{t}"]
+                                                    for t in ("121", "128", "130")}, ("torch>=2.4",)),
+        "bitsandbytes-old": ("bitsandbytes", "0.45.0", {f"bitsandbytes/libbitsandbytes_cuda{t}.so": built[f"bnb{t}"]
+                                                        for t in ("121", "128")}, ()),
+        "loader-cuda12": ("loader-cuda12", "2.0", {f"loader/_loader{eb.EXT_SUFFIX}": built["dlopen12"]},
+                          ("nvidia-cublas-cu12>=12.1; extra == 'with-cuda'",)),
+        "jaxish-cuda12-plugin": ("jaxish-cuda12-plugin", "0.10.2",
+                                 {"jaxish_cuda12_plugin/_plugin.so": built["rpath12"]}, ()),
+        "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79",
+                                     {"nvidia/cuda_runtime/lib/libcudart.so.12": built["cudart12"]}, ()),
+        "nvidia-cublas-cu12": ("nvidia-cublas-cu12", "12.9.1.4",
+                               {"nvidia/cublas/lib/libcublas.so.12": built["cublas12"]}, ()),
+    }
+    for name in packages:
+        dist, version, files, requires = layouts[name]
+        eb.install_distribution(sp, dist, version, files, requires)
     return sp
 
 
-def test_the_scan_finds_the_cu12_extension_and_its_distribution(site, monkeypatch):
-    monkeypatch.setattr(ex, "site_dirs", lambda: [str(site)])
-    monkeypatch.syspath_prepend(str(site))  # importlib.metadata finds the .dist-info there
-    reading = ex.read_cuda_extensions(None)
-    assert reading.shared_objects == 4 and reading.unreadable == 0
-    by_path = {os.path.relpath(e.path, site): e for e in reading.linked}
-    assert set(by_path) == {EXT, f"loose/_orphan{eb.EXT_SUFFIX}"}  # the stub itself and the clean one link nothing
-    assert by_path[EXT].distribution == "cu12-ext" and by_path[EXT].cuda_libs == {"libcudart.so.12": 12}
-    assert by_path[f"loose/_orphan{eb.EXT_SUFFIX}"].distribution is None
-
-    verdict = g01.judge_extensions(reading, None, PROFILES["gb10"])
-    assert verdict.status.value == "FAIL"
-    assert verdict.summary.startswith("2 extension(s) link a CUDA runtime other than 13: cu12-ext (libcudart.so.12); "
-                                      "(no distribution) ")
-    assert verdict.fix.startswith("reinstall cu12-ext built for CUDA 13")
+def scan(sp: Path, monkeypatch, torch_cuda: str | None = None):
+    if torch_cuda is not None:  # torch as its version.py says, without the package itself
+        (sp / "torch").mkdir(exist_ok=True)
+        (sp / "torch" / "version.py").write_text(f"__version__ = '2.9.0+cu{torch_cuda.replace('.', '')}'\n"
+                                                 f"cuda: Optional[str] = '{torch_cuda}'\n")
+    monkeypatch.setattr(ex, "site_dirs", lambda: [str(sp)])
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    monkeypatch.delenv("BNB_CUDA_VERSION", raising=False)
+    return ex.read_cuda_extensions(None)
 
 
-def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(site, tmp_path):
+def test_a_cu12_extension_with_no_cuda_12_library_anywhere_fails_naming_it(built, tmp_path, monkeypatch):
+    sp = make_site(tmp_path, built, "fastops", "clean")
+    (sp / "loose").mkdir()
+    (sp / "loose" / built["orphan"].name).write_bytes(built["orphan"].read_bytes())  # no RECORD names it
+    reading = scan(sp, monkeypatch)
+    assert reading.shared_objects == 3 and reading.unreadable == 0 and reading.resolved
+    by_path = {os.path.relpath(e.path, sp): e for e in reading.linked}
+    assert set(by_path) == {EXT, f"loose/_orphan{eb.EXT_SUFFIX}"}  # the clean one links nothing
+    assert by_path[EXT].distribution == "fastops" and by_path[EXT].cuda_libs == {"libcudart.so.12": 12}
+    assert [(lib.soname, lib.found) for lib in by_path[EXT].needs] == [("libcudart.so.12", None)]
+
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.status is Status.FAIL
+    assert verdict.summary.startswith("2 packages will not load: ")
+    assert "fastops (libcudart.so.12 not found)" in verdict.summary and "(no distribution) " in verdict.summary
+    assert "fastops: install fastops built for CUDA 13" in verdict.fix
+    assert "belongs to no installed distribution" in verdict.fix
+
+
+def test_its_cuda_12_libraries_from_nvidia_wheels_make_it_load_beside_cuda_13(built, tmp_path, monkeypatch):
+    alone = g01.judge_extensions(scan(make_site(tmp_path / "a", built, "widget-cu12"), monkeypatch), None, GB10)
+    assert alone.line == "G1 FAIL: widget-cu12: CUDA 12 libraries not found: libcublas.so.12, libcudart.so.12"
+    assert alone.fix.startswith("install its CUDA 13 build instead: pip uninstall -y widget-cu12 && "
+                                "pip install widget-cu13; or, to keep this build, pip install nvidia-cublas-cu12 "
+                                "nvidia-cuda-runtime-cu12")
+    with_libs = make_site(tmp_path / "b", built, "widget-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")
+    verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
+    assert verdict.line == ("G1 WARN: widget-cu12 uses CUDA 12 (its libraries are installed); "
+                            "the gb10 profile expects CUDA 13")
+    assert "nvidia-cublas-cu12" not in verdict.line and "nvidia-cuda-runtime-cu12" not in verdict.fix
+    report = verdict.readings["packages"]["widget-cu12"]
+    assert report["libraries"]["libcudart.so.12"].endswith("nvidia/cuda_runtime/lib/libcudart.so.12 (RPATH)")
+    assert report["not_found"] == ["libnccl.so.2"]  # its optional NCCL module: noted, not failed
+
+
+def test_library_wheels_alone_are_no_finding(built, tmp_path, monkeypatch):
+    sp = make_site(tmp_path, built, "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "clean")
+    verdict = g01.judge_extensions(scan(sp, monkeypatch), None, GB10)
+    assert verdict.line == ("G1 PASS: no package uses CUDA (3 shared objects read); "
+                            "the gb10 profile expects CUDA 13")
+
+
+@pytest.mark.parametrize("torch_cuda,line", [
+    (None, "G1 PASS: bitsandbytes loads libbitsandbytes_cuda130.so; the gb10 profile expects CUDA 13"),
+    ("13.0", "G1 PASS: bitsandbytes loads libbitsandbytes_cuda130.so; the gb10 profile expects CUDA 13"),
+    ("12.8", "G1 FAIL: bitsandbytes (cuda128 build): CUDA 12 libraries not found: libcublas.so.12, "
+             "libcudart.so.12"),
+], ids=["no torch", "torch cu130", "torch cu128"])
+def test_several_cuda_builds_pass_when_one_is_for_the_run(built, tmp_path, monkeypatch, torch_cuda, line):
+    sp = make_site(tmp_path, built, "bitsandbytes")
+    verdict = g01.judge_extensions(scan(sp, monkeypatch, torch_cuda), None, GB10)
+    assert verdict.line == line
+    if verdict.status is Status.FAIL:  # torch picks the build: fixing torch fixes it
+        assert verdict.fix.startswith("reinstall torch for CUDA 13 (pip install --force-reinstall torch "
+                                      "--index-url https://download.pytorch.org/whl/cu130): bitsandbytes then "
+                                      "loads its CUDA 13 build")
+    else:
+        assert verdict.readings["packages"]["bitsandbytes"]["builds"] == {"libbitsandbytes_*.so": [12, 13]}
+
+
+def test_several_builds_without_one_for_the_run_fail(built, tmp_path, monkeypatch):
+    sp = make_site(tmp_path, built, "bitsandbytes-old")
+    verdict = g01.judge_extensions(scan(sp, monkeypatch), None, GB10)
+    assert verdict.line == ("G1 FAIL: bitsandbytes has no CUDA 13 build (it holds 12; "
+                            "the gb10 profile expects CUDA 13)")
+    assert verdict.fix == ("install a release of bitsandbytes that ships a CUDA 13 build (pip install -U "
+                           "bitsandbytes), or build it from source against CUDA 13")
+
+
+def test_the_override_variable_picks_the_build(built, tmp_path, monkeypatch):
+    sp = make_site(tmp_path, built, "bitsandbytes")
+    reading = scan(sp, monkeypatch)
+    reading.overrides = {"BNB_CUDA_VERSION": "121"}
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.line.startswith("G1 FAIL: bitsandbytes (cuda121 build): CUDA 12 libraries not found")
+
+
+def test_a_package_that_loads_cuda_12_by_name_is_judged_too(built, tmp_path, monkeypatch):
+    sp = make_site(tmp_path, built, "loader-cuda12")
+    reading = scan(sp, monkeypatch)
+    (ext,) = reading.linked
+    assert ext.needs == [] and [lib.soname for lib in ext.loads] == ["libcublas.so.12"]
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.line == ("G1 FAIL: loader-cuda12: CUDA 12 libraries it loads not found: libcublas.so.12, "
+                            "libcublasLt.so.12")
+    assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y loader-cuda12 && "
+                                  "pip install loader-cuda13")
+    with_libs = make_site(tmp_path / "b", built, "loader-cuda12", "nvidia-cublas-cu12")
+    verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
+    assert verdict.line == ("G1 WARN: loader-cuda12 uses CUDA 12 (its libraries are installed); "
+                            "the gb10 profile expects CUDA 13")
+
+
+def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, monkeypatch):
+    sp = make_site(tmp_path, built, "jaxish-cuda12-plugin")
+    reading = scan(sp, monkeypatch)
+    assert [e.rpath_majors for e in reading.linked] == [[12]]
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.line == ("G1 WARN: jaxish-cuda12-plugin uses CUDA 12 (loaded by name at run time); "
+                            "the gb10 profile expects CUDA 13")
+    assert "pip install jaxish-cuda13-plugin" in verdict.fix
+    info = g01.judge_extensions(reading, None, NONE)
+    assert info.line == ("G1 INFO: CUDA 12: jaxish-cuda12-plugin; no driver to compare with "
+                         "(--spark-profile gb10 judges as a Spark)")
+
+
+def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path):
     """``pytest -m fast --spark-profile gb10`` from the repo root with the cu12 wheel on the path."""
+    sp = make_site(tmp_path / "env", built, "fastops")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(sp), env.get("PYTHONPATH", "")])
     report = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "fast", "-k", "g01",
                            "--spark-profile", "gb10", "--json-report", f"--json-report-file={report}"],
@@ -68,13 +213,11 @@ def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(site, tmp_path)
     block = glines(out, (1,))
     g1 = [line for line in block if line.startswith("G1 ")]
     assert len(g1) == 1 and g1[0].startswith("G1 FAIL: "), out[-3000:]  # the CPU torch fails G1 here too
-    assert "    fix: reinstall cu12-ext built for CUDA 13 (their cu130 wheels or from source), " \
-           "or use a matched NGC container" in block
     assert "Traceback" not in out
     data = json.loads(report.read_text())
     (ext_check,) = [t for t in data["tests"] if t["nodeid"].endswith("test_g1_extensions_link_driver_cuda")]
     gotcha = ext_check["metadata"]["gotcha"]
-    assert re.match(r"\d+ extension\(s\) link a CUDA runtime other than 13: (.*; )?cu12-ext \(libcudart.so.12\)",
-                    gotcha["summary"]), gotcha  # other cu12 files of this environment may be named too
-    assert gotcha["status"] == "FAIL" and gotcha["readings"]["mismatched"][0]["distribution"] == "cu12-ext"
+    assert gotcha["status"] == "FAIL" and "fastops" in gotcha["summary"], gotcha  # others of this venv may be named
+    assert gotcha["readings"]["packages"]["fastops"]["not_found"] == ["libcudart.so.12"]
+    assert "install fastops built for CUDA 13" in gotcha["fix"]
     assert data["spark_gotchas"]["platform"]["profile"] == "gb10"

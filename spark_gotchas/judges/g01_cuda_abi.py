@@ -200,14 +200,13 @@ def _override_major(value: str) -> Optional[int]:
 
 def builds(pkg: Package) -> dict[str, list[LinkedExtension]]:
     """Several builds of one library picked at run time: files of one folder whose names differ only
-    by a CUDA build tag (libbitsandbytes_cuda121.so, _cuda130.so), spanning two CUDA majors or more.
-    Key: the name with the tag taken out."""
+    by a CUDA build tag (libbitsandbytes_cuda121.so, _cuda130.so). Key: the name with the tag taken out."""
     groups: dict[str, list[LinkedExtension]] = {}
     for ext in pkg.files:
         if ext.build_tag:
             key = os.path.join(os.path.dirname(ext.path), os.path.basename(ext.path).replace(ext.build_tag, "{}", 1))
             groups.setdefault(key, []).append(ext)
-    return {k: v for k, v in groups.items() if len({_tag_major(e) for e in v}) > 1}
+    return {k: v for k, v in groups.items() if len({e.build_tag for e in v}) > 1}
 
 
 def _tag_major(ext: LinkedExtension) -> int:
@@ -287,7 +286,7 @@ def judge_package(pkg: Package, ctx: Context) -> Finding:
     grouped = {e.path for g in groups.values() for e in g}
     singles = [e for e in pkg.files if e.path not in grouped]
     chosen: list[LinkedExtension] = []
-    picked = []  # (group key, file picked, majors held)
+    picked = []  # (group key, file picked, majors held, the version it was picked for)
     for key, group in sorted(groups.items()):
         held = sorted({_tag_major(e) for e in group})
         variable = MULTI_BUILD_OVERRIDE.get(pkg.name)
@@ -296,7 +295,8 @@ def judge_package(pkg: Package, ctx: Context) -> Finding:
         if run is None:
             return Finding(pkg.name, Status.INFO, None, f"{pkg.name} holds builds for CUDA {_list(held)}",
                            f"{pkg.name} (builds for CUDA {_list(held)})", detail={"builds": held})
-        pick = _pick(group, run, ctx.overrides.get(variable or "") if forced else ctx.torch_cuda)
+        version = ctx.overrides.get(variable or "") if forced else ctx.torch_cuda
+        pick = _pick(group, run, version)
         if pick is None:
             why = f"{variable}={ctx.overrides[variable]}" if forced else (
                 f"torch is built for CUDA {ctx.torch_cuda}" if _major(ctx.torch_cuda) else ctx.expect_text)
@@ -306,10 +306,8 @@ def judge_package(pkg: Package, ctx: Context) -> Finding:
                            fix=f"install a release of {pkg.name} that ships a CUDA {run} build "
                                f"(pip install -U {pkg.name}), or build it from source against CUDA {run}",
                            detail={"builds": held})
-        picked.append((key, pick, held))
+        picked.append((key, pick, held, version))
         chosen.append(pick)
-    if picked and not singles:
-        return _judge_files(pkg, chosen, ctx, picked)
     return _judge_files(pkg, singles + chosen, ctx, picked)
 
 
@@ -338,7 +336,7 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     major = majors[0] if len(majors) == 1 else (ctx.expected if ctx.expected in majors else
                                                  (majors[-1] if majors else None))
     selected = [p[1] for p in picked]
-    words = [_build_words(pkg, p, ctx) for p in selected]
+    words = [_build_words(pkg, p[1], p[3]) for p in picked]
     label = pkg.name + "".join(f" ({short})" for _, short in words)
     missing = sorted((lib for lib in libs if not _available(lib, major, ctx)) if ctx.resolved else [],
                      key=lambda lib: (lib.major is None, lib.soname))
@@ -351,13 +349,13 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     ok_kernels, note = _kernel_note(_targets(pkg, only, others), ctx.capability)
     detail.update({"mode": mode, "cuda_majors": majors,
                    "libraries": {lib.soname: (f"{lib.found} ({lib.via})" if lib.found else None) for lib in libs},
-                   "builds": {os.path.basename(k).replace("{}", "*"): held for k, _, held in picked},
+                   "builds": {os.path.basename(k).replace("{}", "*"): held for k, _, held, _ in picked},
                    "selected": [os.path.basename(p.path) for p in selected], "kernels": note})
     mismatched = ctx.expected is not None and bool(majors) and ctx.expected not in majors
     if missing:
         of = f"CUDA {major} " if major else "CUDA "
-        verb = "loads" if mode != "links" else "needs"
-        clause = _fit(f"{label} {verb} {of}libraries found nowhere here: ", [lib.soname for lib in missing])
+        what = f"{of}libraries it loads" if mode != "links" else f"{of}libraries"
+        clause = _fit(f"{label}: {what} not found: ", [lib.soname for lib in missing])
         return Finding(pkg.name, Status.FAIL, major, clause,
                        f"{pkg.name} ({_first([lib.soname for lib in missing], 1)} not found)",
                        fix=_fix_missing(pkg, major, missing, ctx), detail=detail)
@@ -384,13 +382,13 @@ def _add_on(lib: CudaLibrary) -> bool:
     return found is not None and (found[0] in ADD_ONS or found[0].startswith("cudnn"))
 
 
-def _build_words(pkg: Package, pick: LinkedExtension, ctx: Context) -> tuple[str, str]:
+def _build_words(pkg: Package, pick: LinkedExtension, version: Optional[str]) -> tuple[str, str]:
     """Which build a package of several will load, long and short: ("loads libbitsandbytes_cuda130.so",
     "cuda130 build") when torch (or an override) names the exact version or there is one build of
     that major, else ("holds CUDA 13 builds (cuda130, cuda132)", "cuda130/cuda132 builds")."""
     same = sorted(e.build_tag or "" for e in pkg.files if e.build_tag and _tag_major(e) == _tag_major(pick)
                   and os.path.dirname(e.path) == os.path.dirname(pick.path))
-    digits = (ctx.torch_cuda or "").replace(".", "")
+    digits = (version or "").replace(".", "")
     if (digits and (pick.build_tag or "").endswith(digits)) or len(same) == 1:
         return f"loads {os.path.basename(pick.path)}", f"{pick.build_tag} build"
     return f"holds CUDA {_tag_major(pick)} builds ({', '.join(same)})", f"{'/'.join(same)} builds"

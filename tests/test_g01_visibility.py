@@ -75,7 +75,10 @@ def test_odd_sysfs_files_and_a_root_with_glob_characters_are_read_without_troubl
     clean_env.setenv("SPARK_GOTCHAS_SYS_ROOT", str(root))
     vis = read_visibility(None)
     assert [g.address for g in vis.pci_gpus] == ["0000:02:00.0"] and vis.dev_nodes == ["/dev/nvidia0"]
-    assert g01v.judge_gpu_visible(vis, GpuInventory(nvml_error=NO_NVML), None).status is Status.PASS or True
+    assert vis.bus_text == "10de at 0000:02:00.0"  # a device id that is not hex text is not shown
+    v = g01v.judge_gpu_visible(vis, GpuInventory(nvml_error=NO_NVML), None)
+    assert v.line == ("G1 FAIL: an NVIDIA GPU is in this machine (0000:02:00.0) but not visible in this system "
+                      "(is the driver loaded?)")
 
 
 def test_a_huge_variable_is_kept_short(tmp_path, clean_env):

@@ -9,7 +9,7 @@ import pytest
 
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
-from spark_gotchas.readings.env import ExtensionScan, LinkedExtension
+from spark_gotchas.readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension
 from spark_gotchas.readings.gpu import GpuInventory
 from spark_gotchas.readings.torch import FirstLaunch, TorchBuild
 from spark_gotchas.serial import from_jsonable
@@ -120,13 +120,19 @@ def test_a_crash_with_the_cuda_context_warm_up_beside_it_says_how_to_tell_them_a
         ok=False, crashed=True, signal="SIGSEGV", beside=("cuda_context",))})
     build = read_torch_build(ReadContext(options=RunOptions(), worker_factory=lambda: worker))
     verdict = g01.judge_torch(build, inventory("gb10_580.95.05"), GB10)
-    assert verdict.line == ("G1 FAIL: import torch crashed or hung in a child process: child process killed by "
-                            "SIGSEGV (the warm-up cuda_context was running beside it; SPARK_GOTCHAS_WARMUPS=none "
-                            "runs without)")
+    assert verdict.line.startswith("G1 FAIL: import torch crashed or hung in a child process: child process "
+                                   "killed by SIGSEGV (the ")
+    assert "cuda_context was running beside it; SPARK_GOTCHAS_" in verdict.line  # and how to run without it
 
 
-def test_torch_not_installed_skips():
-    assert g01.judge_torch(TorchBuild(installed=False), None, GB10).line == (
+def test_torch_not_installed_is_never_a_pass_when_a_cuda_major_is_expected():
+    verdict = g01.judge_torch(TorchBuild(installed=False), None, GB10)
+    assert verdict.line == "G1 WARN: torch is not installed: the CUDA ABI of torch cannot be checked"
+    assert verdict.readings["source"] == "no driver read; the gb10 profile expects CUDA 13"
+    assert verdict.fix.startswith("run the preflight with the Python of the environment you train in")
+    assert "https://download.pytorch.org/whl/cu130" in verdict.fix
+    assert g01.judge_torch(TorchBuild(installed=False), inventory("h200_580.159.04"), H200).status is Status.WARN
+    assert g01.judge_torch(TorchBuild(installed=False), None, NONE).line == (
         "G1 SKIP: torch is not installed: no torch CUDA build to check")
 
 
@@ -154,11 +160,30 @@ def test_first_launch_ok_and_not_tried():
 
 
 # -- extensions ---------------------------------------------------------------------------------------------------
-def test_a_cu12_extension_on_a_spark_fails_naming_its_distribution():
+def lib(soname: str, found: str | None = None, via: str | None = None, inside: bool = True) -> CudaLibrary:
+    from spark_gotchas.readings.cuda_libs import soname_major
+
+    return CudaLibrary(soname, soname_major(soname), found, via, inside and found is not None)
+
+
+def ext(path: str, dist: str | None, *libs: CudaLibrary, tag: str | None = None) -> LinkedExtension:
+    return LinkedExtension(path, dist, {x.soname: x.major for x in libs if x.major is not None}, list(libs),
+                           build_tag=tag)
+
+
+def resolved(*linked: LinkedExtension, dists: tuple[CudaDistribution, ...] = (), torch_cuda: str | None = None,
+             **kw) -> ExtensionScan:
+    return ExtensionScan(shared_objects=850, seconds=0.2, linked=list(linked), distributions=list(dists),
+                         resolved=True, torch_cuda=torch_cuda, **kw)
+
+
+def test_a_cu12_extension_on_a_spark_fails_naming_its_distribution_and_the_missing_libraries():
     verdict = g01.judge_extensions(scan("sgl_kernel_cu12_gb10"), inventory("gb10_580.142"), GB10)
-    assert verdict.line == ("G1 FAIL: 1 extension(s) link a CUDA runtime other than 13: "
-                            "sgl-kernel (libcudart.so.12, libnvrtc.so.12)")
-    assert verdict.fix.startswith("reinstall sgl-kernel built for CUDA 13")
+    assert verdict.line == "G1 FAIL: sgl-kernel: CUDA 12 libraries not found: libcudart.so.12, libnvrtc.so.12"
+    assert verdict.fix.startswith("install sgl-kernel built for CUDA 13 (its project's CUDA 13 wheels, or built "
+                                  "from source with CUDA 13's nvcc), or use an NGC container that ships it; or, to "
+                                  "keep this build, pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12")
+    assert verdict.readings["packages"]["sgl-kernel"]["not_found"] == ["libcudart.so.12", "libnvrtc.so.12"]
     assert verdict.readings["mismatched"][0]["distribution"] == "sgl-kernel"
 
 
@@ -169,11 +194,18 @@ def test_cu12_extension_judged_as_a_spark_without_a_driver_fails():
 
 def test_the_h200_extensions_match_its_driver():
     verdict = g01.judge_extensions(scan("h200_torch_cu130"), inventory("h200_580.159.04"), H200)
-    assert verdict.line == ("G1 PASS: 847 shared objects scanned in 0.30 s; 2 link CUDA 13, "
-                            "matching the driver's CUDA 13")
+    assert verdict.line == ("G1 PASS: 2 packages use CUDA 13 (the driver supports CUDA 13.0): torch; torchaudio")
+
+
+def test_without_a_driver_the_line_says_the_profile_expects_cuda_13_not_the_driver():
+    torch13 = resolved(ext("/sp/torch/lib/libc10_cuda.so", "torch", lib("libcudart.so.13", "/sp/nvidia/cu13/lib/x")))
+    verdict = g01.judge_extensions(torch13, inventory("no_driver"), GB10)
+    assert verdict.line == "G1 PASS: torch uses CUDA 13; the gb10 profile expects CUDA 13"
+    assert "driver" not in verdict.summary
 
 
 def mixed_scan() -> ExtensionScan:
+    """A snapshot of an older suite: sonames only, nothing resolved."""
     return ExtensionScan(shared_objects=5, seconds=0.01, linked=[
         LinkedExtension("/sp/torch/lib/libc10_cuda.so", "torch", {"libcudart.so.13": 13}),
         LinkedExtension("/sp/torchaudio/lib/a.so", "torchaudio", {"libcudart.so.13": 13}),
@@ -185,31 +217,124 @@ def mixed_scan() -> ExtensionScan:
 def test_mixed_majors_without_a_driver_fail_naming_the_minority():
     verdict = g01.judge_extensions(mixed_scan(), inventory("no_driver"), NONE)
     assert verdict.status is Status.FAIL
-    assert verdict.summary == ("extensions link different CUDA majors [12, 13]: vllm (libcudart.so.12); "
-                               "(no distribution) /sp/orphan/_x.so (libcublasLt.so.12)")
-    assert verdict.fix.startswith("reinstall vllm built for CUDA 13")
+    assert verdict.summary == ("2 packages will not load: (no distribution) /sp/orphan/_x.so (libcublasLt.so.12); "
+                               "vllm (libcudart.so.12)")
+    assert "vllm: install vllm built for CUDA 13" in verdict.fix
+    assert verdict.readings["expected_from"] == "most packages here use CUDA 13 (no driver read)"
 
 
 def test_one_major_without_a_driver_is_information():
     only13 = ExtensionScan(shared_objects=3, seconds=0.01, linked=mixed_scan().linked[:2])
     verdict = g01.judge_extensions(only13, inventory("no_driver"), NONE)
-    assert verdict.status is Status.INFO and "2 link CUDA 13" in verdict.summary
+    assert verdict.line == ("G1 INFO: CUDA 13: torch, torchaudio; no driver to compare with "
+                            "(--spark-profile gb10 judges as a Spark)")
     nothing = g01.judge_extensions(ExtensionScan(shared_objects=207, seconds=0.14), inventory("no_driver"), NONE)
-    assert nothing.line == ("G1 INFO: 207 shared objects scanned in 0.14 s; none links a CUDA runtime; "
-                            "no driver to compare with (--spark-profile gb10 judges for a Spark)")
+    assert nothing.line == ("G1 INFO: no package uses CUDA; no driver to compare with "
+                            "(--spark-profile gb10 judges as a Spark)")
 
 
 def test_static_cudart_everywhere_is_no_finding_on_a_spark():
     verdict = g01.judge_extensions(ExtensionScan(shared_objects=40, seconds=0.02), inventory("gb10_580.95.05"), GB10)
-    assert verdict.line == ("G1 PASS: 40 shared objects scanned in 0.02 s; none links a CUDA runtime, "
-                            "matching the driver's CUDA 13")
+    assert verdict.line == ("G1 PASS: no package uses CUDA (40 shared objects read); "
+                            "the driver supports CUDA 13.0")
 
 
 def test_many_offenders_are_capped_in_the_line():
-    linked = [LinkedExtension(f"/sp/p{i}/_C.so", f"pkg{i}", {"libcudart.so.12": 12}) for i in range(9)]
-    verdict = g01.judge_extensions(ExtensionScan(shared_objects=9, linked=linked), inventory("gb10_580.95.05"), GB10)
-    assert verdict.summary.endswith("pkg5 (libcudart.so.12); +3 more")
-    assert "pkg8" in verdict.fix  # the fix names every package to reinstall
+    linked = [ext(f"/sp/p{i}/_C.so", f"pkg{i}", lib("libcudart.so.12")) for i in range(9)]
+    verdict = g01.judge_extensions(resolved(*linked), inventory("gb10_580.95.05"), GB10)
+    assert verdict.summary.startswith("9 packages will not load: pkg0 (libcudart.so.12 not found); ")
+    assert verdict.summary.endswith("; +6 more")
+    assert "pkg8: install pkg8 built for CUDA 13" in verdict.fix  # the fix names every package
+
+
+BNB = [ext(f"/sp/bitsandbytes/libbitsandbytes_cuda{t}.so", "bitsandbytes", lib(f"libcudart.so.{m}"),
+           lib(f"libcublas.so.{m}"), tag=f"cuda{t}")
+       for t, m in (("118", 11), ("121", 12), ("128", 12), ("130", 13), ("132", 13))]
+
+
+@pytest.mark.parametrize("torch_cuda,line", [
+    ("13.0", "G1 PASS: bitsandbytes loads libbitsandbytes_cuda130.so; the gb10 profile expects CUDA 13"),
+    (None, "G1 PASS: bitsandbytes holds CUDA 13 builds (cuda130, cuda132); the gb10 profile expects CUDA 13"),
+], ids=["torch cu130", "no torch"])
+def test_several_builds_pass_when_one_is_for_the_cuda_of_the_run(torch_cuda, line):
+    verdict = g01.judge_extensions(resolved(*BNB, torch_cuda=torch_cuda), inventory("no_driver"), GB10)
+    assert verdict.line == line
+    assert verdict.readings["packages"]["bitsandbytes"]["builds"] == {"libbitsandbytes_*.so": [11, 12, 13]}
+
+
+def test_several_builds_on_a_machine_without_a_cuda_major_to_compare_with_are_information():
+    verdict = g01.judge_extensions(resolved(*BNB), inventory("no_driver"), H200)
+    assert verdict.line == "G1 INFO: bitsandbytes holds builds for CUDA 11, 12, 13; no driver to compare with"
+
+
+def test_with_a_driver_a_missing_library_of_the_right_major_fails_too():
+    cupy13 = resolved(ext("/sp/cupy_backends/cuda/libs/cublas.so", "cupy-cuda13x", lib("libcublas.so.13")))
+    verdict = g01.judge_extensions(cupy13, inventory("h200_580.159.04"), H200)
+    assert verdict.line == "G1 FAIL: cupy-cuda13x: CUDA 13 libraries not found: libcublas.so.13"
+    assert verdict.fix == "install the CUDA libraries it needs: pip install nvidia-cublas"
+    # judged for a Spark from another machine, the Spark's own CUDA 13 is taken to provide it
+    assert g01.judge_extensions(cupy13, None, GB10).line == ("G1 PASS: cupy-cuda13x uses CUDA 13; "
+                                                             "the gb10 profile expects CUDA 13")
+
+
+def test_a_library_found_only_on_this_machine_does_not_count_for_a_spark():
+    """/usr/local/cuda-12.8 on a CI box is not on the Spark the run is judged for."""
+    system = lib("libcudart.so.12", "/usr/local/cuda-12.8/lib64/libcudart.so.12", "ld.so.cache", inside=False)
+    scan12 = resolved(ext("/sp/fastops/_C.so", "fastops", system))
+    assert g01.judge_extensions(scan12, None, GB10).status is Status.FAIL
+    on_this_machine = GpuInventory(driver_version="570.1", cuda_driver_version=13000)
+    assert g01.judge_extensions(scan12, on_this_machine, H200).status is Status.WARN
+
+
+@pytest.mark.parametrize("kernels,status,words", [
+    (["sm_80", "sm_90", "compute_90"], Status.WARN, "its kernels reach sm_121 only through PTX compute_90"),
+    (["sm_80", "sm_90", "sm_120"], Status.WARN, "its kernels include sm_120, which runs on sm_121"),
+    (["sm_80", "sm_90", "sm_90a"], Status.FAIL, "no kernel for sm_121"),
+])
+def test_a_loadable_cuda_12_package_is_told_whether_its_kernels_run_on_sm_121(kernels, status, words):
+    found = lib("libcudart.so.12", "/sp/nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia wheel")
+    dist = CudaDistribution("cupy-cuda12x", "14.2.0", name_major=12, shared_objects=65,
+                            kernels={"cupy/cuda/cub.so": kernels})
+    verdict = g01.judge_extensions(resolved(ext("/sp/cupy/cuda/cub.so", "cupy-cuda12x", found), dists=(dist,)),
+                                   inventory("gb10_580.95.05"), GB10)
+    assert verdict.status is status and words in verdict.summary + verdict.fix
+    assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y cupy-cuda12x && "
+                                  "pip install cupy-cuda13x")
+
+
+def test_library_wheels_are_never_the_package_named():
+    cublas = ext("/sp/nvidia/cublas/lib/libcublas.so.12", "nvidia-cublas-cu12", lib("libcublasLt.so.12"))
+    wheel = CudaDistribution("nvidia-cublas-cu12", "12.9.1.4", library_wheel=True, name_major=12)
+    verdict = g01.judge_extensions(resolved(cublas, dists=(wheel,)), None, GB10)
+    assert verdict.status is Status.PASS and "nvidia" not in verdict.line
+
+
+def test_a_package_known_only_by_its_metadata_is_judged_by_it():
+    """No file links CUDA or names a library: a CUDA 12 name and CUDA 12 requirements still say which."""
+    dist = CudaDistribution("cuda-bindings", "12.9.10", name_major=12, shared_objects=32, strings_scanned=32,
+                            requires_majors={"nvidia-cuda-nvrtc-cu12": 12},
+                            declared=[lib("libnvrtc.so.12", "/sp/nvidia/cuda_nvrtc/lib/libnvrtc.so.12", "nvidia wheel")])
+    verdict = g01.judge_extensions(resolved(dists=(dist,)), None, GB10)
+    assert verdict.line == ("G1 WARN: cuda-bindings uses CUDA 12 (its libraries are installed); "
+                            "the gb10 profile expects CUDA 13")
+    assert verdict.fix == "install its CUDA 13 release: pip install 'cuda-bindings>=13,<14'"
+
+
+@pytest.mark.parametrize("name,sibling", [
+    ("cupy-cuda12x", "cupy-cuda13x"), ("jax-cuda12-plugin", "jax-cuda13-plugin"), ("jax-cuda12-pjrt", "jax-cuda13-pjrt"),
+    ("transformer-engine-cu12", "transformer-engine-cu13"), ("nvidia-dali-cuda120", "nvidia-dali-cuda130"),
+    ("vllm", None), ("cupy", None), ("accuracy-cu-tools", None),
+])
+def test_the_cuda_13_sibling_by_naming_convention(name, sibling):
+    assert g01.sibling(name, 13) == sibling
+
+
+def test_the_pytorch_family_is_sent_to_the_cu130_index():
+    torch12 = resolved(ext("/sp/torchvision/_C.so", "torchvision", lib("libcudart.so.12", "/sp/nvidia/x", "RPATH")))
+    verdict = g01.judge_extensions(torch12, inventory("gb10_580.95.05"), GB10)
+    assert verdict.status is Status.WARN
+    assert verdict.fix == ("reinstall torchvision for CUDA 13: pip install --force-reinstall torchvision "
+                           "--index-url https://download.pytorch.org/whl/cu130")
 
 
 BROKEN_PYNVML = "raise AttributeError(\"module 'pynvml' has no attribute 'nvmlInit'\")\n"

@@ -79,7 +79,7 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
     if not build.installed:
         if major is None:
             return Verdict(G, Status.SKIP, "torch is not installed: no torch CUDA build to check", readings=readings)
-        return Verdict(G, Status.WARN, f"torch is not installed: the CUDA ABI of torch cannot be checked ({source})",
+        return Verdict(G, Status.WARN, "torch is not installed: the CUDA ABI of torch cannot be checked",
                        fix=FIX_NO_TORCH.format(major=major), readings=readings)
     shadow = inventory.pynvml_shadow if inventory is not None else None
     if build.worker_problem:

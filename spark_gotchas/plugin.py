@@ -24,7 +24,6 @@ import pytest
 from . import atomic, platform, scrub
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
-from .readers import load_all as load_readers
 from .reports import markdown_summary, report_section, run_snapshot, shown, terminal_block
 from .session import Reported, SessionState
 from .snapshot import SnapshotError
@@ -52,10 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "multinode: needs a multi-process/multi-node launch; runs only with -m multinode")
     config.addinivalue_line(
         "markers", "scan: CPU-only check of installed files or records, not of the machine's live state; runs after the "
-                   "live checks, alongside the prepared GPU readings (the G4 load)")
+                   "live checks, beside the head start (spark_gotchas/headstart.py)")
     config.addinivalue_line(
-        "markers", "gpu(prepare=KEYS): check that runs work in the GPU worker; runs after the CPU-only checks so the "
-                   "torch import overlaps them; the readings named in prepare start with the first scan or GPU check")
+        "markers", "gpu: check that runs work in the GPU worker; runs after the CPU-only checks so the torch import "
+                   "overlaps them")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
     try:
         options = from_config(config)
@@ -158,8 +157,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for index, item in enumerate(items):
         item.stash[ORDER_KEY] = index
     # CPU-only checks first, while the worker imports torch (seconds, cold): those that read the
-    # machine's live state, then the scans of files, during which the prepared readings (the G4
-    # load) start; the GPU checks last.
+    # machine's live state, then the scans of files, during which the head start begins (G4's
+    # load, G5's kernels); the GPU checks last.
     items.sort(key=run_phase)
     if any(gotcha_of(i) is not None for i in items):
         state.active = True
@@ -168,35 +167,21 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Note the readings the collected GPU checks name in ``gpu(prepare=...)`` (a name no reader
-    has is a usage error, as a missing speed marker is)."""
+    """Plan the head start for the GPU checks collected (live runs only)."""
     state = session.config.stash.get(STATE_KEY, None)
-    if state is None or not state.active:
+    if state is None or not state.active or state.head_start is None:
         return
-    known = load_readers()
-    for item in session.items:
-        marker = item.get_closest_marker("gpu") if gotcha_of(item) is not None else None
-        keys = marker.kwargs.get("prepare", ()) if marker is not None else ()
-        for key in [keys] if isinstance(keys, str) else keys:
-            if key not in known:
-                raise pytest.UsageError(f"spark-gotchas: {item.nodeid} prepares {key!r}, which no reader provides")
-            if state.replay is None and key not in state.prepare_keys:
-                state.prepare_keys.append(key)
+    state.head_start.plan({gotcha_of(item) for item in session.items
+                           if gotcha_of(item) is not None and item.get_closest_marker("gpu") is not None})
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Once the checks of the machine's live state are done (at the first scan or GPU check), start
-    the readings the GPU checks prepare: they overlap the worker's torch import, not follow it."""
+    """Once the checks of the machine's live state are done (at the first scan or GPU check),
+    begin the head start: its work overlaps the worker's torch import instead of following it."""
     state = item.config.stash.get(STATE_KEY, None)
-    if state is None or run_phase(item) == 0:
+    if state is None or run_phase(item) == 0 or state.head_start is None:
         return
-    if state.replay is None:
-        state.warm_up()  # the CUDA context too, now that the at-rest readings are taken
-    if not state.prepare_keys:
-        return
-    keys, state.prepare_keys = state.prepare_keys, []
-    for key in keys:
-        state.provider.prepare(key)
+    state.head_start.begin()  # once: later calls find nothing left to start
 
 
 # -- the fixture ------------------------------------------------------------------------------

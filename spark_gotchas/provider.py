@@ -34,7 +34,6 @@ class Provider:
         replay: Snapshot | None = None,
         worker_factory: Callable[[], Any] | None = None,
         load_worker_factory: Callable[[], Any] | None = None,
-        build_worker_factory: Callable[[], Any] | None = None,
     ):
         self.options = options
         self.replay = replay
@@ -44,36 +43,21 @@ class Provider:
         self._bugs: set[str] = set()
         self.recorded: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
-        self.prepare_errors: dict[str, str] = {}
         self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._locks_lock = threading.Lock()
         self._prefetching: dict[str, threading.Thread] = {}
         self._raised: dict[str, ReadingUnavailable] = {}
         self.ctx = _readers.ReadContext(options=options, worker_factory=self._worker_factory, provider=self,
-                                        load_worker_factory=load_worker_factory,
-                                        build_worker_factory=build_worker_factory)
+                                        load_worker_factory=load_worker_factory)
 
     @property
     def live(self) -> bool:
         return self.replay is None
 
-    def prepare(self, key: str) -> None:
-        """Start ``key``'s reading early, so the check that needs it waits less (live runs only).
-
-        The reader's own ``prepare`` step where it has one (it returns at once), otherwise the
-        reading itself in a background thread; :meth:`read` then waits for that thread. A failing
-        prepare step costs nothing but the head start: the reading is taken as usual.
-        """
-        if self.replay is not None or key in self._cache or key in self._prefetching:
-            return
-        spec = _readers.load_all().get(key)
-        if spec is None:
-            return
-        if spec.prepare is not None:
-            try:
-                spec.prepare(self.ctx)
-            except Exception as exc:
-                self.prepare_errors[key] = f"{type(exc).__name__}: {exc}"
+    def prefetch(self, key: str) -> None:
+        """Start taking the reading ``key`` in a background thread (live runs only); :meth:`read`
+        then waits for it. The head start (:mod:`spark_gotchas.headstart`) uses this."""
+        if self.replay is not None or key in self._cache or key in self._prefetching or key not in _readers.load_all():
             return
         thread = threading.Thread(target=self.try_read, args=(key,), name=f"prefetch {key}", daemon=True)
         self._prefetching[key] = thread
@@ -86,7 +70,7 @@ class Provider:
     def read(self, key: str) -> Any:
         """The reading for ``key``, taken once per run; raises :class:`ReadingUnavailable`.
 
-        Thread-safe: a reading being taken in another thread (:meth:`prepare`) is waited for.
+        Thread-safe: a reading being taken in another thread (:meth:`prefetch`) is waited for.
         """
         if key in self._cache:
             return self._cache[key]

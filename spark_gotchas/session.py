@@ -40,17 +40,18 @@ class SessionState:
     current_item: Any = None
     configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
     check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
-    prepare_keys: list[str] = field(default_factory=list)  # readings to start when the GPU checks begin
-    warmups_sent: set[str] = field(default_factory=set)  # spark_gotchas.warmup names asked of the GPU worker
     _worker: Any = None
     _load_worker: Any = None
-    _build_worker: Any = None
     _provider: Optional[Provider] = None
+    _head_start: Any = None
 
     @property
     def provider(self) -> Provider:
         if self._provider is None:
-            self._provider = Provider(self.options, self.replay, self.worker, self.load_worker, self.build_worker)
+            from . import headstart
+
+            load = self.load_worker if headstart.enabled("g4_load") else None  # else G4's load waits for torch
+            self._provider = Provider(self.options, self.replay, self.worker, load)
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
         return self._provider
@@ -81,19 +82,14 @@ class SessionState:
             self._worker = Worker(preload=("torch",) if torch_installed() else ())
         return self._worker
 
-    def warm_up(self) -> None:
-        """Ask the GPU worker for this run's warm-ups (:mod:`spark_gotchas.warmup`), once each.
-        They touch the GPU: only once the checks of its state at rest are done."""
-        from . import headstart, warmup
+    @property
+    def head_start(self) -> Any:
+        """The run's :class:`spark_gotchas.headstart.HeadStart` (None in a replay: nothing starts)."""
+        if self._head_start is None and self.replay is None:
+            from .headstart import HeadStart
 
-        worker = self._worker
-        if not headstart.enabled("cuda_context"):
-            return
-        if worker is None or "torch" not in worker.preload:
-            return
-        for name in warmup.chosen():
-            if name not in self.warmups_sent and worker.warm_up(name):
-                self.warmups_sent.add(name)
+            self._head_start = HeadStart(self.provider, self.worker, self._bare_worker)
+        return self._head_start
 
     def load_worker(self) -> Any:
         """A worker that imports nothing up front: the G4 spot check's load runs there while the
@@ -101,13 +97,6 @@ class SessionState:
         if self._load_worker is None:
             self._load_worker = self._bare_worker()
         return self._load_worker
-
-    def build_worker(self) -> Any:
-        """A worker that imports nothing up front and never torch: G5's Triton kernels are built
-        there while the GPU worker is still importing torch."""
-        if self._build_worker is None:
-            self._build_worker = self._bare_worker()
-        return self._build_worker
 
     def _bare_worker(self) -> Any:
         if self.replay is not None:
@@ -122,7 +111,13 @@ class SessionState:
             worker.end_input()  # all start leaving at once
         for worker in workers:
             worker.close()
-        self._worker = self._load_worker = self._build_worker = None
+        self._worker = self._load_worker = None
+        if self._head_start is not None:
+            self._head_start.build_worker = None
+
+    @property
+    def _build_worker(self) -> Any:
+        return self._head_start.build_worker if self._head_start is not None else None
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -137,6 +132,6 @@ class SessionState:
         return {
             "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
                        for nodeid, start, seconds in self.check_times],
-            "prepare_errors": dict(self._provider.prepare_errors) if self._provider is not None else {},
+            "prepare_errors": dict(self._head_start.errors) if self._head_start is not None else {},
             **{name: w.timeline.to_json(origin) if w is not None else None for name, w in workers.items()},
         }

@@ -10,7 +10,7 @@ child answers on a private pipe (its stdout proper is redirected to stderr so th
 prints cannot corrupt the protocol) with zero or more ``{"id", "progress"}`` lines and then
 one ``{"id", "ok", "value" | "error"}`` line. Once its preload imports are done the child sends
 one ``{"ready": {module: seconds}, "t_epoch"}`` line, which feeds :attr:`Worker.timeline`.
-A second pipe carries the names of warm-ups (:meth:`Worker.warm_up`) that the child starts at once,
+A second pipe carries the names of head-start parts (:meth:`Worker.head_start`) that the child starts at once,
 even mid-import; each answers with a ``{"warmups": {name: {"result", "t_start_epoch", "t_end_epoch"}}}``
 line when it ends.
 """
@@ -44,7 +44,7 @@ class TaskResult:
     seconds: float = 0.0
     stderr_tail: str = ""
     progress: list = field(default_factory=list)
-    beside: tuple[str, ...] = ()  # warm-ups still running in the child when it died or was killed
+    beside: tuple[str, ...] = ()  # head-start parts still running in the child when it died or was killed
 
     @property
     def problem(self) -> str:
@@ -63,12 +63,12 @@ class TaskResult:
     def _beside_text(self) -> str:
         if not self.beside:
             return ""
-        return (f" (the warm-up {', '.join(self.beside)} was running beside it; "
-                f"SPARK_GOTCHAS_WARMUPS=none runs without)")
+        return (f" (the head start's {', '.join(self.beside)} was running beside it; "
+                f"SPARK_GOTCHAS_HEADSTART={','.join('-' + b for b in self.beside)} runs without)")
 
 
 def _warmup_json(entry: Any, rel: Callable[[float], float]) -> dict[str, Any]:
-    """A warm-up's result, when it started (seconds from the origin) and how long it took."""
+    """A head-start part's result, when it started (seconds from the origin) and how long it took."""
     if not isinstance(entry, dict):
         return {"result": entry}
     start, end = entry.get("t_start_epoch"), entry.get("t_end_epoch")
@@ -131,7 +131,7 @@ class Worker:
         self.env = env
         self._proc: subprocess.Popen | None = None
         self._reply_fd: int | None = None
-        self._warmup_fd: int | None = None  # the write end of the child's warm-up pipe
+        self._warmup_fd: int | None = None  # the write end of the child's head-start pipe
         self._stderr: Any = None
         self._buffer = b""
         self._next_id = 0
@@ -207,8 +207,8 @@ class Worker:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
 
-    def warm_up(self, name: str) -> bool:
-        """Have the child start the warm-up ``name`` (:mod:`spark_gotchas.warmup`) in a thread now,
+    def head_start(self, name: str) -> bool:
+        """Have the child start the head-start part ``name`` (:mod:`spark_gotchas.headstart`) in a thread now,
         even while it still imports. False when there is no child to ask (nothing is started)."""
         fd = self._warmup_fd
         if fd is None or not self.alive:
@@ -384,7 +384,7 @@ class Worker:
         )
 
     def _warmups_cut_short(self) -> tuple[str, ...]:
-        """The warm-ups the ended child was still running (a crash may have been theirs); each is
+        """The head-start parts the ended child was still running (a crash may have been theirs); each is
         marked as cut short, so a later child's failure does not name it again."""
         names = tuple(n for n, entry in self.timeline.warmups.items() if entry == "running")
         for name in names:

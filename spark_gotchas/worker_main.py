@@ -25,7 +25,7 @@ import time
 import traceback
 from typing import Any
 
-from . import warmup
+from . import headstart
 from .serial import to_jsonable
 
 _OUT: Any = None
@@ -131,8 +131,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     warmup_fd = os.environ.pop("SPARK_GOTCHAS_WARMUP_FD", None)
-    if warmup_fd is not None:  # the warm-ups the parent names, beside the imports
-        threading.Thread(target=warmup.serve, args=(int(warmup_fd), _send), name="warmups",
+    if warmup_fd is not None:  # the head-start parts the parent names, beside the imports
+        threading.Thread(target=headstart.serve, args=(int(warmup_fd), _send), name="warmups",
                          daemon=True).start()
     for name in argv:
         t0 = time.perf_counter()

@@ -122,6 +122,8 @@ class FakeWorker:
         self.args: dict[str, Any] = {}  # task -> the arguments of its last call
         self.submitted: list[tuple[str, bool]] = []  # task, start
         self.ended = False
+        self.preload: tuple[str, ...] = ("torch",)
+        self.head_starts: list[str] = []  # head-start parts asked of it (spark_gotchas.headstart)
 
     def call(self, task: str, args: dict | None = None, timeout: float = 60.0, on_progress=None) -> TaskResult:
         self.calls.append(task)
@@ -143,6 +145,10 @@ class FakeWorker:
 
     def end_input(self) -> None:
         self.ended = True
+
+    def head_start(self, name: str) -> bool:
+        self.head_starts.append(name)
+        return True
 
     def start(self) -> None:
         pass

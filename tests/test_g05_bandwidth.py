@@ -10,14 +10,12 @@ import pytest
 from gline_block import glines as block
 from sysfs_fakes import GB10_PCI, H200_PCI, make_root
 
-from spark_gotchas import profiles
+from spark_gotchas import headstart, profiles
 from spark_gotchas.judges import g05_bandwidth as g05
 from spark_gotchas.microbench.bandwidth import BandwidthSweep
 from spark_gotchas.options import RunOptions
 from spark_gotchas.plan import Plan
 from spark_gotchas.profiles import Machine
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers.bench import compile_kernels_ahead  # imported before any in-process pytester run
 from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
 from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
 from spark_gotchas.verdict import Status
@@ -267,7 +265,6 @@ def test_an_h200_judged_as_a_spark_is_above_the_range_not_within_it():
 
 
 def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypatch):
-    from spark_gotchas.options import RunOptions
     from spark_gotchas.provider import Provider
 
     sweep = sweep_reading().result
@@ -294,7 +291,6 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
 class InventoryOnly:
     def __init__(self, inventory):
         self.inventory = inventory
-        self.prepare_errors = {}
 
     def try_read(self, key):
         return self.inventory if key == "gpu.inventory" else None
@@ -303,14 +299,16 @@ class InventoryOnly:
 def head_start(inventory, monkeypatch, build_answer=None, with_build_worker=True, triton=True):
     gpu = fk.FakeWorker({})
     build = fk.FakeWorker({"spark_gotchas.microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
-    provider = InventoryOnly(inventory)
-    ctx = ReadContext(options=RunOptions(), worker_factory=lambda: gpu, provider=provider,
-                      build_worker_factory=(lambda: build) if with_build_worker else None)
-    monkeypatch.setattr("spark_gotchas.readers.bench.triton_installed", lambda: triton)
-    thread = compile_kernels_ahead(ctx)
+    if with_build_worker:
+        monkeypatch.delenv(headstart.ENV, raising=False)
+    else:
+        monkeypatch.setenv(headstart.ENV, "-g5_build")
+    monkeypatch.setattr(headstart, "triton_installed", lambda: triton)
+    start = headstart.HeadStart(InventoryOnly(inventory), lambda: gpu, lambda: build)
+    thread = start.compile_g5_kernels()
     if thread is not None:
         thread.join(10)
-    return gpu, build, provider.prepare_errors
+    return gpu, build, start.errors
 
 
 def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads(monkeypatch):
@@ -343,6 +341,6 @@ def test_two_capabilities_no_nvml_or_no_triton_leave_the_compile_to_the_gpu_work
         assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]
 
 
-def test_without_a_build_worker_the_gpu_worker_compiles_at_once(monkeypatch):
+def test_with_the_build_part_off_the_gpu_worker_compiles_at_once(monkeypatch):
     gpu, build, _ = head_start(fk.h200_inventory(), monkeypatch, with_build_worker=False)
     assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]

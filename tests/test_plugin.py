@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from gline_block import glines
 
-from spark_gotchas import readers
+from spark_gotchas import headstart, readers
 from spark_gotchas.readers import ReaderSpec
 from spark_gotchas.snapshot import Snapshot, save
 
@@ -552,16 +552,21 @@ EVENTS: list[str] = []
 
 @pytest.fixture
 def prepared_reader(monkeypatch, test_readers):
+    """test.logged logs "clock read", test.prepared logs "prepared"; the head start takes
+    test.prepared early when a G5 GPU check is collected."""
     EVENTS.clear()
 
     def read_clock_logged(ctx) -> Clock:
         EVENTS.append("clock read")
         return Clock(1980)
 
-    monkeypatch.setitem(readers.READERS, "test.prepared",
-                        ReaderSpec("test.prepared", read_clock_logged, Clock, "",
-                                   lambda ctx: EVENTS.append("prepared")))
+    def read_prepared(ctx) -> Clock:
+        EVENTS.append("prepared")
+        return Clock(1980)
+
+    monkeypatch.setitem(readers.READERS, "test.prepared", ReaderSpec("test.prepared", read_prepared, Clock, ""))
     monkeypatch.setitem(readers.READERS, "test.logged", ReaderSpec("test.logged", read_clock_logged, Clock, ""))
+    monkeypatch.setattr(headstart, "EARLY", {"test.prepared": 5})
     return EVENTS
 
 
@@ -587,7 +592,7 @@ PREPARED_CHECKS = {
         from spark_gotchas.verdict import Status, Verdict
 
         @pytest.mark.fast
-        @pytest.mark.gpu(prepare=["test.prepared"])
+        @pytest.mark.gpu
         def test_gpu_later(spark):
             spark.report(Verdict(5, Status.PASS, f"{spark.read('test.prepared').sm_mhz} MHz"))
     """,
@@ -599,8 +604,8 @@ def test_checks_run_live_then_scans_then_gpu_and_prepared_readings_start_after_t
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
     result = run(pytester, "--json-report", "--json-report-file=report.json")
     result.assert_outcomes(passed=3)
-    # the live check read the machine first; the GPU check's reading was prepared at the scan
-    assert prepared_reader == ["clock read", "prepared", "clock read"]
+    # the live check read the machine first; the GPU check's reading was taken early, at the scan
+    assert prepared_reader == ["clock read", "prepared"]
     timing = json.loads((pytester.path / "report.json").read_text())["spark_gotchas"]["timing"]
     assert [c["nodeid"].split("::")[1] for c in timing["checks"]] == [
         "test_cpu_first", "test_scan_second", "test_gpu_later"]
@@ -609,14 +614,12 @@ def test_checks_run_live_then_scans_then_gpu_and_prepared_readings_start_after_t
     assert timing["worker"] is None or isinstance(timing["worker"]["tasks"], list)
 
 
-def test_the_workers_warm_up_waits_for_the_checks_of_the_machine_at_rest(pytester, prepared_reader, monkeypatch):
-    from spark_gotchas.session import SessionState
-
-    monkeypatch.setattr(SessionState, "warm_up", lambda self: EVENTS.append("warm-up"))
+def test_the_cuda_context_waits_for_the_checks_of_the_machine_at_rest(pytester, prepared_reader, monkeypatch):
+    monkeypatch.setattr(headstart.HeadStart, "cuda_context", lambda self: EVENTS.append("cuda context"))
     pytester.makepyfile(**{k: textwrap.dedent(v) for k, v in PREPARED_CHECKS.items()})
     run(pytester).assert_outcomes(passed=3)
     # asked for (it touches the GPU) only after the live check read the machine at rest
-    assert prepared_reader[:3] == ["clock read", "warm-up", "prepared"]
+    assert prepared_reader[:3] == ["clock read", "cuda context", "prepared"]
 
 
 def test_a_deselected_gpu_check_prepares_nothing(pytester, prepared_reader):
@@ -632,21 +635,6 @@ def test_a_replay_prepares_nothing(pytester, prepared_reader):
     result = run(pytester, "--spark-replay", "snap.json")
     result.assert_outcomes(passed=3)
     assert prepared_reader == [] and "G5 PASS: 1500 MHz" in glines(result)
-
-
-def test_a_gpu_check_preparing_a_reading_nobody_provides_is_a_usage_error(pytester):
-    pytester.makepyfile(test_g05_typo="""
-        import pytest
-
-        @pytest.mark.fast
-        @pytest.mark.gpu(prepare="bench.bandwith")
-        def test_typo(spark):
-            pass
-    """)
-    result = run(pytester)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: spark-gotchas: test_g05_typo.py::test_typo prepares 'bench.bandwith', "
-                                 "which no reader provides"])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="needs numpy")

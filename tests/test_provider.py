@@ -29,8 +29,8 @@ def register(monkeypatch):
     """Register test readers for one test only."""
     readers.load_all()
 
-    def add(key, func, returns=Clock, prepare=None, replay_input=None):
-        monkeypatch.setitem(readers.READERS, key, ReaderSpec(key, func, returns, "", prepare, replay_input))
+    def add(key, func, returns=Clock, replay_input=None):
+        monkeypatch.setitem(readers.READERS, key, ReaderSpec(key, func, returns, "", replay_input))
 
     return add
 
@@ -134,7 +134,7 @@ def test_peek_never_reads(register):
     assert peek(replay, "test.clock") == Clock(5)
 
 
-def test_prepare_takes_a_reading_in_the_background_and_read_waits_for_it(register):
+def test_prefetch_takes_a_reading_in_the_background_and_read_waits_for_it(register):
     calls = Calls()
     release = threading.Event()
     threads = []
@@ -147,8 +147,8 @@ def test_prepare_takes_a_reading_in_the_background_and_read_waits_for_it(registe
 
     register("test.clock", read)
     provider = Provider(RunOptions())
-    provider.prepare("test.clock")
-    provider.prepare("test.clock")  # a second prepare starts nothing more
+    provider.prefetch("test.clock")
+    provider.prefetch("test.clock")  # a second prefetch starts nothing more
     threading.Timer(0.2, release.set).start()
     assert provider.read("test.clock") == Clock(1980)  # waits for the background reading
     assert calls.count == 1 and threads == ["prefetch test.clock"]
@@ -163,7 +163,7 @@ def test_a_reading_unavailable_in_the_background_is_unavailable_in_the_check(reg
 
     register("test.clock", read)
     provider = Provider(RunOptions())
-    provider.prepare("test.clock")
+    provider.prefetch("test.clock")
     for _ in range(2):
         with pytest.raises(ReadingUnavailable) as info:
             provider.read("test.clock")
@@ -171,30 +171,13 @@ def test_a_reading_unavailable_in_the_background_is_unavailable_in_the_check(reg
     assert calls.count == 1
 
 
-def test_a_reader_with_a_prepare_step_runs_only_that_step_early(register):
-    calls, steps = Calls(), []
-
-    def read(ctx):
-        calls.count += 1
-        return Clock(1980)
-
-    register("test.clock", read, prepare=lambda ctx: steps.append(ctx.options.spark_profile))
-    register("test.broken", read, prepare=lambda ctx: 1 / 0)
-    provider = Provider(RunOptions())
-    provider.prepare("test.clock")
-    provider.prepare("test.broken")
-    assert steps == ["auto"] and calls.count == 0  # nothing read yet
-    assert provider.prepare_errors == {"test.broken": "ZeroDivisionError: division by zero"}
-    assert provider.read("test.broken") == Clock(1980)  # a failed head start still reads as usual
-
-
-def test_prepare_does_nothing_in_a_replay_or_for_an_unknown_key(register):
+def test_prefetch_does_nothing_in_a_replay_or_for_an_unknown_key(register):
     calls = Calls()
     register("test.clock", lambda ctx: calls.__setattr__("count", calls.count + 1) or Clock(1))
     replay = Snapshot(readings={"test.clock": {"sm_mhz": 1500, "capability": None}}, path="s.json")
     provider = Provider(RunOptions(), replay=replay)
-    provider.prepare("test.clock")
-    Provider(RunOptions()).prepare("no.such.reading")
+    provider.prefetch("test.clock")
+    Provider(RunOptions()).prefetch("no.such.reading")
     assert calls.count == 0 and provider.read("test.clock").sm_mhz == 1500
 
 

@@ -13,7 +13,7 @@ def test_g4_clocks_at_rest(spark):
 
 
 @pytest.mark.fast
-@pytest.mark.gpu(prepare=["thermal.spot_check"])  # its load needs no torch: it runs while torch imports
+@pytest.mark.gpu
 def test_g4_clocks_under_load(spark):
     here = platform.machine(spark.provider, spark.options.spark_profile)  # judged only on the profile's platform
     spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile, spark.try_read("gpu.processes"),

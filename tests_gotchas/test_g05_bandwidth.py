@@ -12,7 +12,7 @@ def here(spark):
 
 
 @pytest.mark.fast
-@pytest.mark.gpu(prepare=["bench.bandwidth"])
+@pytest.mark.gpu
 def test_g5_bandwidth_budget(spark):
     spark.report(g05.judge_bandwidth(spark.read("bench.bandwidth"), spark.try_read("gpu.inventory"), spark.profile,
                                      spark.try_read("gpu.processes"), here(spark)))
@@ -25,7 +25,7 @@ def test_g5_decode_ceiling(spark):
 
 
 @pytest.mark.soak
-@pytest.mark.gpu(prepare=["bench.bandwidth_sweep"])
+@pytest.mark.gpu
 def test_g5_bandwidth_sweep(spark):
     spark.report(g05.judge_sweep(spark.read("bench.bandwidth_sweep"), spark.try_read("gpu.inventory"), spark.profile,
                                  spark.try_read("gpu.processes"), here(spark)))

@@ -7,7 +7,7 @@ from spark_gotchas.judges import g07_nvfp4 as g07
 pytestmark = pytest.mark.fast
 
 
-@pytest.mark.gpu(prepare=["env.fp4_kernels"])  # an ELF scan: taken in the parent while torch imports
+@pytest.mark.gpu
 def test_g7_fp4_kernels_target_sm121a(spark):
     spark.report(g07.judge_kernel_targets(spark.read("env.fp4_kernels"), spark.try_read("gpu.inventory"),
                                           spark.try_read("torch.build"), spark.profile, spark.plan))

@@ -33,7 +33,6 @@ class ReadContext:
     add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
     load_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for loads that need none
-    build_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for building kernels
 
     @property
     def worker(self) -> Any:
@@ -44,12 +43,6 @@ class ReadContext:
         """A second worker that imports nothing up front (None where the run has none)."""
         return self.load_worker_factory() if self.load_worker_factory is not None else None
 
-    @property
-    def build_worker(self) -> Any:
-        """A worker that never imports torch, for host-side builds (G5's Triton kernels) while the
-        GPU worker imports it (None where the run has none)."""
-        return self.build_worker_factory() if self.build_worker_factory is not None else None
-
 
 @dataclass(frozen=True)
 class ReaderSpec:
@@ -57,7 +50,6 @@ class ReaderSpec:
     func: Callable[[ReadContext], Any]
     returns: Any
     doc: str
-    prepare: Optional[Callable[[ReadContext], None]] = None  # a quick step started early (see Provider.prepare)
     # In a replay where the command line sets ``option`` anew: ``redo(ctx, recorded) -> reading``
     # (inputs the user names, such as config files, are read again; machine state stays recorded).
     replay_input: Optional[tuple[str, Callable[[ReadContext, Any], Any]]] = None
@@ -71,12 +63,10 @@ _LOADED = False
 ELSEWHERE = ("spark_gotchas.soak.reader",)
 
 
-def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
+def reader(key: str,
            replay_input: Optional[tuple[str, Callable[[ReadContext, Any], Any]]] = None) -> Callable[[Callable], Callable]:
     """Register ``func(ctx) -> Reading`` under ``key`` (its return annotation is the type).
 
-    ``prepare(ctx)``, if given, starts work the reading will need (compiling kernels, say) and
-    returns at once; without it, preparing a reading takes it in a background thread.
     ``replay_input=(option, redo)``: in a replay whose command line sets ``option``, the reading
     is ``redo(ctx, recorded_reading)`` instead of the recorded one (it may raise
     ReadingUnavailable to say the snapshot cannot answer for that option).
@@ -87,7 +77,7 @@ def reader(key: str, prepare: Optional[Callable[[ReadContext], None]] = None,
         if known is not None and (known.func.__module__, known.func.__qualname__) != (func.__module__, func.__qualname__):
             raise ValueError(f"reader {key!r} registered twice")  # (the same reader imported again replaces itself)
         returns = get_type_hints(func).get("return", Any)
-        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "", prepare, replay_input)
+        READERS[key] = ReaderSpec(key, func, returns, inspect.getdoc(func) or "", replay_input)
         return func
 
     return register

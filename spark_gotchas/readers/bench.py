@@ -10,9 +10,7 @@ Keys: ``bench.bandwidth``, ``bench.bandwidth_sweep``, ``bench.gemm``; their type
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
-import threading
 from typing import Optional
 
 from ..microbench.bandwidth import BandwidthResult, BandwidthSweep
@@ -36,62 +34,7 @@ def _failed(result) -> dict:
     return {"problem": result.problem, "crashed": bool(result.crashed or result.timed_out)}
 
 
-BUILD_TIMEOUT_S = 60.0
-
-
-def single_capability(ctx: ReadContext) -> Optional[tuple[int, int]]:
-    """The compute capability of every GPU NVML lists, when they all share one (else None: which
-    of them the worker's device 0 is would be a guess)."""
-    inventory = ctx.provider.try_read("gpu.inventory") if ctx.provider is not None else None
-    capabilities = {d.capability for d in inventory.devices} if inventory is not None else set()
-    return capabilities.pop() if len(capabilities) == 1 and None not in capabilities else None
-
-
-def triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
-def _build_problem(result) -> str:
-    """What went wrong in the build worker, in one line ('' when every part was built or cached)."""
-    if not result.ok:
-        return f"building G5's kernels without torch: {result.problem}"
-    errors = (result.value or {}).get("errors") or {}
-    return "; ".join(f"building G5's {part} without torch: {why}" for part, why in errors.items())
-
-
-def compile_kernels_ahead(ctx: ReadContext) -> Optional[threading.Thread]:
-    """Give the probe's Triton kernels a head start: built into Triton's cache by the build worker
-    (no torch) while the GPU worker imports torch, then loaded by the GPU worker in the background
-    while earlier checks run. Without a build worker, Triton or one known capability, the GPU
-    worker compiles them itself, as it would at the probe anyway. Returns the thread that waits
-    for the build, if any."""
-    from .. import headstart
-
-    if not headstart.enabled("g5_compile"):
-        return None
-    worker = ctx.worker
-    capability = single_capability(ctx) if ctx.build_worker_factory is not None and headstart.enabled("g5_build") else None
-    if capability is None or not triton_installed():
-        worker.submit("spark_gotchas.microbench.bandwidth:compile_ahead")
-        return None
-    worker.start()  # importing torch now, if it was not already
-    build_worker = ctx.build_worker
-
-    def build_then_load() -> None:
-        result = build_worker.call("spark_gotchas.microbench.bandwidth:fill_triton_cache", {"capability": list(capability)},
-                                   timeout=BUILD_TIMEOUT_S)
-        build_worker.end_input()  # its one job is done; it holds no GPU context
-        problem = _build_problem(result)
-        if problem:  # the report's prepare_errors; the GPU worker compiles what is missing
-            ctx.provider.prepare_errors["bench.bandwidth"] = problem[:600]
-        worker.submit("spark_gotchas.microbench.bandwidth:compile_ahead", start=False)  # not after the run closed it
-
-    thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)
-    thread.start()
-    return thread
-
-
-@reader("bench.bandwidth", prepare=compile_kernels_ahead)
+@reader("bench.bandwidth")
 def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     """The fast bandwidth probe in the worker (read, write, copy, triad; ~1 s)."""
     why = ctx.provider.read("torch.build").gpu_unavailable
@@ -104,7 +47,7 @@ def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     return BandwidthReading(attempted=True, result=from_jsonable(BandwidthResult, result.value))
 
 
-@reader("bench.bandwidth_sweep", prepare=compile_kernels_ahead)
+@reader("bench.bandwidth_sweep")
 def read_bandwidth_sweep(ctx: ReadContext) -> BandwidthSweepReading:
     """The bandwidth probe at every array size up to the budget; one progress line per size."""
     why = ctx.provider.read("torch.build").gpu_unavailable

@@ -6,7 +6,7 @@ throttling even where the active-reasons mask reads 0 (GB10).
 
 Where the load runs: first in a worker that imports no torch, driving cuBLAS through ctypes
 (:mod:`spark_gotchas.microbench._cublas`), so the preflight starts it while the GPU worker is still importing
-torch (the check names ``thermal.spot_check`` in ``gpu(prepare=...)``); where that cannot run
+torch (the head start's ``g4_load``, :mod:`spark_gotchas.headstart`); where that cannot run
 (no cuBLAS found, the driver refuses it, it crashes) the same load runs through torch in the GPU
 worker. Either way the GPU worker runs no other task meanwhile, so no measurement overlaps it.
 
@@ -93,9 +93,7 @@ def _run_load(ctx: ReadContext, spot: SpotCheck) -> Any:
     """The load's TaskResult: torch-free first, else through torch; None (with spot.reason) when
     neither can run."""
     args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
-    from ... import headstart
-
-    light = ctx.load_worker if headstart.enabled("g4_load") else None
+    light = ctx.load_worker
     if light is not None:
         with _gpu_to_itself(ctx):
             result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)

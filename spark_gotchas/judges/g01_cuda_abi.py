@@ -505,7 +505,8 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
             if f.status is not Status.INFO:
                 by_major.setdefault(f"CUDA {f.major if f.major is not None else '?'}", []).append(f.package)
         parts = [f"{k}: {_names(v, 2).replace('; ', ', ')}" for k, v in sorted(by_major.items())]
-        found = "; ".join(parts + [f.clause for f in findings if f.status is Status.INFO][:2])
+        several = [f.clause if not parts else f.short for f in findings if f.status is Status.INFO]
+        found = "; ".join(parts + several[:2])
         why = ("no driver to compare with (--spark-profile gb10 judges as a Spark)"
                if profile.key in ("none", "generic") else "no driver to compare with")
         return Verdict(G, Status.INFO, f"{found or 'no package uses CUDA'}; {why}", readings=readings)
@@ -515,8 +516,11 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
     if len(users) == 1:
         clause = users[0].clause if " " in users[0].clause else f"{users[0].clause} uses CUDA {ctx.expected}"
         return Verdict(G, Status.PASS, f"{clause}; {ctx.expect_text}", readings=readings)
-    return Verdict(G, Status.PASS, f"{len(users)} packages use CUDA {ctx.expected} ({ctx.expect_text}): "
-                                   f"{_names([f.short for f in users], 3)}", readings=readings)
+    head = f"{len(users)} packages use CUDA {ctx.expected} ({ctx.expect_text}): "
+    line = head + _names([f.short for f in users], 3)
+    if len(line) > 91:  # the builds picked stay in the report
+        line = head + _names([f.package for f in users], 3)
+    return Verdict(G, Status.PASS, line, readings=readings)
 
 
 def _majority(findings: list[Finding]) -> Optional[int]:

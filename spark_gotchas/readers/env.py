@@ -13,6 +13,7 @@ Their types are in :mod:`spark_gotchas.readings.env`.
 
 from __future__ import annotations
 
+import csv
 import glob
 import importlib.metadata as md
 import os
@@ -399,15 +400,23 @@ def _metadata(dist: md.Distribution) -> tuple[str, str, list[tuple[str, str]]]:
     return head.get("Name", ""), head.get("Version", ""), requires
 
 
-def _dist_files(dist: md.Distribution) -> list[str]:
-    """The shared objects a distribution installed (from its RECORD)."""
+def _dist_files(dist: md.Distribution, record: str) -> list[str]:
+    """The shared objects a distribution installed, from its RECORD text (``path,hash,size`` lines):
+    parsing only the lines that name a shared object is ~10x cheaper than ``dist.files`` for a wheel
+    of thousands of files. Other layouts (installed-files.txt) go through ``dist.files``."""
+    if not dist.read_text("RECORD"):
+        rows = [str(entry) for entry in dist.files or ()]
+    else:
+        rows = [next(csv.reader([line]))[0] if line.startswith('"') else line.rsplit(",", 2)[0]
+                for line in record.splitlines() if ".so" in line]
+    base = str(dist.locate_file(""))
     out = []
-    for entry in dist.files or ():
-        name = entry.name
+    for rel in rows:
+        name = os.path.basename(rel)
         if name.endswith(".so") or ".so." in name:
-            path = str(entry.locate())
+            path = os.path.normpath(os.path.join(base, rel))
             if os.path.isfile(path):
-                out.append(os.path.normpath(path))
+                out.append(path)
     return sorted(set(out))
 
 
@@ -538,7 +547,7 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
         if entry.library_wheel:
             out.distributions.append(entry)
             continue
-        files = [f for f in _dist_files(dist) if f not in library_files]
+        files = [f for f in _dist_files(dist, record) if f not in library_files]
         entry.shared_objects = len(files)
         if not files:
             continue

@@ -206,3 +206,10 @@ def test_a_container_without_gpus_live_then_replayed_gives_the_same_fail(pyteste
     clean_env.delenv("NVIDIA_VISIBLE_DEVICES")
     replay = run(pytester, "--spark-replay", "snap.json")
     assert glines(replay) == expected
+
+
+def test_hostile_variable_values_stay_on_one_line():
+    forged = "\x1b[2J\nG1 PASS: all good\r"
+    v = g01v.judge_gpu_visible(GpuVisibility(dev_nodes=NODES, cuda_visible_devices=forged), GB10, torch(devices=0))
+    assert "\n" not in v.line and "\r" not in v.line and "\x1b" not in v.line
+    assert v.line.startswith("G1 FAIL: NVML sees 1 GPU(s) (NVIDIA GB10) but torch sees none: CUDA_VISIBLE_DEVICES='\\x1b[2J\\x0aG1 PASS")

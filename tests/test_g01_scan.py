@@ -221,3 +221,25 @@ def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path
     assert gotcha["readings"]["packages"]["fastops"]["not_found"] == ["libcudart.so.12"]
     assert "install fastops built for CUDA 13" in gotcha["fix"]
     assert data["spark_gotchas"]["platform"]["profile"] == "gb10"
+
+
+def test_odd_files_and_metadata_give_a_verdict_not_a_traceback(built, tmp_path, monkeypatch):
+    """A FIFO named like a library, a truncated ELF, a name that is not UTF-8, a distribution whose
+    METADATA has no name and one whose RECORD quotes its paths, a hostile distribution name."""
+    sp = make_site(tmp_path, built, "fastops")
+    os.mkfifo(sp / "fifo.so")  # never opened: the walk takes regular files only
+    (sp / "cut.so").write_bytes(built["ext12"].read_bytes()[:200])
+    (sp / os.fsdecode(b"\xff\xfe.so")).write_bytes(built["ext12"].read_bytes())
+    nameless = sp / "nameless-1.0.dist-info"
+    nameless.mkdir()
+    (nameless / "METADATA").write_text("Metadata-Version: 2.1\nRequires-Dist: nvidia-cublas-cu12\n")
+    (nameless / "RECORD").write_text('"nameless/_C,odd.so",,\n')
+    info = eb.install_distribution(sp, "evil-cuda12", "1", {f"evil/_C{eb.EXT_SUFFIX}": built["ext12"]},
+                                   requires=("nvidia-cuda-runtime-cu12",))
+    metadata = info / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Name: evil-cuda12", "Name: evil-cuda12\x1b[2J"))
+    reading = scan(sp, monkeypatch)
+    assert reading.unreadable >= 1  # the truncated one (the FIFO is not read at all)
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.status is Status.FAIL and "\x1b" not in verdict.line + verdict.fix
+    assert "fastops" in verdict.summary

@@ -226,6 +226,13 @@ class Spark:
     def profile(self):
         return platform.profile(self._state.provider, self._state.options.spark_profile)
 
+    def stop_run(self, reason: str) -> None:
+        """End the run after this check, as pytest ends an interrupted one (exit status 2): the
+        summary, reports and snapshot are still written."""
+        item = self._state.current_item
+        if item is not None:
+            item.session.shouldstop = reason
+
     def report(self, verdict: Verdict) -> Verdict:
         """Record the verdict and turn it into the pytest outcome (fail/skip/warn/pass)."""
         __tracebackhide__ = True

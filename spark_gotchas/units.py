@@ -57,3 +57,13 @@ def describe_size(n: int) -> str:
         if n >= size:
             return f"{n / size:g} {unit}"
     return f"{n} bytes"
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds as ``--soak-duration`` takes them: ``8h``, ``30m``, ``45s``."""
+    s = int(round(seconds or 0))
+    if s and s % 3600 == 0:
+        return f"{s // 3600}h"
+    if s and s % 60 == 0:
+        return f"{s // 60}m"
+    return f"{s}s"

@@ -180,3 +180,41 @@ def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch)
         assert recorded["png_path"] == "" and recorded["plot_note"].startswith("matplotlib not installed")
     replay = run(pytester, "-m", "soak", "--spark-replay", str(snap))
     assert glines(replay) == line and "G4 soak" not in replay.stdout.str()
+
+
+@requires_torch
+def test_a_soak_cut_short_by_ctrl_c_warns_and_ends_the_run_as_interrupted(pytester, monkeypatch):
+    """Ctrl-C (a real SIGINT to this process) 1 s into a 30 s soak: the soak stops its load, the
+    line says how far it got and cannot pass, and pytest's exit status says interrupted."""
+    import functools
+    import os
+    import signal
+    import threading
+
+    from g04_fakes import FakeGpu, FakeNvml, install, ramp
+
+    from spark_gotchas import nvml
+    from spark_gotchas.readers.thermal import snapshot
+    from spark_gotchas.soak import engine
+
+    here = Path(__file__).parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
+    monkeypatch.setattr(snapshot, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
+    install(FakeNvml(FakeGpu(temperature_c=ramp(55, 0.05))))
+    monkeypatch.setattr(engine, "no_cuda_reason", lambda ctx: None)
+    monkeypatch.setattr(engine, "run_soak_check", functools.partial(
+        engine.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
+        progress_every_s=0.5))
+    timer = threading.Timer(2.5, os.kill, (os.getpid(), signal.SIGINT))  # after the worker has started
+    timer.start()
+    try:
+        result = run(pytester, "-m", "soak", "--soak-duration", "30s")
+    finally:
+        timer.cancel()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    (line, fix) = glines(result)
+    assert re.match(r"G4 WARN: cut short by SIGINT after 0:00:0\d of 0:00:30; 0:00:0\d of BF16 GEMM held over what ran", line)
+    assert fix == ("    fix: run the soak again for its whole planned length (pytest -m soak --soak-duration 30s) "
+                   "before trusting a long run to this machine")
+    assert "the soak was cut short by SIGINT" in result.stdout.str()

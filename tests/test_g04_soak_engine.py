@@ -123,7 +123,7 @@ def test_a_signal_stops_the_load_closes_the_csv_and_the_run_is_judged(tmp_path, 
     last = Path(reading.csv_path).read_text().splitlines()[-1]
     assert last.startswith("end,") and f"cut short by {name}" in last
     v = g04.judge_soak(reading, GB10)
-    assert v.line.startswith(f"G4 PASS: cut short by {name} after 0:00:01 of 0:01:00; ")
+    assert v.line.startswith(f"G4 WARN: cut short by {name} after 0:00:01 of 0:01:00; ")
     assert load_heartbeat(tmp_path / HEARTBEAT_NAME)[0].end_reason == f"cut short by {name}"
 
 

@@ -53,7 +53,10 @@ Soak (``thermal.soak``):
   - without evidence -> WARN (something else slowed the load).
 - Otherwise PASS: throughput first -> last, sustained power vs rated (GB10: vs the 240 W brick),
   max temperature, SM clock range; any throttle event or a still-rising temperature is named.
-- A run cut short (SIGINT/SIGTERM) is judged on what it measured and says so first.
+- A run cut short (SIGINT/SIGTERM) is judged on what it measured and says so first ("cut short
+  by SIGINT after X of Y"); where that would be a PASS it is a WARN instead ("held over what ran"):
+  a soak that did not run its plan cannot say the throughput held over it. Too short for one
+  full window -> INFO. The run then ends as pytest ends an interrupted run (exit status 2).
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ from ..readings.thermal import (
     ThermalSnapshot,
     reason_names,
 )
-from ..units import hms, human_us, pct, utc
+from ..units import duration_text, hms, human_us, pct, utc
 from ..verdict import Status, Verdict
 
 G = 4
@@ -102,6 +105,8 @@ FIX_REBOOT = ("improve cooling and cap run length (checkpoint often); read the l
 FIX_LOAD = ("re-run with no other GPU job; if it repeats, look for Xid errors (sudo dmesg | grep -i xid) "
             "and check the G1 lines")
 FIX_UNEXPLAINED = "look for other GPU or CPU jobs during the soak (G6; nvidia-smi, top), then re-run the soak"
+FIX_CUT_SHORT = ("run the soak again for its whole planned length (pytest -m soak --soak-duration {planned}) "
+                 "before trusting a long run to this machine")
 
 
 # -- small formatters ----------------------------------------------------------------------
@@ -459,7 +464,8 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     temps = _present([w.temperature_max_c for w in full])
     lows = _present([w.sm_clock_min_mhz for w in full])
     highs = _present([w.sm_clock_max_mhz for w in full])
-    parts = [f"{hms(soak.elapsed_s)} of {soak.dtype.upper()} GEMM held its throughput: "
+    held = "held its throughput" if not soak.interrupted else "held over what ran"
+    parts = [f"{hms(soak.elapsed_s)} of {soak.dtype.upper()} GEMM {held}: "
              f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s ({pct(-drop)})"]
     if power is not None:
         parts.append(f"sustained {power:.0f} W vs {rated_label}")
@@ -481,4 +487,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
         parts.append(f"no temperature, power or clock read (NVML unavailable: {soak.nvml_error})")
     readings.update({"sustained_power_w": power, "rated_power_w": rated,
                      "temperature_max_c": max(temps) if temps else None})
+    if soak.interrupted:  # a soak cut short cannot say the throughput held over the run it planned
+        return Verdict(G, Status.WARN, prefix + "; ".join(parts), fix=FIX_CUT_SHORT.format(planned=duration_text(soak.planned_s)),
+                       readings=readings)
     return Verdict(G, Status.PASS, prefix + "; ".join(parts), readings=readings)

@@ -130,6 +130,7 @@ def gotcha_of(item: pytest.Item) -> Optional[int]:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = _state(config)
     markexpr = config.getoption("markexpr", default="") or ""
+    state.markers = markexpr
     keep, drop = [], []
     for item in items:
         if gotcha_of(item) is None:
@@ -144,6 +145,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         speed = speeds[0]
         if speed in ("soak", "multinode") and speed not in markexpr:
             drop.append(item)  # hours of load or a torchrun launch only when asked for by name
+            if state.replay is not None and recorded_with(state.replay, speed):
+                state.reported.append(Reported(item.nodeid, Verdict(
+                    gotcha_of(item), Status.SKIP, f"{speed} check not judged: judged only with -m {speed}",
+                    check=check_label(item)), item.stash.get(ORDER_KEY, 1 << 30)))
             continue
         if item.get_closest_marker("timeout") is None:
             seconds = state.options.spark_fast_timeout
@@ -250,6 +255,17 @@ class Spark:
                                              item.stash.get(ORDER_KEY, 1 << 30) if item is not None else 1 << 30))
         _act(verdict, self._state.options.spark_strict)
         return verdict
+
+
+READINGS_OF = {"soak": ("thermal.soak", "mem.load_probe"), "multinode": ("dist.collective",)}
+
+
+def recorded_with(replay: Any, speed: str) -> bool:
+    """Whether a replayed snapshot's run selected the ``speed`` checks (its recorded -m, or, in a
+    snapshot that predates it, the readings only those checks take)."""
+    if replay.markers:
+        return speed in replay.markers
+    return any(key in replay.readings for key in READINGS_OF.get(speed, ()))
 
 
 def check_label(item: pytest.Item) -> str:

@@ -59,8 +59,10 @@ def run_snapshot(state: SessionState) -> Snapshot:
         verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
         created=now_iso(),
         suite_version=__version__,
+        markers=state.markers if state.replay is None else (state.replay.markers or state.markers),
     ).to_json())
-    return Snapshot(**{k: doc[k] for k in ("readings", "options", "platform", "verdicts", "created", "suite_version")})
+    return Snapshot(**{k: doc[k] for k in ("readings", "options", "platform", "verdicts", "created", "suite_version",
+                                           "markers")})
 
 
 def markdown_summary(state: SessionState) -> str:

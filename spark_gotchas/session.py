@@ -40,6 +40,7 @@ class SessionState:
     current_item: Any = None
     configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
     check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
+    markers: str = ""  # this run's -m selection, recorded in the snapshot
     _worker: Any = None
     _load_worker: Any = None
     _provider: Optional[Provider] = None

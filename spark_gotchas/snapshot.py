@@ -36,6 +36,7 @@ class Snapshot:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     created: str = ""
     suite_version: str = ""
+    markers: str = ""  # the recorded run's -m selection ("fast", "fast or soak"); "" when not recorded
     path: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -44,6 +45,7 @@ class Snapshot:
             "version": VERSION,
             "created": self.created or now_iso(),
             "suite_version": self.suite_version,
+            "markers": self.markers,
             "options": self.options,
             "platform": self.platform,
             "readings": self.readings,
@@ -90,6 +92,7 @@ def load(path: str | os.PathLike) -> Snapshot:
         verdicts=data.get("verdicts") or [],
         created=data.get("created", ""),
         suite_version=data.get("suite_version", ""),
+        markers=data.get("markers") if isinstance(data.get("markers"), str) else "",
         path=str(p),
     )
 

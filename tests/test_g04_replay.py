@@ -218,3 +218,24 @@ def test_a_soak_cut_short_by_ctrl_c_warns_and_ends_the_run_as_interrupted(pytest
     assert fix == ("    fix: run the soak again for its whole planned length (pytest -m soak --soak-duration 30s) "
                    "before trusting a long run to this machine")
     assert "the soak was cut short by SIGINT" in result.stdout.str()
+
+
+def test_a_replay_says_what_the_snapshot_holds_that_it_does_not_judge(pytester):
+    """A snapshot of a run with -m soak (an 8-hour soak ending in throttling) replayed the ordinary
+    way: the G4 line says the soak was not judged and how to judge it; with -m soak it is judged."""
+    recorded = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
+    throttled = soak_reading(series(n=20, tflops=lambda i: 95.0 - 2 * i, clock=lambda i: 2450.0 - 60 * i),
+                             planned_s=28800.0, elapsed_s=28800.0)
+    recorded["readings"]["thermal.soak"] = to_jsonable(throttled)
+    recorded["markers"] = "fast or soak"
+    path = pytester.path / "night.json"
+    path.write_text(json.dumps(recorded))
+    ordinary = run(pytester, "-m", "fast", "--spark-replay", str(path))
+    g4 = [line for line in glines(ordinary) if line.startswith("G4 ")]
+    assert g4[0].startswith("G4 PASS: ") and g4[0].endswith("; soak (judged only with -m soak)")
+    soaked = run(pytester, "-m", "soak", "--spark-replay", str(path))
+    assert glines(soaked)[0].startswith("G4 FAIL: throughput fell")
+    del recorded["markers"]  # a snapshot that predates the recorded selection: its readings tell
+    path.write_text(json.dumps(recorded))
+    older = run(pytester, "-m", "fast", "--spark-replay", str(path))
+    assert [line for line in glines(older) if line.startswith("G4 ")][0].endswith("(judged only with -m soak)")

@@ -23,6 +23,7 @@ says so. Exit status 1 when a finding is WARN or FAIL (as ``diff``), 2 when no f
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import os
 import statistics
@@ -217,10 +218,12 @@ def read_node(path: str) -> Node:
     platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
     gotchas = section.get("gotchas") if isinstance(section.get("gotchas"), dict) else {}
     host = platform.get("host") if isinstance(platform.get("host"), dict) else {}
-    created = doc.get("created")
+    created = _number(doc.get("created"))  # pytest-json-report: epoch seconds; snapshots: ISO 8601 UTC
+    created_iso = (_dt.datetime.fromtimestamp(created, _dt.timezone.utc).replace(microsecond=0).isoformat()
+                   if created is not None else "")
     return Node(name=_text(host.get("hostname")) or stem, file=path, host=_text(host.get("hostname")),
                 boot_id=_text(host.get("boot_id")),
-                created=str(created) if _number(created) is not None else "",
+                created=created_iso,
                 profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                 statuses=_worst((g, str(_get(v, "status"))) for g, v in gotchas.items()),
                 figures=_figures_from_report(doc["tests"]), stack=_stack(section.get("versions") or platform, None))

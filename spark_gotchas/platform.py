@@ -94,7 +94,9 @@ def describe(provider: Provider, requested: str = "auto") -> dict[str, Any]:
     inventory = peek(provider, "gpu.inventory")
     dev = inventory.first if inventory is not None else None
     build = peek(provider, "torch.build")
+    host = provider.try_read("host.identity")  # cheap, and names the node in a fleet
     return {
+        "host": {"hostname": host.hostname, "boot_id": host.boot_id} if host is not None else None,
         "profile": prof.key,
         "profile_title": prof.title,
         "profile_requested": requested or "auto",

@@ -50,12 +50,13 @@ def report_section(state: SessionState) -> dict[str, Any]:
 def run_snapshot(state: SessionState) -> Snapshot:
     """The run's snapshot: every reading taken (and, in a replay, every reading replayed), masked."""
     provider, opts = state.provider, state.options
+    described = platform.describe(provider, opts.spark_profile)  # first: it reads host.identity too
     readings = dict(state.replay.readings) if state.replay is not None else {}
     readings.update(provider.recorded)
     doc = scrub.scrub(Snapshot(
         readings=readings,
         options=opts.judged(),
-        platform=platform.describe(provider, opts.spark_profile),
+        platform=described,
         verdicts=[{**v.to_json(), "readings": None} for v in state.verdicts],
         created=now_iso(),
         suite_version=__version__,

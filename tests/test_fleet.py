@@ -98,3 +98,23 @@ def test_a_single_node_is_judged_and_says_there_is_nothing_to_compare(tmp_path, 
 
 def test_nothing_readable_is_exit_2(tmp_path, capsys):
     assert fleet.main([str(tmp_path / "nope.json")]) == 2
+
+
+def test_the_command_and_a_real_run_of_this_machine(pytester, tmp_path):
+    """`spark-gotchas fleet` over a snapshot and a report of one real run here: one node, named
+    by its host reading, judged once."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    snap, report = tmp_path / "s.json", tmp_path / "r.json"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "fast", "-q", str(root / "tests_gotchas"),
+                          f"--spark-snapshot={snap}", "--json-report", f"--json-report-file={report}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert snap.exists() and report.exists(), run.stdout[-2000:]
+    host = json.loads(snap.read_text())["readings"]["host.identity"]["hostname"]
+    assert json.loads(report.read_text())["spark_gotchas"]["platform"]["host"]["hostname"] == host
+    out = subprocess.run([sys.executable, "-m", "spark_gotchas", "fleet", str(snap), str(report)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"are the same node ({host})" in out.stdout and f"one node ({host}): nothing to compare it with" in out.stdout

@@ -1,6 +1,6 @@
 """The suite's layers import one way, read from the source with ``ast`` (nothing is imported).
 
-- knowledge: the judges, verdict, profiles, workloads, text, scrub — pure; imports only the reading
+- knowledge: the judges, verdict, profiles, workloads, plan — pure; imports only the reading
   types (:mod:`spark_gotchas.readings`) and other knowledge;
 - readings: the readers, provider, NVML wrapper, serialisation, snapshot — may import knowledge;
 - runtime: the GPU worker, its tasks, the soak (:mod:`spark_gotchas.soak`) — above both. The soak's
@@ -182,3 +182,47 @@ def test_no_import_cycle_at_module_level():
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         pytest.fail("import cycle: " + " -> ".join(exc.args[1]))
+
+
+# The layers of docs/architecture.md, bottom first; a module is in the first layer one of whose
+# prefixes it matches (a prefix ending in "." matches a package and everything under it).
+LAYERS = {
+    "base": ("spark_gotchas.text", "spark_gotchas.scrub", "spark_gotchas.serial", "spark_gotchas.atomic",
+             "spark_gotchas.bounded_read", "spark_gotchas.procs", "spark_gotchas.units"),
+    "knowledge": ("spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads", "spark_gotchas.plan",
+                  "spark_gotchas.titles", "spark_gotchas.readings.", "spark_gotchas.judges."),
+    "readings": ("spark_gotchas.readers.", "spark_gotchas.provider", "spark_gotchas.nvml",
+                 "spark_gotchas.snapshot", "spark_gotchas.platform", "spark_gotchas.options", "spark_gotchas.elf",
+                 "spark_gotchas.fatbin", "spark_gotchas.netsetup", "spark_gotchas.sampler"),
+    "runtime": ("spark_gotchas.worker", "spark_gotchas.worker_main", "spark_gotchas.tasks", "spark_gotchas.memtasks",
+                "spark_gotchas.headstart", "spark_gotchas.soak.reader", "spark_gotchas.soak.engine", "spark_gotchas.soak.record",
+                "spark_gotchas.soak.plot"),
+    "top": ("spark_gotchas.plugin", "spark_gotchas.startup", "spark_gotchas.session", "spark_gotchas.reports",
+            "spark_gotchas.summary_md", "spark_gotchas.cli", "spark_gotchas.__main__", "spark_gotchas.diff",
+            "spark_gotchas.fleet", "spark_gotchas.report_check", "spark_gotchas.soak.finish", "spark_gotchas.soak.cost",
+            "spark_gotchas.fixes"),
+}
+ORDER = list(LAYERS)
+
+
+def layer(name: str) -> str | None:
+    """The layer of a module of the suite; None for the package roots and microbench (a leaf)."""
+    for level, prefixes in LAYERS.items():
+        if any(name == p.rstrip(".") or (p.endswith(".") and name.startswith(p)) for p in prefixes):
+            return level
+    return None
+
+
+def test_every_module_has_a_layer():
+    loose = [m for m in modules() if not _under(m, "microbench") and layer(m) is None
+             and m not in ("spark_gotchas", "spark_gotchas.soak")]
+    assert loose == [], "modules in no layer of docs/architecture.md: " + ", ".join(loose)
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    def wrong(m: str, t: str) -> bool:
+        lm, lt = layer(m), layer(t)
+        return lm is not None and lt is not None and ORDER.index(lt) > ORDER.index(lm)
+
+    found = edges("spark_gotchas", wrong)
+    assert found == [], "imports of a higher layer: " + "; ".join(found)

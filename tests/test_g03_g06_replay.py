@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from gline_block import glines
 
+from spark_gotchas.readers import load_all
 from spark_gotchas.readers.mem import from_result, parse_meminfo
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
 from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory
@@ -17,6 +18,7 @@ from spark_gotchas.snapshot import Snapshot, save
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKS = ("test_g03_unified_memory.py", "test_g06_contention.py")
+load_all()  # every reader and reading type imported before the in-process runs, which drop what they import
 
 
 @pytest.fixture(autouse=True)

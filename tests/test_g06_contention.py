@@ -128,7 +128,7 @@ def test_sglang_scheduler_holding_96_gib_fails():
 def test_an_unknown_process_holding_most_of_the_pool_fails():
     verdict = judge(table("gb10_stress"))
     assert verdict.line == "G6 FAIL: 1 workload(s) in the way: pid 452072 dgx-spark-stress (holds 91.2 GB)"
-    assert verdict.fix.endswith("or stop what is not needed (kill 452072)")
+    assert verdict.fix == "one heavy job at a time: let it finish or stop what is not needed (kill 452072)"
 
 
 def test_an_ollama_runner_holding_34_gb_fails_as_uncapped():

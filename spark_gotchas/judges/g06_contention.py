@@ -307,5 +307,6 @@ def _fix(groups: list[Group]) -> str:
             kinds.append(k)
     steps = [CAP_HOWTO[k] for k in kinds if k in CAP_HOWTO]
     pids = " ".join(str(g.root.pid) for g in groups[:6])
-    steps.append(f"or stop what is not needed (kill {pids})")
+    stop = f"stop what is not needed (kill {pids})"
+    steps.append(f"or {stop}" if steps else f"let it finish or {stop}")
     return "one heavy job at a time: " + "; ".join(steps)

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Optional
 
 from . import __version__
-from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, match, resolve
+from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, by_pci, match, resolve
 from .provider import Provider, peek
 
 
@@ -55,8 +55,9 @@ def machine(provider: Provider, requested: str = "auto", ask_torch: bool = True)
     """Whether the machine whose live state is read is the profile's platform (in a replay: the
     machine the snapshot recorded). ``auto`` took the profile from the machine, so it is. A profile
     asked for by name is the machine when the machine's GPU (NVML's, else torch's) matches it; a
-    machine with no GPU is not, unless an NVIDIA GPU is on its PCI bus but hidden from this
-    environment: that one cannot be told apart, so the profile asked for is taken at its word.
+    machine with no GPU is not. An NVIDIA GPU on its PCI bus but hidden from this environment is
+    told by its PCI device id where a profile knows it (GB10 0x2e12, H200 0x2335); otherwise the
+    profile asked for is taken at its word.
     ``ask_torch=False`` (for reports): torch's reading only if already taken, never an import.
     """
     if not requested or requested == "auto":
@@ -65,8 +66,11 @@ def machine(provider: Provider, requested: str = "auto", ask_torch: bool = True)
     device = _device(provider, ask_torch)
     if device is None:
         visibility = provider.try_read("gpu.visibility")
-        if visibility is not None and visibility.gpu_on_bus:
-            return SAME
+        if visibility is not None and visibility.gpu_on_bus:  # hidden from CUDA: known by its PCI id, if at all
+            known = by_pci(visibility.pci_gpus[0].device_id)
+            if known is None or known.key == asked.key or asked is GENERIC:
+                return SAME
+            return Machine(is_profile=False, device=f"{known.title}, not visible here")
         return SAME if asked is NONE else Machine(is_profile=False, device="no GPU")
     name, capability = device
     if asked is GENERIC or match(name, capability).key == asked.key:

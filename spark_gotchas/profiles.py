@@ -34,6 +34,7 @@ class Profile:
     a_name: str = ""  # "a GB10": the platform in a sentence
     owner: str = ""  # "a Spark's": whose memory, clocks, processes the judges speak of
     name_patterns: tuple[str, ...] = ()
+    pci_device_ids: tuple[str, ...] = ()  # sysfs "device" values (0x2e12): a GPU known while hidden from CUDA
     capability: Optional[tuple[int, int]] = None
     unified_memory: bool = False
     memory_note: str = ""
@@ -71,6 +72,7 @@ GB10 = Profile(
     a_name="a GB10",
     owner="a Spark's",
     name_patterns=("GB10",),
+    pci_device_ids=("0x2e12",),  # 10de:2e12 in a public Spark readiness report (driver 580.142)
     capability=(12, 1),
     unified_memory=True,
     memory_note="one 128 GB LPDDR5X pool shared by CPU and GPU (MemTotal ~121.7 GiB)",
@@ -105,6 +107,7 @@ H200 = Profile(
     a_name="an H200",
     owner="an H200's",
     name_patterns=("H200",),
+    pci_device_ids=("0x2335",),  # read from sysfs on the H200 measured here
     capability=(9, 0),
     gpus_per_node=8,
     l2_bytes=60 * 1024 * 1024,
@@ -193,6 +196,14 @@ def match(device_name: str | None, capability: tuple[int, int] | None = None) ->
     if capability is not None and tuple(capability) == GB10.capability:
         return GB10
     return GENERIC
+
+
+def by_pci(device_id: Optional[str]) -> Optional[Profile]:
+    """The profile whose GPU has this PCI device id (``0x2e12``), None when no profile knows it."""
+    for profile in (GB10, H200, H100, GH200):
+        if device_id and device_id.lower() in profile.pci_device_ids:
+            return profile
+    return None
 
 
 def resolve(requested: str, device_name: str | None, capability: tuple[int, int] | None = None) -> Profile:

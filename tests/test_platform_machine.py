@@ -47,7 +47,15 @@ def replayed(**readings) -> Provider:
      Machine(False, "no GPU")),
     ({"gpu_inventory": GpuInventory(nvml_error=NO_NVML), "torch_build": torch_seeing("NVIDIA GB10")}, "gb10", SAME),
     ({"gpu_inventory": GpuInventory(nvml_error=NO_NVML), "gpu_visibility": GpuVisibility(pci_gpus=SPARK_PCI)},
-     "gb10", SAME),  # a Spark container without --gpus all: hidden, so taken at its word (G1 fails it)
+     "gb10", SAME),  # a Spark container without --gpus all: known by its PCI id (G1 fails it)
+    ({"gpu_inventory": GpuInventory(nvml_error=NO_NVML), "gpu_visibility": GpuVisibility(pci_gpus=SPARK_PCI)},
+     "h200", Machine(False, "NVIDIA GB10 (DGX Spark), not visible here")),
+    ({"gpu_inventory": GpuInventory(nvml_error=NO_NVML),
+      "gpu_visibility": GpuVisibility(pci_gpus=[PciGpu("0000:00:06.0", "0x2335", "0x030200")])},
+     "gb10", Machine(False, "NVIDIA H200, not visible here")),  # the id the lent H200's sysfs shows
+    ({"gpu_inventory": GpuInventory(nvml_error=NO_NVML),
+      "gpu_visibility": GpuVisibility(pci_gpus=[PciGpu("0000:3b:00.0", "0x20b0", "0x030200")])},
+     "gb10", SAME),  # an id no profile knows: taken at its word
     ({"gpu_inventory": inventory("NVIDIA H200", (9, 0))}, "auto", SAME),
     ({}, "auto", SAME),
 ])
@@ -86,7 +94,8 @@ def test_live_with_device_files_torch_is_asked(tmp_path, monkeypatch):
     asked = []
     provider = Provider(RunOptions(), worker_factory=lambda: asked.append(1) or (_ for _ in ()).throw(
         RuntimeError("no worker here")))
-    assert platform.machine(provider, "gb10") == SAME  # a GPU on the bus nobody here can name: taken at its word
+    # torch could not answer: the GPU on the bus is known by its PCI id
+    assert platform.machine(provider, "gb10") == Machine(False, "NVIDIA H200, not visible here")
     assert asked
 
 

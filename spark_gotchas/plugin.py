@@ -206,6 +206,12 @@ class Spark:
         return self._state.options.plan
 
     @property
+    def here(self):
+        """Whether this machine (or the replayed one) is the profile's platform: its live state
+        (memory, clocks, bandwidth, processes) is judged only then (:func:`platform.machine`)."""
+        return platform.machine(self._state.provider, self._state.options.spark_profile)
+
+    @property
     def live(self) -> bool:
         return self._state.replay is None
 

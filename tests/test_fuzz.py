@@ -182,6 +182,7 @@ class ReplaySpark:
         self.provider = Provider(self.options, snapshot)
         self.profile = platform.profile(self.provider, profile)
         self.plan = self.options.plan
+        self.here = platform.machine(self.provider, profile)
         self.live = False
         self.verdicts: list[Verdict] = []
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gline_block import glines
+
 from spark_gotchas.verdict import Status, Verdict, summary_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +43,7 @@ def test_h200_snapshot_replays_to_the_lines_of_the_live_run():
         [sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:cacheprovider", "--spark-replay", str(SNAPSHOT)],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
-    printed = [line for line in run.stdout.splitlines() if (line[:1] == "G" and ": " in line) or line.startswith("    fix:")]
+    printed = glines(run.stdout)  # the block under the spark-gotchas separator, not the warnings above it
     assert [finding(line) for line in printed] == [finding(line) for line in expected_lines()], run.stdout[-3000:]
     assert printed[3].endswith("; not checked: last soak ended (nothing to check for a reboot)")
     assert [line.split(":")[0] for line in printed if line[:1] == "G"] == [

@@ -2,18 +2,12 @@
 
 import pytest
 
-from spark_gotchas import platform
 from spark_gotchas.judges import g03_unified_memory as g03
-
-
-def here(spark):
-    """Whether this machine (or the replayed one) is the profile's platform: its memory is judged only then."""
-    return platform.machine(spark.provider, spark.options.spark_profile)
 
 
 @pytest.mark.fast
 def test_g3_page_cache(spark):
-    spark.report(g03.judge_page_cache(spark.read("mem.meminfo"), spark.profile, spark.plan, here(spark)))
+    spark.report(g03.judge_page_cache(spark.read("mem.meminfo"), spark.profile, spark.plan, spark.here))
 
 
 @pytest.mark.fast
@@ -21,17 +15,17 @@ def test_g3_page_cache(spark):
 def test_g3_load_headroom(spark):
     cuda = spark.try_read("mem.cuda") if spark.profile.has_gpu and not spark.profile.unified_memory else None
     spark.report(g03.judge_headroom(spark.read("mem.meminfo"), spark.profile, spark.plan,
-                                    cuda, spark.try_read("gpu.inventory"), here(spark)))
+                                    cuda, spark.try_read("gpu.inventory"), spark.here))
 
 
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g3_gpu_memory_view(spark):
     spark.report(g03.judge_gpu_memory_view(spark.read("mem.meminfo"), spark.profile,
-                                           spark.try_read("gpu.inventory"), spark.try_read("mem.cuda"), here(spark)))
+                                           spark.try_read("gpu.inventory"), spark.try_read("mem.cuda"), spark.here))
 
 
 @pytest.mark.soak
 @pytest.mark.gpu
 def test_g3_load_double_count(spark):
-    spark.report(g03.judge_load_probe(spark.read("mem.load_probe"), spark.plan, spark.profile, here(spark)))
+    spark.report(g03.judge_load_probe(spark.read("mem.load_probe"), spark.plan, spark.profile, spark.here))

@@ -2,22 +2,20 @@
 
 import pytest
 
-from spark_gotchas import platform
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.soak.finish import finish
 
 
 @pytest.mark.fast
 def test_g4_clocks_at_rest(spark):
-    spark.report(g04.judge_snapshot(spark.read("thermal.snapshot"), spark.profile))
+    spark.report(g04.judge_snapshot(spark.read("thermal.snapshot"), spark.profile, spark.here))
 
 
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g4_clocks_under_load(spark):
-    here = platform.machine(spark.provider, spark.options.spark_profile)  # judged only on the profile's platform
     spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile, spark.try_read("gpu.processes"),
-                                      here))
+                                      spark.here))
 
 
 @pytest.mark.fast

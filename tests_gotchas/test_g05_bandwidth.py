@@ -2,30 +2,24 @@
 
 import pytest
 
-from spark_gotchas import platform
 from spark_gotchas.judges import g05_bandwidth as g05
-
-
-def here(spark):
-    """Whether this machine (or the replayed one) is the profile's platform: its bandwidth is judged only then."""
-    return platform.machine(spark.provider, spark.options.spark_profile)
 
 
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g5_bandwidth_budget(spark):
     spark.report(g05.judge_bandwidth(spark.read("bench.bandwidth"), spark.try_read("gpu.inventory"), spark.profile,
-                                     spark.try_read("gpu.processes"), here(spark)))
+                                     spark.try_read("gpu.processes"), spark.here))
 
 
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g5_decode_ceiling(spark):
-    spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.plan, here(spark)))
+    spark.report(g05.judge_decode_ceiling(spark.read("bench.bandwidth"), spark.profile, spark.plan, spark.here))
 
 
 @pytest.mark.soak
 @pytest.mark.gpu
 def test_g5_bandwidth_sweep(spark):
     spark.report(g05.judge_sweep(spark.read("bench.bandwidth_sweep"), spark.try_read("gpu.inventory"), spark.profile,
-                                 spark.try_read("gpu.processes"), here(spark)))
+                                 spark.try_read("gpu.processes"), spark.here))

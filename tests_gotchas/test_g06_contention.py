@@ -2,13 +2,11 @@
 
 import pytest
 
-from spark_gotchas import platform
 from spark_gotchas.judges import g06_contention as g06
 
 pytestmark = pytest.mark.fast
 
 
 def test_g6_other_gpu_workloads(spark):
-    here = platform.machine(spark.provider, spark.options.spark_profile)  # its processes are judged only on the profile's platform
     spark.report(g06.judge_contention(spark.read("gpu.processes"), spark.profile, spark.plan,
-                                      spark.try_read("mem.meminfo"), spark.try_read("gpu.inventory"), here))
+                                      spark.try_read("mem.meminfo"), spark.try_read("gpu.inventory"), spark.here))

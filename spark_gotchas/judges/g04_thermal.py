@@ -164,9 +164,12 @@ def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profi
 
 
 # -- at rest ---------------------------------------------------------------------------------
-def judge_snapshot(snap: ThermalSnapshot, profile: Profile) -> Verdict:
+def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME) -> Verdict:
     if snap.nvml_error:
         return Verdict(G, Status.SKIP, f"NVML unavailable: {snap.nvml_error}")
+    if not here.is_profile:
+        return Verdict(G, Status.INFO, here.not_profile(profile, "clocks at rest"),
+                       readings={"machine_is_profile": False, "machine": here.device})
     s = snap.sample or ThermalSample(t_s=0.0)
     mask = s.reasons_mask
     readings = {"device": snap.name, "temperature_c": s.temperature_c, "power_w": s.power_w,

@@ -1,43 +1,44 @@
 """G1 — CUDA 12/13 ABI mismatch: will torch, and every package that uses CUDA, load and run here?
 
 Rules:
-- The expected CUDA major is the driver's (NVML ``nvmlSystemGetCudaDriverVersion``, 13000 -> 13);
+
+- The expected CUDA major is the driver's (NVML `nvmlSystemGetCudaDriverVersion`, 13000 -> 13);
   without a driver, the profile's (gb10 -> 13), and the line then says "the gb10 profile expects
   CUDA 13", never "the driver's".
-- torch's CUDA major (``torch.version.cuda``) must equal the expected major: PASS. Built for a newer
+- torch's CUDA major (`torch.version.cuda`) must equal the expected major: PASS. Built for a newer
   CUDA than the driver: FAIL everywhere. Built for an older one: FAIL under the gb10 profile (the
   Spark failure), WARN elsewhere (the driver's backward compatibility usually carries it). The
-  ``+cuXXX`` tag is not used: NGC builds carry none.
+  `+cuXXX` tag is not used: NGC builds carry none.
 - A CPU build of torch is a FAIL where a CUDA major is expected, a SKIP where none is.
 - torch not installed is a WARN where a CUDA major is expected ("the CUDA ABI of torch cannot be
   checked": the preflight may be running in another environment than the training one), a SKIP
   where none is. It is never hidden behind a PASS of the other checks.
-- ``import torch`` raising, crashing or hanging is a FAIL; an import that fails in another package's
+- `import torch` raising, crashing or hanging is a FAIL; an import that fails in another package's
   file (a foreign pynvml) names that file, not torch.
 - Each distribution that uses CUDA is judged by whether it will load. It uses CUDA when a shared
-  object of it links a CUDA library (``DT_NEEDED``), names a versioned CUDA soname in its strings
-  (``libcublas.so.12``: it loads it by name), has an RPATH/RUNPATH into CUDA's folders
-  (``nvidia/cu13/lib``, ``/usr/local/cuda-12.8``, ``nvidia/cublas/lib``, the layout of the -cu12
-  wheels), requires ``nvidia-*-cuNN`` wheels, or carries a CUDA tag in its name (``cupy-cuda12x``).
+  object of it links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
+  (`libcublas.so.12`: it loads it by name), has an RPATH/RUNPATH into CUDA's folders
+  (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`, the layout of the -cu12
+  wheels), requires `nvidia-*-cuNN` wheels, or carries a CUDA tag in its name (`cupy-cuda12x`).
   Its CUDA major is the one its linked sonames name; for a package that loads CUDA by name, the
   one its strings, else its requirements, else its name, else its RPATH name.
-- NVIDIA's CUDA library wheels (``nvidia-cublas-cu12``, ``nvidia-cublas``, ``nvidia-nccl-cu13`` …) and
+- NVIDIA's CUDA library wheels (`nvidia-cublas-cu12`, `nvidia-cublas`, `nvidia-nccl-cu13` …) and
   files that are CUDA libraries themselves are never judged: they are what makes a package loadable.
   Installing the libraries a package needs moves it from FAIL to WARN, never to a FAIL naming them.
 - Several builds picked at run time: files of one folder whose names differ only by a CUDA tag
-  (``libbitsandbytes_cuda121.so`` … ``_cuda130.so``) are one package's builds. The run loads the
-  build of torch's CUDA (read from torch/version.py, without importing torch; ``BNB_CUDA_VERSION``
+  (`libbitsandbytes_cuda121.so` … `_cuda130.so`) are one package's builds. The run loads the
+  build of torch's CUDA (read from torch/version.py, without importing torch; `BNB_CUDA_VERSION`
   overrides it for bitsandbytes), else of the expected major; the exact version's build when there
   is one, else the newest of that major. That build is judged as the package; the line names it.
   No build for that major: FAIL. The other builds are not judged.
 - A library counts as found where the loader would find it: the file's RPATH (when it has no
-  RUNPATH), the interpreter's RPATH, ``LD_LIBRARY_PATH``, its RUNPATH (``$ORIGIN`` expanded), the
-  loader's cache (``/etc/ld.so.cache``, what ``ldconfig -p`` prints), the system library folders;
-  or where a package or torch loads it from first: the NVIDIA wheels' ``nvidia/*/lib`` folders,
-  folders other packages' RPATHs name, the CUDA toolkit's folders (``/usr/local/cuda*``,
-  ``CUDA_HOME``, ``CUDA_PATH``).
+  RUNPATH), the interpreter's RPATH, `LD_LIBRARY_PATH`, its RUNPATH (`$ORIGIN` expanded), the
+  loader's cache (`/etc/ld.so.cache`, what `ldconfig -p` prints), the system library folders;
+  or where a package or torch loads it from first: the NVIDIA wheels' `nvidia/*/lib` folders,
+  folders other packages' RPATHs name, the CUDA toolkit's folders (`/usr/local/cuda*`,
+  `CUDA_HOME`, `CUDA_PATH`).
 - Judged for another machine (a profile, no driver read), only libraries inside the Python
-  environment count for a package of another major (this machine's ``/usr/local/cuda-12.8`` is not
+  environment count for a package of another major (this machine's `/usr/local/cuda-12.8` is not
   the Spark's), and the profile's own CUDA libraries are taken as that machine's.
 - A package that links a CUDA toolkit library found nowhere: FAIL naming the package and the library
   (its import will fail). A package that loads CUDA by name: FAIL only when none of its libraries is
@@ -48,11 +49,11 @@ Rules:
   compute capability (the device's, else the profile's: sm_121 on GB10), FAIL. The fix says which of
   its kernels reach the GPU (a cubin of the same major and a lower or equal minor, or PTX).
 - Its fix names a remedy a user can act on: the package's CUDA 13 sibling by the index's naming
-  (``cupy-cuda12x`` -> ``cupy-cuda13x``, ``jax-cuda12-plugin`` -> ``jax-cuda13-plugin``, ``*-cu12`` ->
-  ``*-cu13``); the cu130 index for torch, torchvision and torchaudio; for several builds chosen by
-  torch's CUDA, torch from the cu130 index; a CUDA 13 release for ``cuda-bindings``/``cuda-python``;
+  (`cupy-cuda12x` -> `cupy-cuda13x`, `jax-cuda12-plugin` -> `jax-cuda13-plugin`, `*-cu12` ->
+  `*-cu13`); the cu130 index for torch, torchvision and torchaudio; for several builds chosen by
+  torch's CUDA, torch from the cu130 index; a CUDA 13 release for `cuda-bindings`/`cuda-python`;
   else a build for CUDA 13 or an NGC container. A missing library's fix also names the wheels that
-  ship it (``pip install nvidia-cublas-cu12``).
+  ship it (`pip install nvidia-cublas-cu12`).
 - No driver and no CUDA major from the profile: packages of different majors between them are judged
   against the majority's major (WARN or FAIL as above); otherwise INFO listing the majors found.
 - A snapshot of an older suite (libraries not resolved): a package linking another major is a FAIL.

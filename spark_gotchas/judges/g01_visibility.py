@@ -7,6 +7,8 @@ without one. Likewise an empty or wrong ``CUDA_VISIBLE_DEVICES`` hides the GPU f
 NVML still lists it.
 
 Rules:
+
+Whether the GPU can be used from here (`test_g1_gpu_visible_here`):
 - NVML lists a GPU, torch is a CUDA build that imports, and torch sees no device -> FAIL naming
   the cause it can see: ``CUDA_VISIBLE_DEVICES`` set (its value shown), or ``/dev/nvidia*``
   missing (a device cgroup or the container's device list hides them), or torch's own error.

@@ -1,21 +1,18 @@
 """G2 — flash-attn: skip the pip build, watch Unsloth's auto-detect.
 
 Rules:
-- flash-attn not installed -> PASS: attention uses torch SDPA, the right choice on bare pip.
-- Installed but broken -> FAIL ("uninstall flash-attn, use SDPA"). Broken means, in a child
-  process: the import raises, crashes (signal) or hangs (timeout); or Unsloth's interface
-  check (``flash_attn.flash_attn_interface`` exposing ``flash_attn_gpu`` or
-  ``flash_attn_cuda``) fails; or one causal ``flash_attn_func`` call on cuda:0 raises; or its
-  output is not finite, or differs from an fp32 SDPA reference by more than
-  max(2 x torch SDPA's own error in the same dtype, 1e-3).
-- Installed and working:
-  - Unsloth installed beside it -> WARN. Unsloth sets ``HAS_FLASH_ATTENTION`` at import time in
-    ``unsloth.models._utils`` (flash_attn importable, its interface imports, CUDA capability
-    >= 8; read from the installed Unsloth's source) and then ignores
-    ``attn_implementation="sdpa"``. The fix is ``spark_gotchas.fixes.force_sdpa()``.
-  - no Unsloth -> PASS.
-- Installed and importable, but no GPU here to try a call -> INFO (WARN when Unsloth is beside
-  it: its choice depends only on the import and the GPU's capability).
+
+- flash-attn not installed → **PASS**: SDPA is the right choice on bare pip.
+- installed but broken → **FAIL** with "uninstall flash-attn, use SDPA". Broken: the import
+  raises, crashes (the signal is named) or hangs; the interface Unsloth imports does not load;
+  the causal call raises; or its output is not finite or differs from an fp32 SDPA reference by
+  more than max(2 × torch SDPA's own error in the same dtype, 1e-3) — the rule flash-attn's own
+  tests use. A crash on import adds that `import unsloth` will crash the same way.
+- installed and working, Unsloth installed beside it, and the GPU at or above Unsloth's
+  capability gate → **WARN**: Unsloth will ignore `attn_implementation="sdpa"`.
+- installed and working, no Unsloth (or a GPU below its gate) → **PASS**.
+- installed and importable but no GPU here to try the call → **INFO** (**WARN** with Unsloth
+  beside it); torch not installed → **SKIP**.
 """
 
 from __future__ import annotations

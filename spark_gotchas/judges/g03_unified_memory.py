@@ -3,34 +3,45 @@
 Figures are in GB (10^9 bytes, as ``--spark-model-gb`` is); ``free -h`` prints GiB.
 
 Rules:
-- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI
-  box or an H200; see :func:`spark_gotchas.platform.machine`): this machine's memory stands for
-  nothing there, so every G3 check is INFO "this machine is not a GB10 (…): its memory cannot
-  stand for a Spark's", never FAIL or WARN from it. With ``--spark-model-gb N`` the headroom
-  check still weighs the plan against the profile's own memory (GB10: 130.7 GB in all): a load
-  peak larger than that -> WARN (no such machine can load it), else INFO with the peak. The
-  load probe (soak) likewise says INFO.
-- Memory kind comes from the profile: unified (GB10; GH200's shared pool) -> one pool, judged
-  from /proc/meminfo, where CUDA's free figure is MemFree (page cache counts as used);
-  discrete (H200, H100, generic) -> device memory from NVML, host memory from meminfo;
-  no GPU -> host memory only.
-- Page cache (Buffers + Cached - Shmem). Unified: 25 % of MemTotal or more -> WARN; a planned
-  load peak that fits MemAvailable but not MemFree, with the page cache the difference -> WARN;
-  otherwise PASS. Discrete: host memory only -> PASS. No GPU -> INFO.
-- Headroom, with ``--spark-model-gb N`` and ``--spark-load-factor F`` (default 2.0, the
-  safetensors load peak: mmap'd page cache and the CUDA copy hold the same bytes twice).
-  Unified and no GPU: MemAvailable below N x F -> FAIL naming the shortfall, else PASS with the
-  headroom. Discrete: the GPU with the most free memory must hold N (CUDA's free, else NVML's)
-  and MemAvailable must hold N x (F - 1), the host side of the load -> FAIL/PASS. Without N
-  -> INFO: the figures and the largest load that fits.
-- GPU memory view. Unified: NVML memory NotSupported is the expected state (nvidia-smi prints
-  "Not Supported" / [N/A]) -> INFO, with CUDA's free beside MemFree and MemAvailable.
-  Discrete: NVML reads device memory -> PASS; it cannot -> WARN. Neither NVML nor a CUDA
-  device -> SKIP.
-- Load probe (soak): the peak extra memory of a real safetensors load, as a multiple of the
-  file. Unified: above F -> WARN (raise ``--spark-load-factor``); within F -> PASS. Discrete:
-  host and device are separate pools -> INFO with both shares. The load failing, crashing or
-  hanging -> FAIL.
+
+A profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
+or on an H200; the machine's own GPU, as NVML or torch name it, or none, decides; a replay
+decides from the GPU the snapshot recorded): that machine's memory stands for nothing on a
+Spark, so every G3 check says **INFO** `this machine is not a GB10 (no GPU): its memory cannot
+stand for a Spark's`, never FAIL or WARN from it. With `--spark-model-gb N` the headroom check
+still weighs the plan against the profile's own memory (a GB10 holds 130.7 GB in all; an H200
+150.8 GB): a load peak larger than that → **WARN** (no such machine can load it), else
+**INFO** with the peak. The load probe (soak) likewise says **INFO**.
+
+    G3 INFO: this machine is not a GB10 (no GPU): 30 GB of weights would peak at ~60.0 GB (x2) of a GB10's 130.7 GB
+    G3 WARN: 70 GB of weights would peak at ~140.0 GB (x2), more than all of a GB10's 130.7 GB
+
+The memory kind comes from the profile: **unified** (GB10; GH200's shared pool), **discrete**
+(H200, H100, generic) or **no GPU**.
+
+Page cache (Buffers + Cached − Shmem, the part the kernel can drop):
+- unified: 25 % of MemTotal or more → **WARN**; a planned load peak that fits MemAvailable
+  but not MemFree, with the page cache making the difference → **WARN**; otherwise **PASS**.
+- discrete: the page cache is host memory only → **PASS**.
+- no GPU visible here → **INFO** (`--spark-profile gb10` says what a Spark would take of a plan).
+
+Headroom, with `--spark-model-gb N` (planned weights) and `--spark-load-factor F` (default 2.0):
+- unified (and no GPU): MemAvailable below N × F → **FAIL** naming the shortfall in GB;
+  otherwise **PASS** stating the headroom.
+- discrete: the GPU with the most free memory (CUDA's figure, else NVML's) must hold N, and
+  MemAvailable must hold N × (F − 1), the host side of the load → **FAIL** naming what is
+  short, else **PASS**.
+- without N → **INFO** with the figures and the largest load that would fit.
+
+GPU memory view:
+- unified: NVML memory `Not Supported` → **INFO** explaining why nvidia-smi shows N/A, with
+  CUDA's free figure beside MemFree and MemAvailable and the gap between them.
+- discrete: NVML reads device memory → **PASS**; it cannot → **WARN**.
+- neither NVML nor a CUDA device → **SKIP** with both reasons.
+
+Load probe (soak): the peak extra memory of a real load, as a multiple of the file size,
+above F → **WARN** (pass that ratio as `--spark-load-factor` for this machine's plans);
+within F → **PASS**; the load failing, crashing or hanging → **FAIL**.
 """
 
 from __future__ import annotations

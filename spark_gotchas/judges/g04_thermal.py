@@ -2,61 +2,66 @@
 
 Rules:
 
-At rest (``thermal.snapshot``):
-- NVML unavailable -> SKIP with the reason.
-- A thermal or power-brake reason active at rest (HW slowdown 0x8, SW thermal 0x20, HW thermal
-  0x40, HW power brake 0x80), or the temperature at or above the slowdown threshold NVML
-  reports (when it reports a positive one; GB10 prints nonsense like -2 °C) -> WARN.
-- Otherwise INFO: temperature, power (vs the limit where reported), SM clock vs max, and the
-  cumulative counters since the driver loaded (history, not judged: they may be months old).
+At rest: a thermal or power-brake reason active (HW slowdown `0x8`, SW thermal `0x20`,
+HW thermal `0x40`, HW power brake `0x80`), or the temperature at or above a positive slowdown
+threshold → **WARN**; otherwise **INFO** with the figures and the counters since the driver
+loaded (history, not judged: they may be months old). No NVML → **SKIP**.
 
-Spot check (``thermal.spot_check``, about 2 s of BF16 GEMM):
-- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI box
-  or an H200; see :func:`spark_gotchas.platform.machine`) -> INFO "this machine is not a GB10
-  (…): its clocks under load cannot stand for a Spark's", whatever was measured.
-- No CUDA torch or no NVML -> SKIP. The load crashed, hung or raised -> FAIL.
-- Load-adequacy gate: the GPU busy (the lower of the load's own busy fraction and NVML
-  utilization) under 80% -> INFO "inconclusive" (a lightly loaded GPU may clock down rightly).
-- Median SM clock under load (the first 0.3 s of clock ramp left out) below the profile's floor
-  -> FAIL. Floor: the profile's (GB10 1400 MHz: the stuck low-power state reads 500-850 MHz
-  under full load); else half the max SM clock (the profile's, else NVML's); else not judged.
-- A thermal or power-brake reason active in any sample, or a thermal/power-brake counter growing
-  over the check -> WARN. The SW power cap alone is no finding: a GPU at its power limit caps by
-  design (on GB10 it always dominates the counters).
-- Clocks and power fine, but the throughput far below the profile's own GEMM figure for the
-  load's precision (under 0.7 x the range's low end; GB10 BF16 94-98 TFLOP/s) -> WARN naming the
-  cause it can see in ``gpu.processes``: another process busy on the GPU (named; see G6), or
-  nothing else running (the driver or the hardware). A profile without that figure is not judged.
-- Otherwise PASS with clock, power, temperature and throughput.
+Under load (spot check):
+- a profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
+  or an H200; a replay decides from the GPU the snapshot recorded) → **INFO**
+  `this machine is not a GB10 (NVIDIA H200): its clocks under load cannot stand for a Spark's`;
+- no NVML, or neither load can run (no cuBLAS and no CUDA torch) → **SKIP**; the load
+  crashed, hung or raised → **FAIL** (a hang of the torch-free load too; a crash or error there
+  only moves the load to torch);
+- **load-adequacy gate**: the GPU busy less than 80 % of the time (the lower of the load's own
+  busy fraction, from CUDA events, and NVML utilization) → **INFO** "inconclusive" — a lightly
+  loaded GPU may clock down for good reasons;
+- median SM clock under load (the first 0.3 s of ramp left out) below the **floor** → **FAIL**.
+  Floor: GB10 1400 MHz; H200/H100/GH200 half their max SM clock (990 MHz); a GPU without a
+  profile half the max clock NVML reports; no max clock → not judged;
+- a thermal or power-brake reason active in any sample, or a thermal/power-brake counter
+  growing during the check → **WARN**. The SW power cap alone is no finding: a GPU at its power
+  limit caps by design (on GB10 it always dominates the counters); the line mentions it;
+- clocks and power fine but the throughput **far below** the profile's own GEMM figure for the
+  load's precision (under 0.7 × the range's low end: GB10 BF16 94–98 TFLOP/s, so under 66) →
+  **WARN** naming the cause it can see in `gpu.processes`: another process busy on the GPU
+  (named; see G6), or nothing else running (the driver or the hardware). A profile without
+  that figure is not judged on it;
+- otherwise **PASS** with clock, power, temperature and throughput.
 
-Reboot (``thermal.reboot``, the last soak's heartbeat):
-- No heartbeat -> SKIP; unusable heartbeat -> SKIP with why.
-- Ended with "completed" -> PASS; ended otherwise (cut short, load failed) -> INFO.
-- No end marker and the boot id changed (or, without boot ids, the boot time moved past the
-  last heartbeat) -> FAIL "the soak started <when> ended in a reboot/power loss at about <last
-  heartbeat>". Same boot: still running -> INFO; killed without a reboot -> INFO.
+Reboot: no heartbeat → **SKIP**. The last soak ended with `completed` → **PASS**; ended
+otherwise (cut short, load failed) → **INFO**. No end marker and the boot id changed (or,
+where no boot id is readable, the boot time moved past the last heartbeat) →
+**FAIL** `the soak started <when> ended in a reboot/power loss at about <last heartbeat>`.
+Same boot and the soak's process alive → **INFO** "running now"; gone → **INFO** "killed"
+(an OOM kill or `kill -9`, not a reboot). Times are UTC so a replay prints the same line.
 
-Soak (``thermal.soak``):
-- Not run -> SKIP. The load failed before a full window -> SKIP; after one -> FAIL.
-- Full windows (at least half the planned window length) are judged; none -> INFO.
-- Load-adequacy gate as above, on the median window -> INFO "inconclusive".
-- Median SM clock over the windows below the floor -> FAIL (the stuck state makes no drift).
-- Throughput of the last full window more than ``max_drop_fraction`` (default 10%, recorded in
-  the reading) below the first's:
-  - with throttling evidence -> FAIL naming the cause and when the fall began. Evidence, in
-    windows after the first: a thermal/power-brake reason active or its counter growing; the
-    SW power cap's share of the time up by 10 points or more; the SM clock down 5% or more;
-    power flat (within 5%) under 60% of the rated figure over the last half while the
-    temperature kept rising (5 °C or more overall, still 0.1 °C/min or more over the last half).
-    That last rule counts only here, when throughput falls with it: a Spark's GPU power
-    always settles near 100 W against the 240 W brick, and warm-up always raises temperature.
-  - without evidence -> WARN (something else slowed the load).
-- Otherwise PASS: throughput first -> last, sustained power vs rated (GB10: vs the 240 W brick),
-  max temperature, SM clock range; any throttle event or a still-rising temperature is named.
-- A run cut short (SIGINT/SIGTERM) is judged on what it measured and says so first ("cut short
-  by SIGINT after X of Y"); where that would be a PASS it is a WARN instead ("held over what ran"):
-  a soak that did not run its plan cannot say the throughput held over it. Too short for one
-  full window -> INFO. The run then ends as pytest ends an interrupted run (exit status 2).
+Soak: see "Judging a soak" below.
+
+Soak (`thermal.soak`, `pytest -m soak`): Windows at least half the planned window length are judged ("full" windows).
+- not run → **SKIP**; the load failed before a full window → **SKIP**, after one → **FAIL**;
+- no full window → **INFO** "too short to judge";
+- load-adequacy gate on the median window (as above) → **INFO** "inconclusive";
+- median SM clock below the floor → **FAIL** (a stuck unit makes no drift, so this comes first);
+- throughput of the last full window more than the allowed fraction (default 10 %) below the
+  first's:
+  - with throttling evidence → **FAIL** naming the cause and when the fall began. Evidence,
+    in windows after the first: a thermal/power-brake reason active or its counter growing;
+    the SW power cap's share of the time up by 10 points or more; the SM clock down 5 % or
+    more; power flat (within 5 %) under 60 % of the rated figure over the last half **while**
+    the temperature kept rising (5 °C or more overall, still ≥ 0.1 °C/min over the last half).
+    That last sign counts only here, when throughput falls with it: a Spark's power always
+    settles near 100 W and warm-up always raises the temperature, so neither alone fails a
+    healthy box;
+  - without evidence → **WARN**: something else slowed the load (another job, G6);
+- otherwise **PASS**: throughput first → last, sustained power vs rated (GB10: vs the 240 W
+  brick), max temperature, SM clock range; throttle events without a fall and a temperature
+  still rising at the end are named.
+- cut short (SIGINT/SIGTERM): judged on what it measured, and it says so first ("cut short by
+  SIGINT after X of Y"); where that would be a **PASS** it is a **WARN** ("held over what ran"),
+  with the fix to run it for its whole length: a soak that did not run its plan cannot say the
+  throughput held over it. The run then ends as pytest ends an interrupted one (exit status 2).
 """
 
 from __future__ import annotations

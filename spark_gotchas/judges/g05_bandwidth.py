@@ -4,32 +4,35 @@ Figures are GB/s (10^9 bytes/s) at the median repetition, with the byte accounti
 probe names (copy counts read + write, triad three arrays; see microbench/bandwidth.py).
 
 Rules:
-- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI
-  box or an H200; see :func:`spark_gotchas.platform.machine`): this machine's bandwidth stands
-  for nothing there -> INFO "this machine is not a GB10 (…): its bandwidth cannot stand for a
-  Spark's" (the sweep too), whatever was measured. The decode ceiling is then stated from the
-  profile's read range instead of a measurement.
-- The profile's measured range per method (GB10: copy 180-210, read 231-253, write
-  180-253, triad 180-210 GB/s; H200: the recorded run) is the yardstick. A method under
-  0.75 x the range's low end is far below; under 0.9 x, below. Otherwise PASS, with the budget
-  line: the copy and read figures to plan with, not the datasheet's.
-- A figure below or far below names the cause it can see in ``gpu.processes``: other processes
-  in NVML's compute lists (or, without NVML, known servers by command line) are named, "busy on
-  the GPU (see G6)" -> WARN, far below or not (the figure is theirs as much as this GPU's).
-  Nothing else on the GPU -> far below FAIL, pointing at clocks (G4), the driver or the
-  hardware; below WARN.
-- A profile without ranges (generic, H100, GH200) is judged by the best method against
-  NVML's theoretical peak (max memory clock x bus width x 2 / 8): under 0.5 is far below,
-  under 0.7 below, with the same causes and verdicts; else PASS. Neither ranges nor a
-  theoretical peak -> INFO with the figures.
-- A kernel whose output is wrong -> FAIL (its figure means nothing, and the GPU may be at
-  fault). The probe crashing or hanging -> FAIL. Not measurable (no torch, CPU build, no
-  device, too little free memory) -> SKIP with the reason.
-- Decode ceiling (``--spark-model-gb N``): batch-1 decode reads every weight once per
-  token, so tokens/s <= read bandwidth / N GB; stated as INFO next to the datasheet's
-  promise. Without the option -> SKIP.
-- Sweep (soak): the same rules on the median over the sizes of at least 4 x the L2; the
-  largest size under 0.8 x that median -> WARN (memory pressure at that size).
+
+- A profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI
+  box or on an H200; the machine's own GPU, or none, decides; a replay decides from the GPU
+  the snapshot recorded): its bandwidth stands for nothing on a Spark → **INFO**
+  `this machine is not a GB10 (NVIDIA H200): its bandwidth cannot stand for a Spark's`, the
+  sweep too, whatever was measured (the figures stay in the JSON report).
+- Profiles with measured ranges (GB10: copy 180–210, read 231–253, write 180–253, triad
+  180–210; H200: its recorded run): a method under 0.75 × the range's low end is far below,
+  under 0.9 × below; otherwise **PASS** with the budget line, e.g.
+  `G5 PASS: copy 200, read 232, write 210, triad 200 GB/s (1 GiB arrays), within GB10's measured range; budget 200 GB/s copy and 232 GB/s read - not the datasheet's 273`.
+- A figure below or far below names the cause it can see in `gpu.processes`: the other
+  processes in NVML's compute lists (without NVML, the servers and trainers found by their
+  command lines) → **WARN** naming them, "busy on the GPU (see G6)", far below or not (the
+  figure is theirs as much as the GPU's). Nothing else on the GPU: far below → **FAIL**
+  pointing at clocks (G4), the driver or the hardware; below → **WARN**.
+- Profiles without ranges (generic, H100, GH200): the best method against NVML's theoretical
+  peak: under 50 % is far below, under 70 % below, with the same causes and verdicts; else
+  **PASS**. Neither a range nor a theoretical peak → **INFO** with the figures.
+- A kernel whose output is wrong → **FAIL** (check ECC and `dmesg` for Xid errors). The probe
+  crashing or hanging → **FAIL**. Not measurable (no torch, a CPU build, no device, too little
+  free memory) → **SKIP** with the reason.
+- Decode ceiling, with `--spark-model-gb N`: tokens/s ≤ read GB/s ÷ N GB for one batch-1
+  sequence (every weight read once per token; KV-cache reads lower it further) → **INFO**,
+  next to what the datasheet figure would promise. On a machine that is not the profile's, the
+  ceiling comes from the profile's read range instead:
+  `G5 INFO: on a GB10, batch-1 decode of 30 GB of weights tops out at 7.7-8.4 tokens/s (read 231-253 GB/s)`.
+  Without the option → **SKIP**.
+- Sweep: the rules above on the median over sizes of at least 4 × the L2; the largest size
+  under 0.8 × that median → **WARN** (memory pressure at that size: see G3 and G6).
 """
 
 from __future__ import annotations

@@ -4,29 +4,40 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 (GB10), MemTotal. Figures are in GB (10^9 bytes).
 
 Rules:
-- A profile asked for on a machine that is not that platform (``--spark-profile gb10`` on a CI
-  box or an H200; see :func:`spark_gotchas.platform.machine`): this machine's processes stand
-  for nothing there -> INFO "this machine is not a GB10 (…): its processes cannot stand for a
-  Spark's", listing what was found.
-- No GPU visible here (profile ``none``): a server's or trainer's command line cannot hold GPU
-  memory on this machine -> INFO listing them; nothing found -> PASS as below.
+
+The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU without one
+(GB10), MemTotal.
+
+- A profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI
+  box or on an H200; the machine's own GPU, or none, decides; a replay decides from the GPU the
+  snapshot recorded): its processes stand for nothing on a Spark → **INFO**
+  `this machine is not a GB10 (no GPU): its processes cannot stand for a Spark's`, listing what
+  was seen (servers and trainers first), none judged.
+- No GPU visible here (profile `none`): a server's or trainer's command line cannot hold GPU
+  memory on this machine → **INFO** listing it, e.g.
+  `G6 INFO: no GPU visible here: 1 workload(s) hold no GPU memory on this machine; seen, not judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)`.
+  Where a GPU exists but NVML cannot list other containers' processes, the command lines are
+  judged as below.
 - Processes of one program are judged together: a process joins its topmost recorded
-  ancestor that is a recognised workload (an engine child such as ``VLLM::EngineCore`` joins
-  ``vllm serve``, a torchrun worker joins torchrun), adding its GPU memory to the group's.
-- A workload capped above 0.5 of the pool (vLLM's default 0.9 included; an engine child whose
-  parent is not visible is taken at its program's default), or holding more than 0.5 of the
-  pool -> FAIL.
-- A workload without a cap (Ollama, llama.cpp, a trainer, any other process) holding more
-  than 4 GB -> FAIL: nothing stops it growing into this run's memory.
-- All workloads together claiming more than 0.5 of the pool (a cap claims cap x pool, an
-  uncapped process what it holds) -> FAIL; with ``--spark-model-gb N``, claiming more than
-  the pool minus the planned load peak (see G3) -> FAIL naming the shortfall.
+  ancestor that is a recognised workload (an engine child joins `vllm serve`, a torchrun
+  worker joins torchrun), adding its memory to the group's.
+- Capped above 0.5 of the pool, or holding more than 0.5 of it → **FAIL**. An engine process
+  whose launcher is not visible is taken at its program's default cap.
+- No cap and holding more than 4 GB → **FAIL**.
+- All workloads together claiming more than 0.5 of the pool (a cap claims cap × pool, an
+  uncapped process what it holds) → **FAIL**. With `--spark-model-gb N`, claiming more than
+  the pool minus the planned load peak (N × `--spark-load-factor` on unified memory, N on a
+  discrete GPU) → **FAIL** naming the shortfall.
 - A server that loads models on request (Ollama, llama-swap) holding 4 GB or less, or an
-  uncapped process whose memory NVML does not report -> WARN.
-- Small (<= 4 GB) or capped (<= 0.5) workloads -> PASS listing them; nothing else -> PASS.
-- On a discrete GPU only the devices in CUDA_VISIBLE_DEVICES (all when unset) are judged;
-  processes on other GPUs are listed, not judged.
-- Neither NVML nor the process table readable -> SKIP.
+  uncapped process whose memory is unknown → **WARN**.
+- Small or capped (≤ 0.5) workloads → **PASS** listing them; nothing else running → **PASS**
+  saying how many command lines were looked at.
+- On a discrete GPU only the devices in `CUDA_VISIBLE_DEVICES` (all when unset) are judged;
+  processes on other GPUs are counted, not judged.
+- Neither NVML nor the process table readable → **SKIP**.
+
+The line names each workload: pid, program, its cap (and where the cap came from: flag,
+default, auto), what it holds, and its owner. The fix is tailored to what was found.
 """
 
 from __future__ import annotations

@@ -5,21 +5,24 @@ On GB10 (capability 12.1) FP4 needs kernels built for the arch-specific target `
 ``cvt.e2m1x2`` and block-scaled MMA, and NVFP4 ends up slower than FP8.
 
 Rules:
-- Capability: NVML's, else torch's, else the profile's (``--spark-profile gb10`` judges as 12.1).
-- Kernel targets on 12.1: an FP4 kernel library (vLLM, FlashInfer, TensorRT-LLM, Transformer
-  Engine, SGLang kernels) is ready when it ships an ``sm_121a`` cubin, an ``sm_12Xf`` cubin
-  with X <= 1, or ``compute_121a``/``compute_12Xf`` PTX. An installed library with kernels but
-  none ready, or ``TORCH_CUDA_ARCH_LIST`` set without ``12.1a``/``12.0f``/``12.1f`` (what is
-  built here then misses sm_121a) -> WARN "stay on FP8", FAIL with ``--spark-precision nvfp4``.
-  Libraries without prebuilt kernels (JIT) are listed, not judged. All ready -> PASS; no FP4
-  kernel library -> INFO. torch and bitsandbytes are listed for context only (torch's NVFP4
-  GEMM is cuBLAS's and is measured; bitsandbytes' 4-bit formats dequantise in software).
-- Elsewhere: INFO naming which libraries carry this GPU's arch-specific target.
-- Measured rates (8192^3, torch entry points): on 12.1, NVFP4 slower than FP8 -> FAIL with the
-  ratio; not slower -> PASS; NVFP4 not runnable -> WARN "stay on FP8" (FAIL with nvfp4 planned).
-  On any GPU, the planned precision (``--spark-precision``) not runnable -> FAIL. Otherwise
-  INFO listing the precisions that run and their rates. A result outside its tolerance, or the
-  probe crashing or hanging -> FAIL; not measurable (no torch, CPU build, no device) -> SKIP.
+
+- Capability: NVML's, else torch's, else the profile's (`--spark-profile gb10` judges as 12.1).
+- Kernel targets on 12.1: a library is ready when it ships an `sm_121a` cubin, an `sm_12Xf`
+  cubin with X ≤ 1, or `compute_121a`/`compute_12Xf` PTX. An installed FP4 library with
+  kernels but none ready, or `TORCH_CUDA_ARCH_LIST` set without `12.1a`/`12.0f`/`12.1f` (NGC's
+  `8.0 8.6 9.0 10.0 11.0 12.0+PTX` is such a list) → **WARN** "stay on FP8"; with
+  `--spark-precision nvfp4` → **FAIL**. Libraries without prebuilt kernels (FlashInfer's JIT
+  package) are listed, not judged. All ready → **PASS**. No FP4 kernel library → **INFO**.
+  torch is listed but not required: its NVFP4 GEMM is cuBLAS's, measured below; bitsandbytes'
+  4-bit formats dequantise in software.
+- Kernel targets elsewhere → **INFO** naming which libraries carry this GPU's `a` target.
+- Rates on 12.1: NVFP4 slower than FP8 → **FAIL** with the ratio; not slower → **PASS**;
+  NVFP4 not runnable through torch → **WARN** "stay on FP8" (**FAIL** with nvfp4 planned).
+- Any GPU: the precision named by `--spark-precision` not runnable → **FAIL**. Otherwise
+  **INFO** listing the precisions that run and their TFLOP/s (an H200: BF16 ≈ 763, FP8 ≈ 1290,
+  NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`).
+- A GEMM outside its tolerance, or the probe crashing or hanging → **FAIL**; not measurable
+  (no torch, a CPU build, no device) → **SKIP**.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """G8 — stale official playbooks.
 
-Rules (one verdict for every ``--spark-playbook NAME`` given):
-- No playbook named -> INFO saying how to name one.
-- The open issues of NVIDIA/dgx-spark-playbooks could not be listed (offline, timeout, HTTP
-  error, rate limit, malformed answer) -> SKIP with the reason and the URL to check by hand.
-- An open issue (pull requests excluded) concerns a named playbook when its title, labels or
-  body mention the name as a whole word (``-``, ``_``, ``.`` and spaces interchangeable) ->
-  WARN listing them, newest first: read these before trusting the recipe.
-- A name that is not a folder under ``nvidia/`` (when the folder list could be read) -> WARN:
-  the check cannot speak for a playbook that does not exist under that name.
-- Otherwise -> PASS.
+Rules:
+
+- no playbook named → **INFO** saying how to name one.
+- the listing failed — offline, timed out, HTTP error (a redirect elsewhere included), rate
+  limited (with the reset time), a malformed answer, or `SPARK_GOTCHAS_GITHUB_API` not an
+  http(s) URL → **SKIP** with the reason and the URL to check by hand.
+- open issues concern a named playbook → **WARN** listing them (the newest three per playbook in
+  the line, all in the JSON report): read these before trusting the recipe.
+- a name that is not a folder under `nvidia/` → **WARN** with the closest folder name.
+- otherwise → **PASS**, with how many open issues were checked and the cache's age.
 """
 
 from __future__ import annotations

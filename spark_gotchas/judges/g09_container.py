@@ -1,45 +1,68 @@
 """G9 — container first, not bare pip.
 
 Rules:
-- Container evidence, strongest first: image variables (NGC's, the CUDA base image's, Unsloth's),
-  /.dockerenv, /run/.containerenv, the ``container`` variable, Kubernetes, a container runtime in
-  /proc/1/cgroup (v1 paths naming docker/containerd/kubepods/lxc/libpod/crio/podman), an overlay
-  root filesystem. cgroup v2's bare ``0::/`` proves nothing either way. No evidence -> "bare host";
-  /proc/1/cgroup unreadable and no other marker -> "container status unknown".
-- The image, from its variables and paths:
-  - NGC PyTorch: ``NVIDIA_PYTORCH_VERSION`` or ``PYTORCH_BUILD_VERSION`` set, or
-    ``NVIDIA_PRODUCT_NAME`` PyTorch; NGC NeMo: ``NVIDIA_PRODUCT_NAME`` "NeMo Framework" (or
-    NeMo), or ``NVIDIA_NEMO_VERSION``/``NEMO_VERSION`` set. Named in the line with its release and
-    build: "NGC PyTorch 25.10 (build 222161059)". An image of another NGC product that carries
-    ``NVIDIA_PYTORCH_VERSION`` is built on NGC PyTorch and counts as one.
-  - Unsloth's image (unsloth/unsloth, built from unslothai/unsloth docker/Dockerfile): this Python
-    is its venv (``sys.prefix`` /opt/unsloth-venv), or ``UNSLOTH_LLAMA_CPP_PATH`` points under
-    /opt/unsloth/; and unsloth is installed in this Python.
-  - ``NVIDIA_PRODUCT_NAME=CUDA`` alone is NVIDIA's CUDA base image (nvidia/cuda): it ships no
-    torch, so a torch in it came from pip -> a generic container. Any other product name without
-    ``NVIDIA_PYTORCH_VERSION`` (an NGC JAX image, say) is no PyTorch image -> a generic container.
-  - An NGC image whose torch is not its own build (``PYTORCH_BUILD_VERSION`` 2.9.0a0+145a3a7,
-    installed torch 2.9.0+cu130: a different release, or a +cu/+cpu/+rocm wheel tag), or an image
-    whose Python lacks its package (torch for NGC, unsloth for Unsloth's) -> the image's stack is
-    not what runs: bare pip inside the image.
-- Any installed distribution whose declared requirement is not met -> FAIL naming them, the pins
-  that matter first (torch <-> triton, torchvision/torchaudio/xformers <-> torch).
-- Consistent in an NGC PyTorch/NeMo or Unsloth image -> PASS naming the image.
-- Consistent, but bare pip -> WARN with the container advice: "a container, but not an NGC or
-  Unsloth image" (a generic image such as python:3.12, or the CUDA base image), "bare host", or
-  the image whose stack pip replaced.
-- How the container was started (containers only; a bare host's /dev/shm is a tmpfs of half the
-  RAM and its limits are the login's): /dev/shm under 1 GiB (Docker's default is 64 MiB:
-  DataLoader workers die with a bus error) or a locked-memory soft limit that is not unlimited
-  without CAP_IPC_LOCK (NCCL over RDMA fails in ibv_reg_mr: two Sparks, G10) -> WARN with the
-  ``docker run`` flags NGC's start-up note asks for (``--ipc=host``, ``--ulimit memlock=-1``,
-  ``--ulimit stack=67108864``). A stack limit under 64 MiB alone does not warn (8 MiB is every
-  Linux default and training runs with it); it is shown and is in the flags. Both fine -> PASS.
-  Not recorded (a snapshot of an older suite) or unreadable -> SKIP saying so; not a container
-  -> SKIP.
-- Baseline: none given -> SKIP; unusable (missing, not a snapshot, no env.distributions) -> FAIL
-  saying why; distributions added, removed or changed since -> WARN listing them (key packages
-  first); the same -> PASS.
+
+**Container or not.** Evidence, strongest first: image variables (NGC's, the CUDA base image's,
+Unsloth's), `/.dockerenv`, `/run/.containerenv`, `container=…`, Kubernetes, a container runtime
+in `/proc/1/cgroup` (cgroup v1 paths naming docker, containerd, kubepods, lxc, libpod, crio,
+podman), an overlay root filesystem. Under cgroup v2 with a private namespace (Docker's default)
+`/proc/1/cgroup` is just `0::/`, which proves nothing either way; the other evidence decides. No
+evidence → bare host; `/proc/1/cgroup` unreadable and no other marker → unknown.
+
+**Which image.**
+
+- *NGC PyTorch*: `NVIDIA_PYTORCH_VERSION` or `PYTORCH_BUILD_VERSION` set, or `NVIDIA_PRODUCT_NAME`
+  PyTorch. Named with its release and build: `NGC PyTorch 25.10 (build 222161059)`. An image of
+  another NGC product that carries `NVIDIA_PYTORCH_VERSION` is built on NGC PyTorch and counts:
+  `NGC <product> (PyTorch 25.10, build …)`.
+- *NGC NeMo*: `NVIDIA_PRODUCT_NAME` "NeMo Framework" (or NeMo), or `NVIDIA_NEMO_VERSION` /
+  `NEMO_VERSION` set: `NGC NeMo Framework (PyTorch 25.11, build …)`.
+- *Unsloth's image* (`unsloth/unsloth`, built from `docker/Dockerfile` of unslothai/unsloth: a
+  venv at `/opt/unsloth-venv` first on `PATH`, and `UNSLOTH_LLAMA_CPP_PATH=/opt/unsloth/llama.cpp`
+  set in the image): this Python's `sys.prefix` is `/opt/unsloth-venv`, or
+  `UNSLOTH_LLAMA_CPP_PATH` points under `/opt/unsloth/`; and unsloth is installed in this Python.
+  Named with unsloth's version: `Unsloth image (unsloth 2026.5.1)`. Its base is NVIDIA's CUDA
+  base image, so its `NVIDIA_PRODUCT_NAME` is CUDA.
+- *NVIDIA's CUDA base image* (`nvidia/cuda`, `NVIDIA_PRODUCT_NAME=CUDA`, no Unsloth marker): it
+  ships no torch, so a torch in it came from pip. A generic container, named `nvidia/cuda 13.0.2`.
+  Another product name without `NVIDIA_PYTORCH_VERSION` (an NGC JAX image, say) is no PyTorch
+  image either: `NVIDIA JAX image`.
+- An NGC image whose torch is not its own build (a PyTorch wheel's tag such as `+cu130`, `+cpu`,
+  or another release than `PYTORCH_BUILD_VERSION`: pip replaced it), or an image whose Python
+  lacks the image's package (torch for NGC, unsloth for Unsloth's image: a venv beside it), does
+  not run the image's stack: bare pip inside the image.
+
+**Verdicts.**
+
+- any unmet requirement → **FAIL** naming them (three in the line, the count of the rest), those
+  touching the key packages first (torch, triton, torchvision, torchaudio, xformers, flash-attn,
+  unsloth, transformers, vllm, bitsandbytes, accelerate, peft, trl: the torch ↔ triton and
+  torchvision/xformers ↔ torch pins);
+- consistent, in an NGC PyTorch/NeMo or Unsloth image running its own stack → **PASS** naming the
+  image;
+- an NGC or Unsloth image whose stack pip replaced, or whose Python is not the image's → **WARN**
+  (`NGC PyTorch 25.10 (build 222161059), but pip replaced its torch with 2.9.0+cu130`);
+- consistent, in any other container → **WARN** "a container, but not an NGC or Unsloth image"
+  with the image or marker that told, and torch's version (`bare pip: torch 2.11.0`);
+- consistent, on a bare host (or unknown) → **WARN** with the container advice.
+
+**How the container was started** (`test_g9_shm_and_ulimits`; in containers only: on a bare host
+`/dev/shm` is a tmpfs of half the RAM and the limits are the login's):
+
+| reading | warns when | why |
+| --- | --- | --- |
+| `/dev/shm` size | below 1 GiB (Docker's default is 64 MiB) | DataLoader workers pass batches through shared memory and die with a bus error |
+| locked-memory soft limit | not unlimited, and no `CAP_IPC_LOCK` | NCCL over InfiniBand/RoCE registers its buffers with `ibv_reg_mr`, which fails under the limit (two Sparks, G10) |
+| stack soft limit | never alone; shown, and named in the flags when another flag is missing | 8 MiB is every Linux default and training runs with it; NGC and Unsloth ask for 64 MiB |
+
+Either warning → **WARN** with the `docker run` flags NGC's start-up note asks for
+(`--ipc=host` or a large `--shm-size`, `--ulimit memlock=-1`, `--ulimit stack=67108864`), the
+missing ones named; both fine → **PASS**; the readings not recorded (a snapshot of an older
+suite) or unreadable → **SKIP** saying so; not a container → **SKIP**.
+
+Baseline: none given → **SKIP**; the file unusable (missing, not a snapshot, no
+`env.distributions`) → **FAIL** saying why; distributions changed, added or removed since →
+**WARN** listing them (key packages first); the same → **PASS**.
 """
 
 from __future__ import annotations

@@ -26,6 +26,39 @@ Collective probe (multinode), from the ranks' results on this node:
   profile -> INFO. Findings of the NCCL setup review (NCCL_IB_HCA naming every active RoCE
   device, MTU 9000 on their interfaces, NCCL_SOCKET_IFNAME matching an interface) go into the
   fix, and into the line when they are all there is to say.
+
+Rules:
+
+Config review, per file, the worst one deciding (its finding first in the line):
+- unreadable (missing, not UTF-8) or malformed (YAML/JSON error with line and column,
+  an unterminated quote in a launch command) → **FAIL** naming the file and the error.
+- past the review's limits → **FAIL** naming the file and the limit, with the fix "review it by
+  hand, or pass the launcher's own command line or config": not a regular file (`/dev/zero`, a
+  FIFO, a directory: refused before it is opened for reading), over 1 MiB, nested more than 100
+  levels, more than 100 000 values once YAML aliases are expanded (a billion-laughs file), a
+  recursive YAML alias, or `$VARIABLES` that expand to more than 4 MiB
+  (`G10 FAIL: laughs.yaml: too large to review: more than 100000 values once its aliases are expanded`).
+- tensor parallel size > 1 spanning nodes → **FAIL** naming file, key and line. GPUs per node:
+  under the GB10 profile 1 (so any TP > 1 spans nodes, even where the file does not say how many
+  nodes there are); elsewhere the file's per-node process count, else this machine's GPU count
+  (NVML), else the profile's. TP within one node → **PASS**; GPUs per node unknown → **INFO**.
+- no TP > 1: DDP, FSDP, ZeRO, plain data parallel → **PASS**.
+- `PARALLELISM_CONFIG_TP_SIZE` > 1 in the environment spanning nodes → **FAIL**; other launch
+  variables → **INFO** (the node count they imply).
+- nothing given → **INFO**; a file with nothing recognised → **INFO**; a YAML file without
+  PyYAML installed → **SKIP** for that file.
+
+Collective probe:
+- a rank that wrote no result, a rank's error (its own or the lost peer's), torchrun killed at
+  the deadline → **FAIL**, root causes before the SIGTERM'd followers.
+- loopback rehearsal (no node count given), or gloo between nodes → **INFO** with the figures:
+  neither measures NCCL over the link.
+- NCCL between nodes, against the profile's link range (GB10: 20–24 GB/s bus bandwidth with
+  both RoCE devices in `NCCL_IB_HCA` and MTU 9000): largest-message busbw ≥ 0.9 × low → **PASS**;
+  ≤ 5 GB/s (the ≈ 3 GB/s of a link set up wrong) → **FAIL**; between → **WARN**; no figure in the
+  profile → **INFO**. The NCCL setup review's findings go into the fix: `NCCL_IB_HCA` unset or
+  naming fewer than the active RoCE devices (or devices this node lacks), an MTU other than 9000
+  on their interfaces, `NCCL_SOCKET_IFNAME` unset or matching no interface, `NCCL_IB_DISABLE=1`.
 """
 
 from __future__ import annotations

@@ -44,20 +44,27 @@ stop_all() {
 }
 
 if [ "${STOP:-0}" = 1 ]; then stop_all; exit 0; fi
+case "$HOSTNAMES" in
+    own|shared) ;;
+    *) echo "slurm_fleet: HOSTNAMES is own or shared, not $HOSTNAMES" >&2; exit 2 ;;
+esac
+[[ "$NODES" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_fleet: NODES is a number of nodes from 1 to 99, not $NODES" >&2; exit 2; }
 for tool in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol; do
     command -v "$tool" >/dev/null || { echo "slurm_fleet: $tool not found: apt-get install -y slurm-wlm munge" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "slurm_fleet: run as root (the throwaway daemons run as root)" >&2; exit 2; }
 "$PYTHON" -c 'import spark_gotchas' 2>/dev/null || { echo "slurm_fleet: $PYTHON has no spark_gotchas" >&2; exit 2; }
-case "$HOSTNAMES" in
-    own) unshare --uts true 2>/dev/null || { echo "slurm_fleet: unshare --uts is not allowed here: use HOSTNAMES=shared" >&2; exit 2; } ;;
-    shared) ;;
-    *) echo "slurm_fleet: HOSTNAMES is own or shared, not $HOSTNAMES" >&2; exit 2 ;;
-esac
+if [ "$HOSTNAMES" = own ] && ! unshare --uts true 2>/dev/null; then
+    echo "slurm_fleet: unshare --uts is not allowed here: use HOSTNAMES=shared" >&2; exit 2
+fi
 
+# The folder is emptied first: only one this script made (it holds .slurm-fleet), or none yet.
+if [ -e "$BASE" ] && [ ! -e "$BASE/.slurm-fleet" ] && [ -n "$(ls -A "$BASE" 2>/dev/null)" ]; then
+    echo "slurm_fleet: $BASE exists and was not made by this script: choose another SLURM_FLEET_DIR" >&2; exit 2
+fi
 stop_all
 rm -rf "$BASE"
-mkdir -p "$BASE"/{etc,munge,state,run,log,runs,out} && chmod 700 "$BASE" "$BASE/munge"
+mkdir -p "$BASE"/{etc,munge,state,run,log,runs,out} && chmod 700 "$BASE" "$BASE/munge" && touch "$BASE/.slurm-fleet"
 [ "${KEEP:-0}" = 1 ] || trap stop_all EXIT
 
 # -- munge: a key of this folder's own, a socket of its own ------------------------------------------
@@ -147,4 +154,7 @@ say "cat $BASE/out/spark-preflight-*.out"
 cat "$BASE"/out/spark-preflight-*.out
 say "ls $BASE/runs"
 ls "$BASE/runs"
+first=$(echo $names | cut -d' ' -f1)
+say "sed -n '/= spark-gotchas =/,\$p' $BASE/out/$first.txt   # the preflight's own lines on $first"
+sed -n '/= spark-gotchas =/,$p' "$BASE/out/$first.txt"
 exit "$rc"

@@ -419,5 +419,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None or not state.active or not state.reported:
         return
     terminalreporter.write_sep("=", "spark-gotchas")
-    for line, markup in terminal_block(state):
+    width = min(max(terminalreporter._tw.fullwidth, 60), 120) if hasattr(terminalreporter, "_tw") else 100
+    for line, markup in terminal_block(state, width=width, verbose=config.getoption("verbose", 0) > 0):
         terminalreporter.write_line(line, **markup)

@@ -8,6 +8,7 @@ it reaches the terminal; the documents are masked whole with :func:`spark_gotcha
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from . import __version__, platform, scrub
@@ -74,14 +75,31 @@ def markdown_summary(state: SessionState) -> str:
                                   artifacts=state.artifacts, replayed_from=_replayed_from(state)))
 
 
-def terminal_block(state: SessionState) -> list[tuple[str, dict[str, bool]]]:
+FIX_PREFIX = "    fix: "
+
+
+def wrapped(line: str, width: int) -> list[str]:
+    """A ``    fix:`` line folded to ``width`` with its indent kept on every fold (a terminal's own
+    wrap would start the rest at column 0); any other line as it is: one line per gotcha."""
+    if not line.startswith(FIX_PREFIX) or len(line) <= width:
+        return [line]
+    return textwrap.wrap(line[len(FIX_PREFIX):], width=max(width, 40), initial_indent=FIX_PREFIX,
+                         subsequent_indent=" " * len(FIX_PREFIX), break_on_hyphens=False, break_long_words=False)
+
+
+def terminal_block(state: SessionState, width: int = 100, verbose: bool = False) -> list[tuple[str, dict[str, bool]]]:
     """The lines under the ``spark-gotchas`` separator, each with its colour: the platform, one
-    G-line per gotcha (and its fixes), the notes, and the outputs that could not be written."""
+    G-line per gotcha (and its fixes, folded to ``width``; with ``verbose``, each finding's
+    detail), the notes, and the outputs that could not be written."""
     desc = platform.describe(state.provider, state.options.spark_profile)
     out = [(shown(platform.one_line(desc, _replayed_from(state))), {})]
-    for top, _group in summarize(state.verdicts):
-        for line in summary_lines(v for v in state.verdicts if v.gotcha == top.gotcha):
-            out.append((line, COLOR[top.status] if not line.startswith("    ") else {}))
+    for top, group in summarize(state.verdicts):
+        for line in summary_lines(group):
+            markup = COLOR[top.status] if not line.startswith("    ") else {}
+            out += [(part, markup) for part in wrapped(line, width)]
+        if verbose:
+            out += [(f"    {v.status.value.lower()}: {v.summary}" + (f" ({v.detail})" if v.detail else ""), {})
+                    for v in group]
     out += [(shown(note), {}) for note in state.notes]
     out += [(shown(f"{error} (the run fails: an output it was asked for is missing)"), {"red": True, "bold": True})
             for error in state.output_errors]

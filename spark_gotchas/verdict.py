@@ -41,8 +41,10 @@ class GotchaWarning(UserWarning):
 class Verdict:
     """One judgement of one gotcha.
 
-    ``summary`` is the one-line finding; ``fix`` is required for FAIL and WARN; ``readings``
-    holds the JSON-ready values the judgement was made from (they go to the JSON report).
+    ``summary`` is the finding that decides the status, short enough that the G-line fits in
+    about 100 columns; ``detail`` is what else a reader may want (shown with ``-v``, in the JSON
+    report and the Markdown summary); ``fix`` is required for FAIL and WARN; ``readings`` holds
+    the JSON-ready values the judgement was made from (they go to the JSON report).
     Summary and fix are shown as given, but with credentials masked and control characters
     escaped (a newline from a process name shows as ``\x0a``): a verdict is always one line of
     its own, whatever strings from outside it quotes.
@@ -54,6 +56,7 @@ class Verdict:
     fix: str = ""
     readings: Mapping[str, Any] = field(default_factory=dict)
     check: str = ""  # what this check examined, in a few words ("first cuda launch"); the plugin sets it
+    detail: str = ""  # more of the finding, beyond the line
 
     def __post_init__(self) -> None:
         if isinstance(self.gotcha, bool) or self.gotcha not in GOTCHA_IDS:
@@ -63,6 +66,7 @@ class Verdict:
             raise ValueError(f"G{self.gotcha} {self.status.value} verdict needs a fix")
         object.__setattr__(self, "summary", printable(mask_text(str(self.summary))))
         object.__setattr__(self, "fix", printable(mask_text(str(self.fix))))
+        object.__setattr__(self, "detail", printable(mask_text(str(self.detail))))
 
     @property
     def line(self) -> str:
@@ -76,6 +80,7 @@ class Verdict:
             "fix": self.fix,
             "readings": dict(self.readings),
             **({"check": self.check} if self.check else {}),
+            **({"detail": self.detail} if self.detail else {}),
         }
 
 
@@ -106,24 +111,27 @@ def summarize(verdicts: Iterable[Verdict]) -> list[tuple[Verdict, list[Verdict]]
     return out
 
 
-NOT_CHECKED_REASON_CHARS = 60
+LINE_COLUMNS = 100  # what a G-line aims to fit in
 
 
-def _not_checked(top: Verdict, group: list[Verdict]) -> str:
-    """``; not checked: torch build, first cuda launch (torch is a CPU build)`` when a PASS or INFO
-    line stands for a gotcha some of whose checks were skipped: a line never hides what it did not check."""
+def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
+    """``; not checked: first cuda launch (torch is a CPU build)`` when a PASS or INFO line stands
+    for a gotcha some of whose checks were skipped: a line never hides what it did not check. The
+    reasons are given while the line has room; the checks are always named (each skip's own line
+    is in the report and in pytest's -rs summary)."""
     if top.status not in (Status.PASS, Status.INFO):
         return ""
     by_reason: dict[str, list[str]] = {}
     for v in group:
         if v.status is Status.SKIP:
             reason = v.summary.split(": ", 1)[1] if ": " in v.summary else v.summary
-            if len(reason) > NOT_CHECKED_REASON_CHARS:
-                reason = reason[:NOT_CHECKED_REASON_CHARS - 1].rstrip() + "…"
             by_reason.setdefault(reason, []).append(v.check or "a check")
     if not by_reason:
         return ""
-    return "; not checked: " + "; ".join(f"{', '.join(checks)} ({reason})" for reason, checks in by_reason.items())
+    full = "; not checked: " + "; ".join(f"{', '.join(checks)} ({reason})" for reason, checks in by_reason.items())
+    if len(full) <= room:
+        return full
+    return "; not checked: " + ", ".join(c for checks in by_reason.values() for c in checks)
 
 
 def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
@@ -132,7 +140,8 @@ def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
     for top, group in summarize(verdicts):
         extra = sum(1 for v in group if v.status == top.status) - 1
         suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
-        lines.append(top.line + suffix + _not_checked(top, group))
+        head = top.line + suffix
+        lines.append(head + _not_checked(top, group, LINE_COLUMNS - len(head)))
         if top.status.needs_fix:
             seen: list[str] = []
             for v in group:

@@ -12,7 +12,8 @@ SEPARATOR = re.compile(r"=+ spark-gotchas =+")
 
 
 def glines(result, gotchas: tuple[int, ...] = ()) -> list[str]:
-    """G-lines and their fix lines, in order; only those of ``gotchas`` when given."""
+    """G-lines and their fix lines, in order; only those of ``gotchas`` when given. A fix folded
+    to the terminal's width (its continuation lines indented under its text) is joined again."""
     lines = result.stdout.lines if hasattr(result, "stdout") else str(result).splitlines()
     starts = [i for i, line in enumerate(lines) if SEPARATOR.fullmatch(line)]
     if not starts:
@@ -29,4 +30,6 @@ def glines(result, gotchas: tuple[int, ...] = ()) -> list[str]:
                 out.append(line)
         elif line.startswith(FIX) and keep:
             out.append(line)
+        elif line.startswith(" " * len(FIX)) and keep and out and out[-1].startswith(FIX):
+            out[-1] += " " + line.strip()
     return out

@@ -79,7 +79,14 @@ def preflight(tmp_path: Path, fake_dir: Path, *args: str) -> tuple[str, float]:
 
 
 def line(output: str, head: str) -> str:
-    found = [text for text in output.splitlines() if text.startswith(head)]
+    """The last line starting ``head``, a fix folded to the terminal's width joined again."""
+    joined: list[str] = []
+    for text in output.splitlines():
+        if text.startswith(" " * 9) and joined and joined[-1].startswith("    fix: "):
+            joined[-1] += " " + text.strip()
+        else:
+            joined.append(text)
+    found = [text for text in joined if text.startswith(head)]
     assert found, f"no line starting {head!r} in:\n{output[-4000:]}"
     return found[-1]
 

@@ -190,6 +190,7 @@ def test_a_soak_cut_short_by_ctrl_c_warns_and_ends_the_run_as_interrupted(pytest
     import os
     import signal
     import threading
+    import time
 
     from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
@@ -206,18 +207,31 @@ def test_a_soak_cut_short_by_ctrl_c_warns_and_ends_the_run_as_interrupted(pytest
     monkeypatch.setattr(engine, "run_soak_check", functools.partial(
         engine.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
         progress_every_s=0.5))
-    timer = threading.Timer(2.5, os.kill, (os.getpid(), signal.SIGINT))  # after the worker has started
-    timer.start()
+    done = threading.Event()
+
+    def ctrl_c_once_the_soak_records() -> None:  # as a user would: while the load runs
+        while not done.wait(0.1):
+            if list((pytester.path / "reports").glob("g4-soak-*.csv")):
+                time.sleep(1.0)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
+    threading.Thread(target=ctrl_c_once_the_soak_records, daemon=True).start()
     try:
         result = run(pytester, "-m", "soak", "--soak-duration", "30s")
     finally:
-        timer.cancel()
+        done.set()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     (line, fix) = glines(result)
     assert re.match(r"G4 WARN: cut short by SIGINT after 0:00:0\d of 0:00:30; 0:00:0\d of BF16 GEMM held over what ran", line)
     assert fix == ("    fix: run the soak again for its whole planned length (pytest -m soak --soak-duration 30s) "
                    "before trusting a long run to this machine")
     assert "the soak was cut short by SIGINT" in result.stdout.str()
+
+
+def ordinary_verdicts(result) -> list[dict]:
+    """The verdicts a run recorded in its snapshot (again.json, in the run's folder)."""
+    return json.loads((Path(str(result.stdout.str()).split("snapshot written to ")[1].split()[0])).read_text())["verdicts"]
 
 
 def test_a_replay_says_what_the_snapshot_holds_that_it_does_not_judge(pytester):
@@ -230,12 +244,14 @@ def test_a_replay_says_what_the_snapshot_holds_that_it_does_not_judge(pytester):
     recorded["markers"] = "fast or soak"
     path = pytester.path / "night.json"
     path.write_text(json.dumps(recorded))
-    ordinary = run(pytester, "-m", "fast", "--spark-replay", str(path))
+    ordinary = run(pytester, "-m", "fast", "--spark-replay", str(path), "--spark-snapshot", "again.json")
     g4 = [line for line in glines(ordinary) if line.startswith("G4 ")]
-    assert g4[0].startswith("G4 PASS: ") and g4[0].endswith("; soak (judged only with -m soak)")
+    assert g4[0].startswith("G4 PASS: ") and re.search(r"; not checked: .*\bsoak\b", g4[0])
+    skipped = [v for v in ordinary_verdicts(ordinary) if v.get("check") == "soak"]
+    assert skipped and skipped[0]["summary"] == "soak check not judged: judged only with -m soak"
     soaked = run(pytester, "-m", "soak", "--spark-replay", str(path))
     assert glines(soaked)[0].startswith("G4 FAIL: throughput fell")
     del recorded["markers"]  # a snapshot that predates the recorded selection: its readings tell
     path.write_text(json.dumps(recorded))
     older = run(pytester, "-m", "fast", "--spark-replay", str(path))
-    assert [line for line in glines(older) if line.startswith("G4 ")][0].endswith("(judged only with -m soak)")
+    assert re.search(r"; not checked: .*\bsoak\b", [line for line in glines(older) if line.startswith("G4 ")][0])

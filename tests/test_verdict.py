@@ -117,7 +117,9 @@ def test_a_line_never_hides_what_was_not_checked():
              Verdict(1, Status.SKIP, "torch build not checked: torch is not installed", check="torch cuda matches driver"),
              Verdict(1, Status.SKIP, "first CUDA launch not tried: torch is not installed", check="first cuda launch")]
     assert summary_lines(group) == ["G1 PASS: scan: no CUDA 12 extension; not checked: torch cuda matches driver, "
-                                    "first cuda launch (torch is not installed)"]
+                                    "first cuda launch"]  # the reasons do not fit in 100 columns: named only
+    short = [Verdict(1, Status.PASS, "ok"), Verdict(1, Status.SKIP, "launch not tried: no torch", check="launch")]
+    assert summary_lines(short) == ["G1 PASS: ok; not checked: launch (no torch)"]
     warned = [Verdict(1, Status.WARN, "two CUDA runtimes", fix="install cupy-cuda13x"), *group[1:]]
     assert summary_lines(warned)[0] == "G1 WARN: two CUDA runtimes"  # a WARN or FAIL speaks for itself
     assert summary_lines(group[1:])[0].startswith("G1 SKIP: ")

@@ -25,7 +25,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODES=${NODES:-3}
 BASE=${SLURM_FLEET_DIR:-/tmp/slurm-fleet}
-PYTHON=${PYTHON:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || command -v python3 )}
+if [ -z "${PYTHON:-}" ]; then
+    if [ -x "$ROOT/.venv/bin/python" ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=$(command -v python3); fi
+fi
 HOSTNAMES=${HOSTNAMES:-own}
 CTLD_PORT=16817
 FIRST_SLURMD_PORT=16821
@@ -73,7 +75,7 @@ munged --force --key-file="$BASE/munge/munge.key" --socket="$BASE/munge/munge.so
     --pid-file="$BASE/run/munged.pid" --log-file="$BASE/log/munged.log" --seed-file="$BASE/munge/seed"
 
 # -- slurm.conf: the controller on this host's name, NODES nodes on loopback --------------------------
-names=$(seq -f 'fleet%g' 1 "$NODES")
+mapfile -t names < <(seq -f 'fleet%g' 1 "$NODES")
 if [ "$HOSTNAMES" = shared ]; then same_host=" NodeHostname=localhost"; fi
 {
     echo "ClusterName=sparkfleet"
@@ -100,18 +102,19 @@ if [ "$HOSTNAMES" = shared ]; then same_host=" NodeHostname=localhost"; fi
     echo "SlurmdTimeout=60"
     echo "InactiveLimit=0"
     port=$FIRST_SLURMD_PORT
-    for name in $names; do
+    for name in "${names[@]}"; do
         echo "NodeName=$name${same_host:-} NodeAddr=127.0.0.1 Port=$port CPUs=1 State=UNKNOWN"
         port=$((port + 1))
     done
     echo "PartitionName=fleet Nodes=ALL Default=YES MaxTime=30 State=UP"
 } > "$SLURM_CONF"
-say "slurm.conf: $NODES node(s): $(echo $names), host names: $HOSTNAMES"
+say "slurm.conf: $NODES node(s): ${names[*]}, host names: $HOSTNAMES"
 
 slurmctld -f "$SLURM_CONF"
-for name in $names; do
+for name in "${names[@]}"; do
     if [ "$HOSTNAMES" = own ]; then
         # its own host name; slurmd forks into the background and keeps the namespace
+        # shellcheck disable=SC2016  # $1 and $2 are the inner shell's
         unshare --uts sh -c 'hostname "$1" && exec slurmd -f "$2" -N "$1"' - "$name" "$SLURM_CONF"
     else
         slurmd -f "$SLURM_CONF" -N "$name"
@@ -129,6 +132,7 @@ sinfo
 [ "$idle" -ge "$NODES" ] || { echo "slurm_fleet: only $idle of $NODES node(s) idle after 60 s; see $BASE/log" >&2; exit 1; }
 
 # -- the recipe: one task per node, then fleet ---------------------------------------------------------
+# shellcheck disable=SC2016  # $(hostname) and $SLURM_PROCID are the task's, in the job script
 if [ "$HOSTNAMES" = own ]; then file='runs/$(hostname).json'; else file='runs/$(hostname)-$SLURM_PROCID.json'; fi
 cat > "$BASE/preflight.sbatch" <<EOF
 #!/bin/bash
@@ -154,7 +158,7 @@ say "cat $BASE/out/spark-preflight-*.out"
 cat "$BASE"/out/spark-preflight-*.out
 say "ls $BASE/runs"
 ls "$BASE/runs"
-first=$(echo $names | cut -d' ' -f1)
+first=${names[0]}
 say "sed -n '/= spark-gotchas =/,\$p' $BASE/out/$first.txt   # the preflight's own lines on $first"
 sed -n '/= spark-gotchas =/,$p' "$BASE/out/$first.txt"
 exit "$rc"

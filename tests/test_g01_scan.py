@@ -69,6 +69,9 @@ def make_site(root: Path, built: dict[str, Path], *packages: str) -> Path:
                                                         for t in ("121", "128")}, ()),
         "loader-cuda12": ("loader-cuda12", "2.0", {f"loader/_loader{eb.EXT_SUFFIX}": built["dlopen12"]},
                           ("nvidia-cublas-cu12>=12.1; extra == 'with-cuda'",)),
+        "numbaish-cuda": ("numbaish-cuda", "0.30.4", {"numbaish_cuda/_helpers.so": built["plain"]},
+                          ("cuda-bindings>=13; extra == 'cu13'", "nvidia-nvjitlink-cu12>=12.4; extra == 'cu12'",
+                           "nvidia-nvjitlink>=13; extra == 'cu13'")),
         "jaxish-cuda12-plugin": ("jaxish-cuda12-plugin", "0.10.2",
                                  {"jaxish_cuda12_plugin/_plugin.so": built["rpath12"]}, ()),
         "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79",
@@ -176,14 +179,22 @@ def test_a_package_that_loads_cuda_12_by_name_is_judged_too(built, tmp_path, mon
     (ext,) = reading.linked
     assert ext.needs == [] and [lib.soname for lib in ext.loads] == ["libcublas.so.12"]
     verdict = g01.judge_extensions(reading, None, GB10)
-    assert verdict.line == ("G1 FAIL: loader-cuda12: CUDA 12 libraries it loads not found: libcublas.so.12, "
-                            "libcublasLt.so.12")
+    assert verdict.line == "G1 FAIL: loader-cuda12: CUDA 12 libraries it loads not found: libcublas.so.12"
     assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y loader-cuda12 && "
                                   "pip install loader-cuda13")
     with_libs = make_site(tmp_path / "b", built, "loader-cuda12", "nvidia-cublas-cu12")
     verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
     assert verdict.line == ("G1 WARN: loader-cuda12 uses CUDA 12 (its libraries are installed); "
                             "the gb10 profile expects CUDA 13")
+
+
+def test_the_requirements_of_an_extra_not_chosen_are_no_need(built, tmp_path, monkeypatch):
+    """numba-cuda 0.30 offers a cu12 and a cu13 extra; a machine with neither (or the cu13 one) must
+    not read the cu12 extra's libnvJitLink.so.12 as a library it needs (a false FAIL on the H200)."""
+    reading = scan(make_site(tmp_path, built, "numbaish-cuda"), monkeypatch)
+    (dist,) = [d for d in reading.distributions if d.name == "numbaish-cuda"]
+    assert dist.requires_majors == {} and dist.declared == []
+    assert "numbaish" not in g01.judge_extensions(reading, None, GB10).line
 
 
 def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, monkeypatch):
@@ -243,3 +254,12 @@ def test_odd_files_and_metadata_give_a_verdict_not_a_traceback(built, tmp_path, 
     verdict = g01.judge_extensions(reading, None, GB10)
     assert verdict.status is Status.FAIL and "\x1b" not in verdict.line + verdict.fix
     assert "fastops" in verdict.summary
+
+
+@pytest.mark.parametrize("specifier, major", [("==12.*", 12), ("<13.0.0,>=12.9.1", 12), ("13.0.0.19", 13),
+                                              ("12.9.10", 12), ("<14.0.0,>=12.9.1", None), (">=13", None), ("", None),
+                                              ("not a specifier", None)])
+def test_a_requirement_names_a_cuda_major_only_when_it_allows_one(specifier, major):
+    from spark_gotchas.readings.cuda_libs import requirement_major
+
+    assert requirement_major("cuda-bindings", specifier) == major

@@ -388,15 +388,19 @@ def is_library_file(path: str, info: elf.Dynamic, dirs: list[str]) -> bool:
 
 
 # -- distributions -------------------------------------------------------------------------------
-REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9._-]+)\s*(?:\[[^\]]*\])?\s*([^;\n]*)", re.MULTILINE)
+REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9._-]+)\s*(?:\[[^\]]*\])?\s*([^;\n]*)(?:;([^\n]*))?", re.MULTILINE)
+EXTRA = re.compile(r"\bextra\s*==")
 HEADER = re.compile(r"^(Name|Version):\s*(.+?)\s*$", re.MULTILINE)
 
 
-def _metadata(dist: md.Distribution) -> tuple[str, str, list[tuple[str, str]]]:
-    """Name, version and requirements (name, specifier) from METADATA, without the email parser."""
+def _metadata(dist: md.Distribution, installed: set[str]) -> tuple[str, str, list[tuple[str, str]]]:
+    """Name, version and requirements (name, specifier) from METADATA, without the email parser.
+    A requirement of an extra (``; extra == "cu12"``) counts only when it is installed: numba-cuda
+    offers a cu12 and a cu13 extra, and what it needs is the one the user chose."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     head = dict(HEADER.findall(text[:4000]))
-    requires = [(canonicalize_name(n), spec.strip().strip("()")) for n, spec in REQUIRES.findall(text)]
+    requires = [(canonicalize_name(n), spec.strip().strip("()")) for n, spec, marker in REQUIRES.findall(text)
+                if not EXTRA.search(marker or "") or canonicalize_name(n) in installed]
     return head.get("Name", ""), head.get("Version", ""), requires
 
 
@@ -528,10 +532,12 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
                 wanted[os.path.relpath(path, root)] = path
                 break
     out = _Owners()
-    for dist in md.distributions(path=dirs):
+    dists = list(md.distributions(path=dirs))
+    installed = {canonicalize_name(d.name) for d in dists if d.name}
+    for dist in dists:
         record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
         mine = [rel for rel in wanted if rel in record] if record else []
-        name, version, requires = _metadata(dist)
+        name, version, requires = _metadata(dist, installed)
         if not name:
             continue
         cname = canonicalize_name(name)

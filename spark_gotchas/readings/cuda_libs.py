@@ -118,9 +118,29 @@ def requirement_major(name: str, specifier: str) -> Optional[int]:
     if match and match.group(2):
         return int(match.group(2))
     if name in VERSIONED_BY_MAJOR:
-        version = re.search(r"(\d+)", specifier)
-        return int(version.group(1)) if version else None
+        return specifier_major(specifier)
     return None
+
+
+def specifier_major(specifier: str) -> Optional[int]:
+    """The one major version a specifier (or a plain version) allows (``==12.*`` -> 12,
+    ``<13,>=12.9.1`` -> 12, ``13.0.0.19`` -> 13); None when it allows several (``>=12.9.1,<14``:
+    a package that runs on either, as numba-cuda) or says nothing."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    specifier = specifier.replace(" ", "")
+    if specifier[:1].isdigit():  # a version, as a distribution's own: 12.9.10
+        specifier = "==" + specifier
+    try:
+        allowed = SpecifierSet(specifier)
+    except InvalidSpecifier:
+        return None
+    if not str(allowed):
+        return None
+    named = re.findall(r"\d+(?:\.\d+)*", specifier)
+    candidates = named + [f"{major}.{minor}" for major in range(9, 20) for minor in (0, 1, 5, 9, 99)]
+    majors = {int(v.split(".")[0]) for v in candidates if allowed.contains(v, prereleases=True)}
+    return majors.pop() if len(majors) == 1 else None
 
 
 def wheel_sonames(name: str, major: int) -> list[str]:

@@ -189,8 +189,18 @@ def _stack(platform: Any, readings: Optional[dict]) -> dict[str, Optional[str]]:
     return stack
 
 
-def read_node(path: str) -> Node:
-    """One file as a :class:`Node`; :class:`FleetInputError` when it is neither report nor snapshot."""
+def file_name(path: str) -> str:
+    """A node's name from its file: the folder for ``…/runner-a/snapshot.json`` (one folder per node,
+    as CI artifacts come), else the file's own name without ``.json``."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return parent if stem in ("snapshot", "report", "preflight") and parent else stem
+
+
+def read_node(path: str, name_by: str = "host") -> Node:
+    """One file as a :class:`Node`; :class:`FleetInputError` when it is neither report nor snapshot.
+    ``name_by="file"`` names it by its file (several runs of one machine as several nodes; CI
+    containers whose host name is a container id)."""
     try:
         doc = bounded_read.read_json(path, MAX_BYTES)
     except FileNotFoundError:
@@ -201,14 +211,15 @@ def read_node(path: str) -> Node:
         raise FleetInputError(f"cannot be read: {exc.strerror or exc}") from None
     if not isinstance(doc, dict):
         raise FleetInputError("is neither a JSON report nor a snapshot (not a JSON object)")
-    stem = os.path.splitext(os.path.basename(path))[0]
+    stem = file_name(path)
     if doc.get("format") == SNAPSHOT_FORMAT:
         readings = doc.get("readings") if isinstance(doc.get("readings"), dict) else {}
         verdicts = doc.get("verdicts") if isinstance(doc.get("verdicts"), list) else []
         host = readings.get("host.identity") if isinstance(readings.get("host.identity"), dict) else {}
         platform = doc.get("platform") if isinstance(doc.get("platform"), dict) else {}
-        return Node(name=_text(host.get("hostname")) or stem, file=path, host=_text(host.get("hostname")),
-                    boot_id=_text(host.get("boot_id")), created=_text(doc.get("created")) or "",
+        return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
+                    host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),
+                    created=_text(doc.get("created")) or "",
                     profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                     statuses=_worst((str(v.get("id")), str(v.get("status"))) for v in verdicts if isinstance(v, dict)),
                     figures=_figures_from_readings(readings), stack=_stack(platform, readings))
@@ -221,8 +232,8 @@ def read_node(path: str) -> Node:
     created = _number(doc.get("created"))  # pytest-json-report: epoch seconds; snapshots: ISO 8601 UTC
     created_iso = (_dt.datetime.fromtimestamp(created, _dt.timezone.utc).replace(microsecond=0).isoformat()
                    if created is not None else "")
-    return Node(name=_text(host.get("hostname")) or stem, file=path, host=_text(host.get("hostname")),
-                boot_id=_text(host.get("boot_id")),
+    return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
+                host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),
                 created=created_iso,
                 profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                 statuses=_worst((g, str(_get(v, "status"))) for g, v in gotchas.items()),
@@ -305,13 +316,13 @@ def train_together(configs: list[str]) -> tuple[bool, list[str]]:
     return together, problems
 
 
-def judge(paths: list[str], configs: list[str] = ()) -> tuple[list[Node], list[Finding], list[str]]:
+def judge(paths: list[str], configs: list[str] = (), name_by: str = "host") -> tuple[list[Node], list[Finding], list[str]]:
     """(nodes, findings, notes): read every file, one at a time, and judge the group."""
     notes: list[str] = []
     by_name: dict[str, Node] = {}
     for path in paths:
         try:
-            node = read_node(path)
+            node = read_node(path, name_by)
         except FleetInputError as exc:
             notes.append(f"{path} {exc}: left out")
             continue
@@ -356,8 +367,9 @@ def markdown(nodes: list[Node], findings: list[Finding], notes: list[str]) -> st
     from .summary_md import inline
 
     out = [f"## spark-gotchas fleet: {len(nodes)} nodes, {len(findings)} findings", ""]
-    out += [f"- {inline(n)}" for n in notes]
-    out += ["", "| node | profile | " + " | ".join(GOTCHAS) + " |", "|---|---|" + "---|" * len(GOTCHAS)]
+    if notes:
+        out += [f"- {inline(n)}" for n in notes] + [""]
+    out += ["| node | profile | " + " | ".join(GOTCHAS) + " |", "|---|---|" + "---|" * len(GOTCHAS)]
     for n in nodes:
         out.append(f"| {inline(n.name)} | {inline(n.profile)} | " + " | ".join(n.statuses.get(g, "-") for g in GOTCHAS) + " |")
     if findings:
@@ -371,10 +383,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("files", nargs="+", metavar="FILE", help="JSON reports or snapshots, one or more per node")
     parser.add_argument("--json", action="store_true", help='print {"nodes": [...], "findings": [...]}')
     parser.add_argument("--summary-md", metavar="PATH", help="append the table and findings as Markdown to PATH")
+    parser.add_argument("--name-by", choices=("host", "file"), default="host",
+                        help="name each node by its recorded host (default), or by its file or folder: several "
+                             "runs of one machine as nodes, CI containers whose host name is a container id")
     parser.add_argument("--spark-launch-config", action="append", default=[], metavar="PATH",
                         help="a launch config saying these nodes train together: stack drift is then a FAIL")
     args = parser.parse_args(argv)
-    nodes, findings, notes = judge(args.files, args.spark_launch_config)
+    nodes, findings, notes = judge(args.files, args.spark_launch_config, args.name_by)
     if args.json:
         doc = {"nodes": [asdict(n) for n in nodes], "findings": [asdict(f) for f in findings], "notes": notes}
         print(json.dumps(doc, indent=1))

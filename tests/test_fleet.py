@@ -118,3 +118,20 @@ def test_the_command_and_a_real_run_of_this_machine(pytester, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"are the same node ({host})" in out.stdout and f"one node ({host}): nothing to compare it with" in out.stdout
+
+
+def test_several_runs_of_one_machine_count_as_nodes_when_named_by_file(tmp_path, capsys):
+    """Three runs of one H200 (one host, one boot): one node by host; three nodes by file, where
+    the folders CI artifacts come in name them."""
+    for run in ("runner-a", "runner-b", "runner-c"):
+        (tmp_path / run).mkdir()
+        doc = copy.deepcopy(H200)
+        doc["readings"]["host.identity"] = {"hostname": "3f2a9c1d0e7b", "boot_id": "same"}  # a container's id
+        (tmp_path / run / "snapshot.json").write_text(json.dumps(doc))
+    files = [str(tmp_path / run / "snapshot.json") for run in ("runner-a", "runner-b", "runner-c")]
+    fleet.main(files)
+    assert "one node (3f2a9c1d0e7b): nothing to compare it with" in capsys.readouterr().out
+    assert fleet.main(files + ["--name-by", "file"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("runner-")] == [
+        "runner-a", "runner-b", "runner-c"]

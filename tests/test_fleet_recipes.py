@@ -245,12 +245,10 @@ def test_the_preflight_step_leaves_its_files_where_the_artifact_takes_them(node_
 def test_the_fleet_step_writes_the_table_into_the_summary_and_passes_a_group_without_findings(downloaded):
     run = judge(downloaded, RUNNERS)
     assert run.returncode == 0, run.output
-    host = json.loads((downloaded / "nodes" / "runner-gpu-box" / "snapshot.json").read_text())["readings"][
-        "host.identity"]["hostname"]
     assert "4 node(s); 0 with a FAIL of its own; 0 finding(s) across the group" in run.output
     assert run.summary.startswith("## spark-gotchas fleet: 4 nodes, 0 findings\n")
-    assert "| h200-node0 | h200 | PASS | PASS | PASS | PASS | PASS | PASS | INFO | INFO | PASS | INFO |" in run.summary
-    assert re.search(rf"^\| {re.escape(host)} \| \w+ \| ", run.summary, re.M), run.summary
+    assert "| runner-h200-0 | h200 | PASS | PASS | PASS | PASS | PASS | PASS | INFO | INFO | PASS | INFO |" in run.summary
+    assert re.search(r"^\| runner-gpu-box \| \w+ \| ", run.summary, re.M), run.summary  # named by its runner
     assert "::" not in run.output
 
 
@@ -259,9 +257,9 @@ def test_a_slow_node_fails_the_fleet_job_or_only_warns_when_asked(downloaded):
     h200_node(nodes, "h200-3", "h200-node3", read_factor=0.86)
     run = judge(downloaded, RUNNERS + ["h200-3"])
     assert run.returncode == 1, run.output
-    assert "G5 WARN: h200-node3: read bandwidth 3968 GB/s, 14% below the median 4614 GB/s of 4 h200 nodes" in run.output
+    assert "G5 WARN: runner-h200-3: read bandwidth 3968 GB/s, 14% below the median 4614 GB/s of 4 h200 nodes" in run.output
     assert "::error::spark-gotchas fleet: the group shows a WARN or FAIL finding (see the job summary)" in run.output
-    assert "- **G5 WARN**: h200-node3: read bandwidth 3968 GB/s" in run.summary
+    assert "- **G5 WARN**: runner-h200-3: read bandwidth 3968 GB/s" in run.summary
     warned = judge(downloaded, RUNNERS + ["h200-3"], FAIL_ON_FINDINGS="false")
     assert warned.returncode == 0, warned.output
     assert "::warning::spark-gotchas fleet: the group shows a WARN or FAIL finding" in warned.output
@@ -272,7 +270,7 @@ def test_drift_is_a_fail_when_the_launch_config_says_the_nodes_train_together(do
     (downloaded / "accelerate.yaml").write_text("distributed_type: MULTI_GPU\nnum_machines: 4\nnum_processes: 4\n")
     run = judge(downloaded, RUNNERS + ["h200-3"], LAUNCH_CONFIG="accelerate.yaml")
     assert run.returncode == 1, run.output
-    assert ("- **G1 FAIL**: h200-node3: driver 580.95.05 where 3 other h200 node(s) run 580.159.04 "
+    assert ("- **G1 FAIL**: runner-h200-3: driver 580.95.05 where 3 other h200 node(s) run 580.159.04 "
             "(these nodes train together)") in run.summary
 
 
@@ -282,7 +280,7 @@ def test_a_runner_that_sent_nothing_fails_the_job_and_is_named(downloaded):
     assert ("::error::no report or snapshot from spark-07: its job ended before the preflight ran, "
             "or no runner with that label took it") in run.output
     assert "- **no report or snapshot** from spark-07: the group was judged without it" in run.summary
-    assert "| h200-node2 | h200 |" in run.summary  # the others are judged all the same
+    assert "| runner-h200-2 | h200 |" in run.summary  # the others are judged all the same
 
 
 def test_a_node_without_a_snapshot_is_judged_from_its_report(downloaded):

@@ -9,24 +9,12 @@ pages mapped by a running process stay. Comes within about 1 s of a genuinely co
                                            # a file, or a symlink given by name, is dropped itself
 
 Runs anywhere (here or on the GPU machine); about 0.5 s for a 28,000-file site-packages here.
-Writes nothing; prints one line: how many files it dropped.
+Writes nothing; prints one line: how many files it dropped. Needs the suite importable (batch.sh installs it).
 """
 import os
 import sys
 
-
-def drop(path: str, follow: bool) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | (0 if follow else os.O_NOFOLLOW))
-    except OSError:
-        return False
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+from spark_gotchas.microbench.safetensors_load import drop_file_cache as drop
 
 
 files = 0

@@ -154,11 +154,15 @@ def write_safetensors(path: str, size_bytes: int, should_stop: Callable[[], bool
     return written
 
 
-def drop_file_cache(path: str) -> bool:
-    """Ask the kernel to forget this one file's cached pages (POSIX_FADV_DONTNEED; no root)."""
+def drop_file_cache(path: str, follow: bool = True) -> bool:
+    """Ask the kernel to forget this one file's cached pages (POSIX_FADV_DONTNEED; no root).
+    ``follow=False`` leaves a symlink's target alone. False when the file cannot be opened."""
     if not hasattr(os, "posix_fadvise"):
         return False
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY | (0 if follow else os.O_NOFOLLOW))
+    except OSError:
+        return False
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return True

@@ -197,7 +197,9 @@ def _dataclass(tp: Any, data: Any, path: str) -> Any:
         raise Misfit(path, f"{tp.__name__} needs an object, got {_shown(data)}")
     hints = _HINTS.get(tp)
     if hints is None:
-        hints = _HINTS[tp] = get_type_hints(tp)
+        # the module's names as the class was made (its __init__'s globals): a module dropped from
+        # sys.modules since (an in-process pytest run drops what it imported) resolves all the same
+        hints = _HINTS[tp] = get_type_hints(tp, globalns=getattr(tp.__init__, "__globals__", None))
     kwargs = {}
     for f in dataclasses.fields(tp):
         if not f.init:

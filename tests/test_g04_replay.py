@@ -138,9 +138,9 @@ def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
     assert glines(replay) == live_lines
 
 
-@requires_torch
-def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch):
-    """The real soak path (plugin, provider, worker, sampler, CSV, plot) with a fake GPU and a fake load."""
+
+def fake_soak_machine(monkeypatch) -> None:
+    """The real soak path with a fake GB10 (NVML) and a fake load in a real worker."""
     import functools
     import os
 
@@ -159,6 +159,13 @@ def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch)
     monkeypatch.setattr(engine, "run_soak_check", functools.partial(
         engine.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
         progress_every_s=0.5))
+
+@requires_torch
+def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch):
+    """The real soak path (plugin, provider, worker, sampler, CSV, plot) with a fake GPU and a fake load."""
+
+
+    fake_soak_machine(monkeypatch)
     snap = pytester.path / "soak.json"
     live = run(pytester, "-m", "soak", "--soak-duration", "1.5s", "--spark-snapshot", str(snap))
     live.assert_outcomes(passed=1)
@@ -186,27 +193,13 @@ def test_a_soak_through_pytest_shows_progress_and_replays(pytester, monkeypatch)
 def test_a_soak_cut_short_by_ctrl_c_warns_and_ends_the_run_as_interrupted(pytester, monkeypatch):
     """Ctrl-C (a real SIGINT to this process) 1 s into a 30 s soak: the soak stops its load, the
     line says how far it got and cannot pass, and pytest's exit status says interrupted."""
-    import functools
     import os
     import signal
     import threading
     import time
 
-    from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
-    from spark_gotchas import nvml
-    from spark_gotchas.readers.thermal import snapshot
-    from spark_gotchas.soak import engine
-
-    here = Path(__file__).parent
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setattr(nvml, "_STATE", dict(nvml._STATE))
-    monkeypatch.setattr(snapshot, "smi_counters", lambda index: ({}, "nvidia-smi not found"))
-    install(FakeNvml(FakeGpu(temperature_c=ramp(55, 0.05))))
-    monkeypatch.setattr(engine, "no_cuda_reason", lambda ctx: None)
-    monkeypatch.setattr(engine, "run_soak_check", functools.partial(
-        engine.run_soak_check, load_task="g04_fakes:fake_load", window_s=0.25, sample_interval_s=0.05,
-        progress_every_s=0.5))
+    fake_soak_machine(monkeypatch)
     done = threading.Event()
 
     def ctrl_c_once_the_soak_records() -> None:  # as a user would: while the load runs

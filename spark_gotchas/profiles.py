@@ -179,6 +179,11 @@ class Machine:
         what = f" ({self.device})" if self.device else ""
         return f"this machine is not {profile.a_name}{what}: its {thing} cannot stand for {profile.owner}"
 
+    def not_judged(self, profile: Profile, thing: str) -> str:
+        """``not a GB10 (no GPU): memory not judged``: :meth:`not_profile` in a few words, for the line."""
+        what = f" ({self.device})" if self.device else ""
+        return f"not {profile.a_name}{what}: {thing} not judged"
+
 
 SAME = Machine()  # the profile was picked from this machine (auto), or it matches
 

@@ -90,9 +90,9 @@ def _outside_torch(path: Optional[str]) -> str:
 
 def shadow_fix(path: str) -> str:
     """What to do about a foreign module named pynvml (not the driver, not torch)."""
-    return (f"remove or rename {path}: a module named pynvml there hides nvidia-ml-py's "
-            f"(torch imports pynvml too); check the current folder and PYTHONPATH; reinstalling torch "
-            f"or the driver will not help")
+    return (f"remove or rename {path}: a module named pynvml there hides nvidia-ml-py's, which torch "
+            f"imports too (look in the current folder and on PYTHONPATH); reinstalling torch or the driver "
+            f"will not help")
 
 
 def _is_pynvml(path: str) -> bool:
@@ -122,6 +122,13 @@ def expected_major(inventory: Optional[GpuInventory], profile: Profile) -> tuple
     return None, ""
 
 
+def _expected_short(inventory: Optional[GpuInventory], profile: Profile) -> str:
+    """``the driver's CUDA 13.0`` or ``the gb10 profile's CUDA 13 (no driver read)``, for the line."""
+    if inventory is not None and inventory.cuda_driver_major is not None:
+        return f"the driver's CUDA {inventory.cuda_driver_text}"
+    return f"the {profile.key} profile's CUDA {profile.cuda_major} (no driver read)"
+
+
 def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
     major, source = expected_major(inventory, profile)
     readings = {"torch": build.version, "torch_cuda": build.cuda, "expected_cuda_major": major, "source": source}
@@ -145,8 +152,9 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                            fix=shadow_fix(elsewhere), readings=readings)
         if elsewhere:
             return Verdict(G, Status.FAIL, f"import torch fails in {elsewhere}: {build.import_error}"[:300],
-                           fix=f"{elsewhere} is not part of torch: repair or remove the package it belongs to "
-                               f"(pip show -f, pip uninstall); reinstalling torch will not help",
+                           fix=f"repair or remove the package that {elsewhere} belongs to (pip show -f lists a "
+                               f"package's files; pip uninstall removes it): it is not part of torch, and "
+                               f"reinstalling torch will not help",
                            readings=readings)
         hint = " (a CUDA 12 build on a CUDA 13 system)" if "so.12" in build.import_error else ""
         return Verdict(G, Status.FAIL, f"import torch fails{hint}: {build.import_error}"[:300], fix=FIX_INDEX,
@@ -159,18 +167,18 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                        readings=readings)
     if major is None:
         return Verdict(G, Status.SKIP,
-                       f"torch {build.version} is built for CUDA {build.cuda}, but no NVIDIA driver is present to "
-                       "compare with (use --spark-profile gb10 to judge against a Spark's CUDA 13)",
-                       readings=readings)
+                       f"torch {build.version} is built for CUDA {build.cuda}; no NVIDIA driver to compare with",
+                       detail="--spark-profile gb10 judges it against a Spark's CUDA 13", readings=readings)
+    short = _expected_short(inventory, profile)
     if build.cuda_major == major:
-        return Verdict(G, Status.PASS, f"torch {build.version} is built for CUDA {build.cuda}; {source}",
-                       readings=readings)
+        return Verdict(G, Status.PASS, f"torch {build.version} is built for CUDA {build.cuda}, matching {short}",
+                       detail=source, readings=readings)
     if build.cuda_major > major or profile.key == "gb10":
         return Verdict(G, Status.FAIL, f"torch {build.version} is built for CUDA {build.cuda} but {source}",
                        fix=FIX_INDEX, readings=readings)
-    return Verdict(G, Status.WARN,
-                   f"torch {build.version} is built for CUDA {build.cuda}, older than the driver's ({source}); "
-                   "it runs through backward compatibility but extensions built for the driver's CUDA will not match",
+    return Verdict(G, Status.WARN, f"torch {build.version} is built for CUDA {build.cuda}, older than {short}",
+                   detail=f"{source}: torch runs through backward compatibility, but extensions built for the "
+                          "driver's CUDA will not match it",
                    fix=FIX_INDEX, readings=readings)
 
 
@@ -488,7 +496,7 @@ def _remedy(pkg: Package, major: Optional[int]) -> str:
                 f"--index-url https://download.pytorch.org/whl/cu{major}0")
     if name.startswith("(no distribution)"):
         path = name.split(" ", 2)[-1]
-        return f"{path} belongs to no installed distribution: rebuild it against CUDA {major} or remove it"
+        return f"rebuild {path} against CUDA {major} or remove it (no installed distribution owns it)"
     if any(_tag_major(e) == major for group in builds(pkg).values() for e in group):
         return (f"reinstall torch for CUDA {major} (pip install --force-reinstall torch --index-url "
                 f"https://download.pytorch.org/whl/cu{major}0): {name} then loads its CUDA {major} build")
@@ -505,8 +513,11 @@ def _fix_missing(pkg: Package, major: Optional[int], missing: list[CudaLibrary],
     wheels = sorted({w for lib in missing if (w := cuda_libs.wheel_for(lib.soname, major))})
     install = f"pip install {' '.join(wheels)}" if wheels else f"install the CUDA {major} toolkit's libraries"
     if ctx.expected is not None and major is not None and major != ctx.expected:
-        return f"{_remedy(pkg, ctx.expected)}; or, to keep this build, {install} (it then runs beside CUDA {ctx.expected})"
-    return f"install the CUDA libraries it needs: {install}"
+        return (f"{_remedy(pkg, ctx.expected)}; or keep this build and add its libraries ({install}): it then runs "
+                f"beside CUDA {ctx.expected}")
+    if wheels:
+        return f"install the CUDA libraries it needs: {install}"
+    return f"install the CUDA {major} toolkit's libraries it needs" if major else "install the CUDA libraries it needs"
 
 
 def _context(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile) -> Context:
@@ -546,7 +557,7 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
     worst = findings[0].status if findings else Status.PASS
     bad = [f for f in findings if f.status is worst and worst in (Status.FAIL, Status.WARN)]
     if bad:
-        fix = "; ".join(f"{f.package}: {f.fix}" if len(bad) > 1 else f.fix for f in bad)
+        fix = "; ".join(f"for {f.package}, {f.fix}" if len(bad) > 1 else f.fix for f in bad)
         if len(bad) == 1:
             return Verdict(G, worst, bad[0].clause, fix=fix, readings=readings)
         what = "will not load" if worst is Status.FAIL else f"use another CUDA than {ctx.expected}"
@@ -561,9 +572,10 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
         parts = [f"{k}: {_names(v, 2).replace('; ', ', ')}" for k, v in sorted(by_major.items())]
         several = [f.clause if not parts else f.short for f in findings if f.status is Status.INFO]
         found = "; ".join(parts + several[:2])
-        why = ("no driver to compare with (--spark-profile gb10 judges as a Spark)"
-               if profile.key in ("none", "generic") else "no driver to compare with")
-        return Verdict(G, Status.INFO, f"{found or 'no package uses CUDA'}; {why}", readings=readings)
+        hint = "--spark-profile gb10 judges them as a Spark would load them" \
+            if profile.key in ("none", "generic") else ""
+        return Verdict(G, Status.INFO, f"{found or 'no package uses CUDA'}; no driver to compare with", detail=hint,
+                       readings=readings)
     if not users:
         return Verdict(G, Status.PASS, f"no package uses CUDA ({scan.shared_objects} shared objects read); "
                                        f"{ctx.expect_text}", readings=readings)

@@ -38,8 +38,8 @@ from ..verdict import Status, Verdict
 G = 1
 FIX_CONTAINER = ("start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all "
                  "--ipc=host IMAGE; in Kubernetes request nvidia.com/gpu with runtimeClassName: nvidia")
-FIX_HOST = ("install or load the NVIDIA driver (nvidia-smi must list the GPU; sudo modprobe nvidia, or reinstall "
-            "the driver package and reboot)")
+FIX_HOST = ("load the NVIDIA driver (sudo modprobe nvidia), or reinstall the driver package and reboot, until "
+            "nvidia-smi lists the GPU")
 FIX_CUDA_VISIBLE = ("unset CUDA_VISIBLE_DEVICES, or set it to GPU indices or UUIDs that nvidia-smi -L lists "
                     "(e.g. CUDA_VISIBLE_DEVICES=0)")
 FIX_DEV_NODES = ("give this environment the GPU's device files: start the container with --gpus all "
@@ -96,8 +96,8 @@ def judge_gpu_visible(vis: Optional[GpuVisibility], inventory: Optional[GpuInven
                                        f"but none is visible here and the PCI bus cannot be read ({vis.pci_error})",
                        fix="on a machine with an NVIDIA GPU, " + FIX_CONTAINER + "; on one without, unset "
                            "NVIDIA_VISIBLE_DEVICES", readings=readings)
-    return Verdict(G, Status.INFO, f"no GPU visible here (NVML {nvml_why}); the PCI bus cannot be read "
-                                   f"({vis.pci_error})", readings=readings)
+    return Verdict(G, Status.INFO, "no GPU visible here, and the PCI bus cannot be read",
+                   detail=f"NVML: {nvml_why}; PCI bus: {vis.pci_error}", readings=readings)
 
 
 def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchBuild], readings: dict) -> Verdict:
@@ -118,8 +118,9 @@ def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchB
                            readings=readings)
         why = build.cuda_error or "no CUDA device"
         return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: {why}"[:300],
-                       fix="run nvidia-smi and python -c 'import torch; torch.cuda.init()' in this environment; "
-                           "a driver update without a reboot, or a driver older than torch's CUDA, gives this",
+                       fix="run nvidia-smi and python -c 'import torch; torch.cuda.init()' in this environment and "
+                           "read the error; a driver updated without a reboot, or a driver older than torch's CUDA, "
+                           "gives this (reboot, or update the driver)",
                        readings=readings)
     seen = build.device_count
     chosen = f" (CUDA_VISIBLE_DEVICES={_value(cvd)} chooses)" if cvd is not None and seen < count else ""

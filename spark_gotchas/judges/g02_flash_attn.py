@@ -24,12 +24,13 @@ from ..verdict import Status, Verdict
 
 G = 2
 UNSLOTH_MIN_MAJOR = 8  # unsloth.models._utils: "if major_version >= 8"
-FIX_BROKEN = ('pip uninstall -y flash-attn and load models with attn_implementation="sdpa" (bare pip has no '
+FIX_BROKEN = ('run pip uninstall -y flash-attn and load models with attn_implementation="sdpa" (bare pip has no '
               "working flash-attn for this GPU; NGC containers ship one that works)")
 FIX_UNSLOTH = ("call spark_gotchas.fixes.force_sdpa() before `import unsloth` (it hides flash_attn, so Unsloth "
-               'sets HAS_FLASH_ATTENTION = False), then check model.config._attn_implementation == "sdpa"; '
-               "or pip uninstall flash-attn")
-XFORMERS_NOTE = "; xformers is installed too and Unsloth prefers it over SDPA: use force_sdpa(hide_xformers=True)"
+               'sets HAS_FLASH_ATTENTION = False), then check that model.config._attn_implementation == "sdpa"; '
+               "or run pip uninstall -y flash-attn")
+XFORMERS_NOTE = ("; xformers is installed too, and Unsloth prefers it over SDPA: call "
+                 "force_sdpa(hide_xformers=True) instead")
 
 
 def unsloth_picks_flash(flash: FlashAttn, unsloth: Optional[Unsloth]) -> Optional[bool]:
@@ -67,28 +68,28 @@ def _links(flash: FlashAttn) -> str:
     return f" (its extensions link CUDA {', '.join(map(str, majors))} runtime libraries)" if majors else ""
 
 
-def _broken(flash: FlashAttn) -> Optional[str]:
-    """Why this flash-attn is broken, or None."""
+def _broken(flash: FlashAttn) -> Optional[tuple[str, str]]:
+    """Why this flash-attn is broken, in a few words and in full; None when it is not."""
     p = flash.probe
     if p is None or not p.attempted:
         return None
     if p.crashed:
-        return f"importing it crashes the process ({p.problem}){_links(flash)}"
+        return "importing it crashes the process", f"{p.problem}{_links(flash)}"
     if p.timed_out:
-        return f"importing or calling it hangs ({p.problem})"
+        return "importing or calling it hangs", f"{p.problem}"
     if p.problem:
-        return f"the probe failed: {p.problem}"
+        return "the probe failed", f"{p.problem}"
     if not p.imported:
-        return f"import flash_attn fails: {p.import_error}{_links(flash)}"
+        return "import flash_attn fails", f"{p.import_error}{_links(flash)}"
     if p.interface is None:
-        return f"flash_attn imports but flash_attn_interface does not load: {p.interface_error}"
+        return "flash_attn_interface does not load", f"flash_attn imports; the interface: {p.interface_error}"
     if p.gpu_error:
-        return f"a causal flash_attn_func call fails on {p.device}: {p.gpu_error}"
+        return "a causal flash_attn_func call fails", f"on {p.device}: {p.gpu_error}"
     if p.agrees is False:
         if not p.finite:
-            return f"flash_attn_func gives non-finite output on {p.device}"
-        return (f"flash_attn_func disagrees with SDPA on {p.device}: max |error| {p.max_abs_err_flash:.2e} "
-                f"> tolerance {p.tolerance:.2e}")
+            return "flash_attn_func gives non-finite output", f"on {p.device}"
+        return ("flash_attn_func disagrees with SDPA", f"on {p.device}: max |error| {p.max_abs_err_flash:.2e} > "
+                f"tolerance {p.tolerance:.2e}")
     return None
 
 
@@ -108,19 +109,21 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
         after = ""
         if unsloth is not None and unsloth.installed:
             after = f"; {_unsloth_name(unsloth)} falls back to {'xformers' if unsloth.xformers_installed else 'SDPA'}"
-        return Verdict(G, Status.PASS, f"flash-attn is not installed: attention uses torch SDPA, the right choice "
-                                       f"on bare pip{after}{note}", readings=readings)
+        return Verdict(G, Status.PASS, "flash-attn is not installed: attention uses torch SDPA, the right choice "
+                                       "on bare pip", detail=(after + note)[2:], readings=readings)
     name = f"flash-attn {flash.version or '(no metadata)'}"
     if p is None:
         return Verdict(G, Status.SKIP, f"{name} is installed but was not tried: the reading holds no probe",
                        readings=readings)
     if not p.attempted:
         return Verdict(G, Status.SKIP, f"{name} is installed but could not be tried: {p.reason}", readings=readings)
-    why = _broken(flash)
-    if why is not None:
+    broken = _broken(flash)
+    if broken is not None:
+        why, more = broken
         if unsloth is not None and unsloth.installed and p is not None and p.crashed:
-            why += f"; `import unsloth` will crash the same way ({_unsloth_name(unsloth)} imports it)"
-        return Verdict(G, Status.FAIL, f"{name} is installed but broken: {why}"[:400], fix=FIX_BROKEN,
+            why += "; `import unsloth` will crash too"
+            more += f"; {_unsloth_name(unsloth)} imports flash_attn"
+        return Verdict(G, Status.FAIL, f"{name} is installed but broken: {why}", detail=more[:400], fix=FIX_BROKEN,
                        readings=readings)
     picks = unsloth_picks_flash(flash, unsloth)
     if picks:
@@ -129,19 +132,18 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
         copies = f", read by {len(unsloth.flag_users)} more modules" if unsloth and unsloth.flag_users else ""
         ran = f"works on {p.device}" if p is not None and p.gpu_tried else "imports (no GPU here to try a call)"
         return Verdict(G, Status.WARN,
-                       f"{name} {ran} and {_unsloth_name(unsloth)} is installed: Unsloth sets HAS_FLASH_ATTENTION "
-                       f"in {where}{copies} and will ignore attn_implementation=\"sdpa\"",
+                       f"{_unsloth_name(unsloth)} will ignore attn_implementation=\"sdpa\": {name} {ran}",
+                       detail=f"Unsloth sets HAS_FLASH_ATTENTION in {where}{copies}",
                        fix=FIX_UNSLOTH + (XFORMERS_NOTE if unsloth is not None and unsloth.xformers_installed else ""),
                        readings=readings)
     if not p.gpu_tried:
-        return Verdict(G, Status.INFO, f"{name} imports, but no call was tried: {p.gpu_reason}{note}",
+        return Verdict(G, Status.INFO, f"{name} imports, but no call was tried: {p.gpu_reason}", detail=note[2:],
                        readings=readings)
     if unsloth is not None and unsloth.installed:
         minimum = unsloth.min_capability_major or UNSLOTH_MIN_MAJOR
         beside = f"{_unsloth_name(unsloth)} will not pick it (compute capability {p.capability} < {minimum})"
     else:
         beside = "Unsloth is not installed"
-    return Verdict(G, Status.PASS,
-                   f"{name} works on {p.device}: a causal call agrees with SDPA (max |error| "
-                   f"{p.max_abs_err_flash:.1e} <= {p.tolerance:.1e}); {beside}{note}",
-                   readings=readings)
+    return Verdict(G, Status.PASS, f"{name} works on {p.device}; {beside}",
+                   detail=f"a causal call agrees with SDPA (max |error| {p.max_abs_err_flash:.1e} <= "
+                          f"{p.tolerance:.1e}){note}", readings=readings)

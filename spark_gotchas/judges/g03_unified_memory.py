@@ -59,8 +59,8 @@ from ..verdict import Status, Verdict
 G = 3
 PAGE_CACHE_WARN_FRACTION = 0.25
 DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
-DROP_CACHES_FIX = (f"as root, between runs: {DROP_CACHES} — never in the middle of training "
-                   "(the suite never does this itself)")
+DROP_CACHES_FIX = (f"drop the page cache between runs, as root: {DROP_CACHES} (never in the middle of training; "
+                   "the suite never does this itself)")
 QLORA_NOTE = "QLoRA peaks earlier than bf16 (dequantization adds transient copies): leave more room than the factor says"
 
 
@@ -80,7 +80,7 @@ def _figures(info: MemInfo) -> dict:
 # -- page cache ---------------------------------------------------------------------------------
 def _elsewhere(here: Machine, profile: Profile, thing: str, readings: Optional[dict] = None) -> Verdict:
     """INFO: this machine is not the profile's platform, so its ``thing`` is not judged."""
-    return Verdict(G, Status.INFO, here.not_profile(profile, thing),
+    return Verdict(G, Status.INFO, here.not_judged(profile, thing), detail=here.not_profile(profile, thing),
                    readings={**(readings or {}), "machine_is_profile": False, "machine": here.device})
 
 
@@ -100,25 +100,26 @@ def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan, here: Machine 
     readings = {**_figures(info), "memory": kind, "page_cache_fraction": round(share, 3)}
     head = f"page cache {gb(cache)} ({share:.0%} of {gb(total)})"
     if kind == "none":
-        return Verdict(G, Status.INFO, f"{head}, MemFree {gb(free)}, MemAvailable {gb(avail)}; no GPU visible here — "
-                       "on a Spark CUDA would see only MemFree (--spark-profile gb10 judges it so)", readings=readings)
+        return Verdict(G, Status.INFO, f"no GPU here: page cache {gb(cache)} of {gb(total)}",
+                       detail=f"{head}, MemFree {gb(free)}, MemAvailable {gb(avail)}; on a Spark CUDA would see only "
+                              "MemFree (--spark-profile gb10 judges it so)", readings=readings)
     if kind == "discrete":
-        return Verdict(G, Status.PASS, f"{head} is host memory only: the {profile.title}'s own memory is separate "
-                       f"(MemAvailable {gb(avail)})", readings=readings)
+        return Verdict(G, Status.PASS, f"page cache {gb(cache)} is host memory only: the {profile.title} has its own",
+                       detail=f"{head}; MemAvailable {gb(avail)}", readings=readings)
     dirty = f"; {gb(info.dirty_bytes)} of it dirty, so sync first" if (info.dirty_bytes or 0) >= GB else ""
     peak = plan.peak_bytes(unified=True)
     readings["planned_peak_bytes"] = peak
     if peak is not None and free < peak <= avail and cache >= peak - free:
         return Verdict(G, Status.WARN,
-                       f"the planned load peak of {gb(peak)} fits MemAvailable ({gb(avail)}) but not what CUDA sees "
-                       f"free (MemFree {gb(free)}): {head} stands between{dirty}",
+                       f"the {gb(peak)} load peak exceeds what CUDA sees free ({gb(free)}): page cache holds {gb(cache)}",
+                       detail=f"the planned load peak fits MemAvailable ({gb(avail)}) but not MemFree ({gb(free)}): "
+                              f"{head} stands between{dirty}",
                        fix=DROP_CACHES_FIX, readings=readings)
     if share >= PAGE_CACHE_WARN_FRACTION:
-        return Verdict(G, Status.WARN,
-                       f"{head}: CUDA sees only {gb(free)} free (MemFree) although MemAvailable is {gb(avail)}{dirty}",
-                       fix=DROP_CACHES_FIX, readings=readings)
-    return Verdict(G, Status.PASS, f"{head}: CUDA sees {gb(free)} free (MemFree), MemAvailable {gb(avail)}",
-                   readings=readings)
+        return Verdict(G, Status.WARN, f"{head}: CUDA sees only {gb(free)} free (MemFree)",
+                       detail=f"MemAvailable is {gb(avail)}{dirty}", fix=DROP_CACHES_FIX, readings=readings)
+    return Verdict(G, Status.PASS, f"{head}; CUDA sees {gb(free)} free (MemFree)",
+                   detail=f"MemAvailable {gb(avail)}", readings=readings)
 
 
 # -- headroom -------------------------------------------------------------------------------------
@@ -156,21 +157,22 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
     where = "host memory (no GPU)" if kind == "none" else "the unified pool"
     if plan.model_gb is None:
         fits = avail / factor
-        return Verdict(G, Status.INFO,
-                       f"MemAvailable {gb(avail)} of {gb(info.mem_total_bytes)} (MemFree {gb(info.mem_free_bytes)}, page "
-                       f"cache {gb(info.page_cache_bytes)}): at x{factor:g} a safetensors load of up to {gb(fits)} of "
-                       "weights fits; --spark-model-gb N judges a plan", readings=readings)
+        return Verdict(G, Status.INFO, f"MemAvailable {gb(avail)}: up to {gb(fits)} of weights fit a load (x{factor:g})",
+                       detail=f"MemAvailable {gb(avail)} of {gb(info.mem_total_bytes)} (MemFree "
+                              f"{gb(info.mem_free_bytes)}, page cache {gb(info.page_cache_bytes)}) in {where}; "
+                              "--spark-model-gb N judges a plan", readings=readings)
     peak = plan.peak_bytes(unified=True)
     readings["planned_peak_bytes"] = peak
-    planned = f"{plan.model_gb:g} GB of weights peak at ~{gb(peak)} while loading (x{factor:g})"
+    planned = f"{plan.model_gb:g} GB of weights peak at ~{gb(peak)} (x{factor:g})"
+    loading = f"the peak is while loading safetensors, in {where}"
     if avail < peak:
-        return Verdict(G, Status.FAIL,
-                       f"{planned}, but MemAvailable is {gb(avail)} in {where}: {gb(peak - avail)} short",
-                       fix="free memory before loading: stop other GPU processes (see G6); drop the page cache as "
-                           f"root between runs ({DROP_CACHES}); or plan a smaller or quantized model. {QLORA_NOTE}",
+        return Verdict(G, Status.FAIL, f"{planned}, but MemAvailable is {gb(avail)}: {gb(peak - avail)} short",
+                       detail=loading,
+                       fix="free memory before loading: stop other GPU processes (G6 names them), drop the page cache "
+                           f"between runs as root ({DROP_CACHES}), or plan a smaller or quantized model. {QLORA_NOTE}",
                        readings=readings)
-    return Verdict(G, Status.PASS, f"{planned}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} of headroom",
-                   readings=readings)
+    return Verdict(G, Status.PASS, f"{planned}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} to spare",
+                   detail=loading, readings=readings)
 
 
 def _plan_elsewhere(here: Machine, profile: Profile, plan: Plan) -> Verdict:
@@ -180,17 +182,18 @@ def _plan_elsewhere(here: Machine, profile: Profile, plan: Plan) -> Verdict:
     readings = {"machine_is_profile": False, "machine": here.device, "model_gb": plan.model_gb,
                 "load_factor": plan.factor, "planned_peak_bytes": peak, "profile_memory_bytes": total}
     if peak is None or not total:
-        return Verdict(G, Status.INFO, here.not_profile(profile, "memory"), readings=readings)
+        return Verdict(G, Status.INFO, here.not_judged(profile, "memory"), detail=here.not_profile(profile, "memory"),
+                       readings=readings)
     what = f"would peak at ~{gb(peak)} (x{plan.factor:g})" if profile.memory_kind != "discrete" else \
         f"would take {gb(peak)}"
     planned = f"{plan.model_gb:g} GB of weights {what}"
     whose = f"{profile.a_name}'s {gb(total)}"
     if peak > total:
         return Verdict(G, Status.WARN, f"{planned}, more than all of {whose}",
-                       fix=f"plan a smaller or quantized model: it cannot load on {profile.a_name}. {QLORA_NOTE}",
+                       fix=f"plan a smaller or quantized model: this one cannot load on {profile.a_name}. {QLORA_NOTE}",
                        readings=readings)
     machine = f" ({here.device})" if here.device else ""
-    return Verdict(G, Status.INFO, f"this machine is not {profile.a_name}{machine}: {planned} of {whose}",
+    return Verdict(G, Status.INFO, f"not {profile.a_name}{machine}: {planned} of {whose}",
                    readings=readings)
 
 
@@ -203,9 +206,11 @@ def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
     if plan.model_gb is None:
         host_fit = avail / (factor - 1) if factor > 1 else float("inf")
         fits = min(dev_free, host_fit) if dev_free is not None else host_fit
-        text = f"{device}; host MemAvailable {gb(avail)}"
-        text += f": a safetensors load of up to {gb(fits)} of weights fits" if fits != float("inf") else ""
-        return Verdict(G, Status.INFO, text + "; --spark-model-gb N judges a plan", readings=readings)
+        more = f"host MemAvailable {gb(avail)}; --spark-model-gb N judges a plan"
+        if fits == float("inf"):
+            return Verdict(G, Status.INFO, device, detail=more, readings=readings)
+        return Verdict(G, Status.INFO, f"up to {gb(fits)} of weights fit a load: {device}", detail=more,
+                       readings=readings)
     weights = float(plan.model_gb) * GB
     host_need = weights * (factor - 1)
     readings.update({"device_need_bytes": weights, "host_need_bytes": host_need})
@@ -217,11 +222,11 @@ def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
                         f"({gb(host_need - avail)} short)")
     if problems:
         return Verdict(G, Status.FAIL, "; ".join(problems),
-                       fix="free the GPU first (see G6), shard or quantize the model, or free host memory. "
-                           + QLORA_NOTE, readings=readings)
+                       fix="free the GPU first (G6 names what holds it), shard or quantize the model, or free host "
+                           "memory. " + QLORA_NOTE, readings=readings)
     dev_part = (f"{label} has {gb(dev_free)} free for {plan.model_gb:g} GB of weights "
                 f"({gb(dev_free - weights)} to spare)") if dev_free is not None else device
-    return Verdict(G, Status.PASS, f"{dev_part}; host MemAvailable {gb(avail)} covers the load's host side "
+    return Verdict(G, Status.PASS, dev_part, detail=f"host MemAvailable {gb(avail)} covers the load's host side "
                    f"(~{gb(host_need)})", readings=readings)
 
 
@@ -255,12 +260,13 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
     else:
         cuda_part = f"CUDA view not read ({cuda_why})"
     if kind == "unified":
+        why_na = ""
         if first is None:
             nvml_part = f"NVML unavailable ({nvml_why})"
         elif nvml_na:
-            nvml_part = (f"NVML device memory is {na_reason}: nvidia-smi shows 'Not Supported'/[N/A] here because the "
-                         f"GPU has no memory of its own (it shares the {gb(info.mem_total_bytes)} system pool; read "
-                         "/proc/meminfo or free)")
+            nvml_part = f"NVML device memory is {na_reason}: the GPU shares the {gb(info.mem_total_bytes)} system pool"
+            why_na = ("nvidia-smi shows 'Not Supported'/[N/A] here because the GPU has no memory of its own "
+                      "(read /proc/meminfo or free); ")
         else:
             nvml_part = f"NVML reports {gb(first.memory_free_bytes)} free of {gb(first.memory_total_bytes)} (the shared pool)"
         gap = ""
@@ -269,18 +275,18 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
             readings["cuda_vs_available_gap_bytes"] = missing
             if missing > 0:
                 gap = f": CUDA counts {gb(missing)} that the kernel could reclaim as used"
-        return Verdict(G, Status.INFO, f"{nvml_part}; {cuda_part}{gap}", readings=readings)
+        return Verdict(G, Status.INFO, nvml_part, detail=f"{why_na}{cuda_part}{gap}", readings=readings)
     if first is None:
-        return Verdict(G, Status.INFO, f"NVML unavailable ({nvml_why}); {cuda_part}", readings=readings)
+        return Verdict(G, Status.INFO, f"NVML unavailable ({nvml_why})", detail=cuda_part, readings=readings)
     if nvml_na:
-        return Verdict(G, Status.WARN,
-                       f"NVML cannot read this discrete GPU's memory ({na_reason}): nvidia-smi shows N/A and tools that "
-                       f"size themselves by NVML fail; {cuda_part}",
-                       fix="update the NVIDIA driver (nvidia-smi -q -d MEMORY should show FB Memory Usage), "
-                           "or size with torch.cuda.mem_get_info()", readings=readings)
-    shown = "; ".join(f"GPU {d.index} {gb(d.memory_free_bytes)} free of {gb(d.memory_total_bytes)}"
-                      for d in nvml_devs[:4]) + (f"; +{len(nvml_devs) - 4} more" if len(nvml_devs) > 4 else "")
-    return Verdict(G, Status.PASS, f"NVML reads device memory: {shown}; {cuda_part}", readings=readings)
+        return Verdict(G, Status.WARN, f"NVML cannot read this discrete GPU's memory ({na_reason})",
+                       detail=f"nvidia-smi shows N/A and tools that size themselves by NVML fail; {cuda_part}",
+                       fix="update the NVIDIA driver until nvidia-smi -q -d MEMORY shows FB Memory Usage, or size "
+                           "jobs with torch.cuda.mem_get_info()", readings=readings)
+    listed = [f"GPU {d.index} {gb(d.memory_free_bytes)} free of {gb(d.memory_total_bytes)}" for d in nvml_devs]
+    shown = "; ".join(listed[:2]) + (f"; +{len(listed) - 2} more" if len(listed) > 2 else "")
+    return Verdict(G, Status.PASS, f"NVML reads device memory: {shown}",
+                   detail="; ".join(listed[:8] + [cuda_part]), readings=readings)
 
 
 # -- the load probe (soak) --------------------------------------------------------------------------
@@ -297,22 +303,25 @@ def judge_load_probe(probe: LoadProbe, plan: Plan, profile: Optional[Profile] = 
     size = gb(probe.size_bytes) if probe.size_bytes else "a"
     if not probe.ok or probe.peak_extra_ratio is None:
         return Verdict(G, Status.FAIL, f"{size} safetensors load to the GPU failed: {probe.reason}"[:300],
-                       fix="reproduce it alone with python -m microbench safetensors_load --size-gb N; "
-                           "free memory first (see G6) or drop the page cache between runs",
+                       fix="reproduce it alone with spark-gotchas microbench safetensors_load --size-gb 8; free "
+                           "memory first (G6 names what holds it) and drop the page cache between runs",
                        readings=readings)
     parts = ", ".join(f"{name} {value:.2f}x" for name, value in (
         ("page cache", probe.cache_ratio), ("process RSS", probe.rss_ratio), ("CUDA", probe.cuda_ratio))
         if value is not None)
     head = (f"a {size} {'cold' if probe.cold else 'warm'} safetensors load peaked at {probe.peak_extra_ratio:.2f}x "
-            f"the file ({parts}; {probe.load_seconds:.1f} s)")
+            "the file")
+    split = f"{parts}; {probe.load_seconds:.1f} s"
     if not probe.integrated:
         host = probe.peak_extra_ratio - (probe.cuda_ratio or 0.0)
-        return Verdict(G, Status.INFO, f"{head}: host memory peaked at {host:.2f}x and the GPU's own memory held "
-                                       f"the rest; on a unified-memory GPU (a Spark) both come out of one pool",
-                       readings=readings)
+        return Verdict(G, Status.INFO, f"{head}, host memory {host:.2f}x",
+                       detail=f"{split}; the GPU's own memory held the rest; on a unified-memory GPU (a Spark) both "
+                              "come out of one pool", readings=readings)
     if probe.peak_extra_ratio > factor:
         suggested = math.ceil(probe.peak_extra_ratio * 10) / 10
-        return Verdict(G, Status.WARN, f"{head}: above the x{factor:g} that G3's headroom assumes",
-                       fix=f"judge plans with --spark-load-factor {suggested:.1f} on this machine; "
-                           f"{DROP_CACHES_FIX}", readings=readings)
-    return Verdict(G, Status.PASS, f"{head}: within the x{factor:g} that G3's headroom assumes", readings=readings)
+        return Verdict(G, Status.WARN, f"{head}, above the x{factor:g} G3 assumes",
+                       detail=split,
+                       fix=f"judge plans on this machine with --spark-load-factor {suggested:.1f}, and drop the page "
+                           f"cache between runs as root ({DROP_CACHES}), never in the middle of training",
+                       readings=readings)
+    return Verdict(G, Status.PASS, f"{head}, within the x{factor:g} G3 assumes", detail=split, readings=readings)

@@ -100,17 +100,18 @@ TEMP_SLOPE_MIN_C_PER_MIN = 0.1
 
 FIX_STUCK_GB10 = ("power-cycle the Spark fully: shut it down, unplug AC power for about 60 s, then boot "
                   "(a reboot does not clear the low-power state); if it comes back, contact NVIDIA support")
-FIX_STUCK = ("look for an applied clock or power cap (nvidia-smi -q -d CLOCK,POWER: locked or applications clocks, "
-             "power limit), then check cooling and power delivery and re-run")
+FIX_STUCK = ("look for an applied clock or power cap with nvidia-smi -q -d CLOCK,POWER (locked or applications "
+             "clocks, a lowered power limit), then check cooling and power delivery and re-run")
 FIX_COOLING = ("improve cooling (clear intake and exhaust, cooler room, nothing stacked on or against the unit) "
                "or cap run length and checkpoint before throttling sets in")
 FIX_REBOOT = ("improve cooling and cap run length (checkpoint often); read the last boot's kernel log "
-              "(journalctl -k -b -1 | tail -50) for a thermal or power event; a new soak (pytest -m soak) "
-              "replaces this record")
+              "(journalctl -k -b -1 | tail -50) for a thermal or power event; then run a new soak "
+              "(spark-gotchas -m soak), which replaces this record")
 FIX_LOAD = ("re-run with no other GPU job; if it repeats, look for Xid errors (sudo dmesg | grep -i xid) "
             "and check the G1 lines")
-FIX_UNEXPLAINED = "look for other GPU or CPU jobs during the soak (G6; nvidia-smi, top), then re-run the soak"
-FIX_CUT_SHORT = ("run the soak again for its whole planned length (pytest -m soak --soak-duration {planned}) "
+FIX_UNEXPLAINED = ("look for other GPU or CPU jobs that ran during the soak (G6, nvidia-smi, top), stop them, then run "
+                   "the soak again")
+FIX_CUT_SHORT = ("run the soak again for its whole planned length (spark-gotchas -m soak --soak-duration {planned}) "
                  "before trusting a long run to this machine")
 
 
@@ -162,9 +163,10 @@ def _busy(load_busy: Optional[float], utilization_pct: Optional[float]) -> Optio
 
 
 def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profile: Profile,
-                   readings: dict[str, Any]) -> Verdict:
-    state = "the GPU is stuck in its low-power state" if profile.key == "gb10" else "clocks held far below max"
-    return Verdict(G, Status.FAIL, f"SM clock {clock:.0f} MHz {where}, below the {floor:.0f} MHz floor ({floor_src}): {state}",
+                   readings: dict[str, Any], short: str = "under load") -> Verdict:
+    state = "stuck in its low-power state" if profile.key == "gb10" else "clocks held far below max"
+    return Verdict(G, Status.FAIL, f"SM clock {clock:.0f} MHz {short}, below the {floor:.0f} MHz floor: {state}",
+                   detail=f"SM clock {clock:.0f} MHz {where}; the floor is the {floor_src}'s",
                    fix=FIX_STUCK_GB10 if profile.key == "gb10" else FIX_STUCK, readings=readings)
 
 
@@ -173,7 +175,7 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
     if snap.nvml_error:
         return Verdict(G, Status.SKIP, f"NVML unavailable: {snap.nvml_error}")
     if not here.is_profile:
-        return Verdict(G, Status.INFO, here.not_profile(profile, "clocks at rest"),
+        return Verdict(G, Status.INFO, here.not_judged(profile, "clocks"), detail=here.not_profile(profile, "clocks at rest"),
                        readings={"machine_is_profile": False, "machine": here.device})
     s = snap.sample or ThermalSample(t_s=0.0)
     mask = s.reasons_mask
@@ -198,24 +200,25 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
             what.append(", ".join(active) + " active")
         if hot:
             what.append(f"at or above the {slowdown:.0f} °C slowdown threshold")
-        return Verdict(G, Status.WARN, f"throttling at rest: {'; '.join(what)} ({figures})", fix=FIX_COOLING,
+        return Verdict(G, Status.WARN, f"throttling at rest: {'; '.join(what)}", detail=figures, fix=FIX_COOLING,
                        readings=readings)
     history = counters_text(snap.counters.values_us)
-    history = f"; since the driver loaded: {history}" if history else "; no clock-event counters readable"
-    return Verdict(G, Status.INFO, f"at rest: {figures}{history}", readings=readings)
+    history = f"since the driver loaded: {history}" if history else "no clock-event counters readable"
+    return Verdict(G, Status.INFO, f"at rest: {figures}", detail=history, readings=readings)
 
 
 # -- spot check -------------------------------------------------------------------------------
 SPOT_FAR_BELOW = 0.7  # of the profile's GEMM range's low end: a spot-check rate under it is far below
-FIX_SPOT_BUSY = "stop or pause {names} (G6 says how), then re-run pytest -m fast -k g04"
-FIX_SPOT_ALONE = ("nothing else runs on the GPU: update or reinstall the NVIDIA driver and re-run; if the rate stays "
-                  "low with healthy clocks, the GPU or its cooling needs service (contact NVIDIA support)")
+FIX_SPOT_BUSY = "stop or pause {names} (G6 says how), then re-run spark-gotchas -m fast -k g04"
+FIX_SPOT_ALONE = ("update or reinstall the NVIDIA driver and re-run (nothing else runs on the GPU); if the rate stays "
+                  "low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs service")
 
 
 def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuProcesses] = None,
                      here: Machine = SAME) -> Verdict:
     if not here.is_profile:
-        return Verdict(G, Status.INFO, here.not_profile(profile, "clocks under load"),
+        return Verdict(G, Status.INFO, here.not_judged(profile, "clocks"),
+                       detail=here.not_profile(profile, "clocks under load"),
                        readings={"machine_is_profile": False, "machine": here.device, "tflops": spot.tflops})
     if not spot.attempted:
         return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
@@ -240,15 +243,15 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
                 "load_backend": spot.backend or None, "load_backend_note": spot.backend_note or None}
     if not clocks:
         why = spot.unavailable.get("sm_clock_mhz", "no sample fell inside the load window")
-        return Verdict(G, Status.SKIP, f"no SM clock read under load ({why}); {load} ran at {tflops} TFLOP/s",
-                       readings=readings)
+        return Verdict(G, Status.SKIP, f"no SM clock read under load ({why})",
+                       detail=f"{load} ran at {tflops} TFLOP/s", readings=readings)
     figures = (f"SM clock {clock:.0f} MHz"
                + ("" if power is None else f", {power:.0f} W")
                + ("" if not temps else f", {max(temps):.0f} °C")
                + f", {tflops} TFLOP/s")
     if busy is not None and busy < BUSY_MIN:
-        return Verdict(G, Status.INFO, f"inconclusive: {load} kept the GPU busy only {busy:.0%} (needs {BUSY_MIN:.0%}); "
-                                       f"{figures}", readings=readings)
+        return Verdict(G, Status.INFO, f"inconclusive: the load kept the GPU busy only {busy:.0%} "
+                                       f"(needs {BUSY_MIN:.0%})", detail=f"{load}: {figures}", readings=readings)
     if floor is not None and clock < floor:
         return _stuck_verdict(clock, floor, floor_src, f"under {load}", profile, readings)
     mask = 0
@@ -261,20 +264,24 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
     cap = mask & SW_POWER_CAP or deltas.get("sw_power_cap", 0) > 0
     cap_note = "; SW power cap engaged (at its power limit)" if cap else ""
     if events:
-        return Verdict(G, Status.WARN, f"throttling under {load}: {', '.join(events)}; {figures}", fix=FIX_COOLING,
-                       readings=readings)
+        return Verdict(G, Status.WARN, f"throttling under load: {', '.join(events)}", detail=f"{load}: {figures}",
+                       fix=FIX_COOLING, readings=readings)
     expected = profile.gemm_tflops.get(spot.dtype)
     if expected is not None and spot.tflops is not None and spot.tflops < SPOT_FAR_BELOW * expected.lo:
         names = busy_names(processes)
-        cause = f"{names} busy on the GPU (see G6)" if names else \
+        cause = f"{names} busy (see G6)" if names else \
             "nothing else on the GPU" if processes is not None else "other GPU work not read (see G6)"
         readings.update({"expected_tflops": [expected.lo, expected.hi], "busy_pids":
                          [p.pid for p in processes.computing()] if processes is not None else None})
         return Verdict(G, Status.WARN, f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
                                        f"{expected.lo:.0f}-{expected.hi:.0f}: {cause}",
+                       detail=f"{load}: {figures}",
                        fix=FIX_SPOT_BUSY.format(names=names) if names else FIX_SPOT_ALONE, readings=readings)
     floor_note = f", floor {floor:.0f} MHz" if floor else ""
-    return Verdict(G, Status.PASS, f"{load}: {figures}{floor_note}; no thermal or power-brake event{cap_note}",
+    rate = "" if spot.tflops is None else f", {spot.tflops:.0f} TFLOP/s"
+    return Verdict(G, Status.PASS, f"{clock:.0f} MHz under load{f' (floor {floor:.0f})' if floor else ''}{rate}, "
+                                   "no throttling",
+                   detail=f"{load}: {figures}{floor_note}; no thermal or power-brake event{cap_note}",
                    readings=readings)
 
 
@@ -311,18 +318,17 @@ def judge_reboot(check: RebootCheck) -> Verdict:
     rebooted, how = rebooted_since(check)
     last = utc(beat.last_sample_epoch)
     if rebooted:
-        return Verdict(G, Status.FAIL, f"the soak started {started} ended in a reboot/power loss at about {last} ({how})",
-                       fix=FIX_REBOOT, readings=readings)
+        return Verdict(G, Status.FAIL, f"the soak started {started} ended in a reboot/power loss at about {last}",
+                       detail=how, fix=FIX_REBOOT, readings=readings)
     if rebooted is None:
-        return Verdict(G, Status.INFO, f"the soak started {started} has no end marker (last heartbeat {last}) and "
-                                       f"this boot cannot be compared: {how}", readings=readings)
+        return Verdict(G, Status.INFO, f"the soak started {started} has no end marker; this boot cannot be compared",
+                       detail=f"last heartbeat {last}; {how}", readings=readings)
     if check.soak_pid_alive:
         ago = max(0.0, check.now_epoch - beat.last_sample_epoch)
         return Verdict(G, Status.INFO, f"a soak is running now (started {started}, pid {beat.pid}, "
                                        f"last sample {ago:.0f} s ago)", readings=readings)
-    return Verdict(G, Status.INFO, f"the soak started {started} stopped at about {last} without an end marker and "
-                                   f"without a reboot: its process was killed; its CSV keeps what it measured "
-                                   f"({beat.csv_path})", readings=readings)
+    return Verdict(G, Status.INFO, f"the soak started {started} was killed at about {last} (no end marker, no reboot)",
+                   detail=f"its CSV keeps what it measured ({beat.csv_path})", readings=readings)
 
 
 # -- soak ----------------------------------------------------------------------------------------
@@ -445,7 +451,8 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     floor, floor_src = clock_floor(profile, soak.max_sm_clock_mhz)
     readings["floor_mhz"] = floor
     if floor is not None and clock is not None and clock < floor:
-        return _stuck_verdict(clock, floor, floor_src, f"over {hms(soak.elapsed_s)} of sustained load", profile, readings)
+        return _stuck_verdict(clock, floor, floor_src, f"over {hms(soak.elapsed_s)} of sustained load", profile, readings,
+                              "over the soak")
     rated, rated_label = rated_power(profile, soak.power_limit_w)
     drop = 1.0 - last.tflops / first.tflops if first.tflops else 0.0
     readings["drop"] = drop
@@ -461,12 +468,14 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
                 break
         fell = (f"throughput fell {drop:.0%} ({first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s, more than "
                 f"{max_drop:.0%}), from {hms(onset.t_start_s)} on")
+        short = f"throughput fell {drop:.0%} from {hms(onset.t_start_s)} on"
         if evidence:
             causes = "; ".join(text for _, text in evidence[:3])
-            return Verdict(G, Status.FAIL, f"{prefix}{fell}; cause: {causes}",
+            return Verdict(G, Status.FAIL, f"{prefix}{short}: {evidence[0][1]}", detail=f"{fell}; cause: {causes}",
                            fix=FIX_COOLING + f" (here: before {hms(onset.t_start_s)})", readings=readings)
-        return Verdict(G, Status.WARN, f"{prefix}{fell}, with no clock fall or throttle reason/counter: "
-                                       "something else slowed the load", fix=FIX_UNEXPLAINED, readings=readings)
+        return Verdict(G, Status.WARN, f"{prefix}{short}, with no sign of throttling",
+                       detail=f"{fell}, with no clock fall or throttle reason/counter: something else slowed the load",
+                       fix=FIX_UNEXPLAINED, readings=readings)
     powers = _present([w.power_mean_w for w in full[len(full) // 2:]])
     power = _median(powers)
     temps = _present([w.temperature_max_c for w in full])
@@ -495,7 +504,8 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
         parts.append(f"no temperature, power or clock read (NVML unavailable: {soak.nvml_error})")
     readings.update({"sustained_power_w": power, "rated_power_w": rated,
                      "temperature_max_c": max(temps) if temps else None})
+    detail = "; ".join(parts[1:])
     if soak.interrupted:  # a soak cut short cannot say the throughput held over the run it planned
-        return Verdict(G, Status.WARN, prefix + "; ".join(parts), fix=FIX_CUT_SHORT.format(planned=duration_text(soak.planned_s)),
-                       readings=readings)
-    return Verdict(G, Status.PASS, prefix + "; ".join(parts), readings=readings)
+        return Verdict(G, Status.WARN, prefix + parts[0], detail=detail,
+                       fix=FIX_CUT_SHORT.format(planned=duration_text(soak.planned_s)), readings=readings)
+    return Verdict(G, Status.PASS, prefix + parts[0], detail=detail, readings=readings)

@@ -56,16 +56,16 @@ THEORETICAL_WARN = 0.7
 PLATEAU_L2_MULTIPLE = 4
 SWEEP_DROP = 0.8
 ORDER = ("copy", "read", "write", "triad")
-FIX_SLOW = ("find what else uses the GPU or its memory (G6: nvidia-smi, other servers) and check the SM clock "
-            "under load (G4: nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only "
-            "after removing AC power for about 60 s; then re-run pytest -m fast -k g05")
-FIX_HARDWARE = ("nothing else runs on the GPU: check the SM clock under load (G4: nvidia-smi -q -d PERFORMANCE,CLOCK); "
-                "a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; update or "
-                "reinstall the driver; if it persists, contact NVIDIA support")
+FIX_SLOW = ("find what else uses the GPU or its memory (G6, nvidia-smi, other servers) and check the SM clock "
+            "under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only "
+            "after removing AC power for about 60 s; then re-run spark-gotchas -m fast -k g05")
+FIX_HARDWARE = ("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK): nothing else runs on the "
+                "GPU; a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; then "
+                "update or reinstall the driver, and if it persists, contact NVIDIA support")
 FIX_WRONG = ("re-run; if it repeats, the GPU or its memory is faulty: check nvidia-smi -q -d ECC,ROW_REMAPPER "
-             "and dmesg for Xid errors")
-FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg; then re-run"
-FIX_BUDGET = "budget memory-bound work from the measured figures above, not the datasheet"
+             "and look for Xid errors in dmesg")
+FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run"
+FIX_BUDGET = "budget memory-bound work from these measured figures, not the datasheet"
 
 
 def _theoretical(inventory: Optional[GpuInventory]) -> Optional[float]:
@@ -96,17 +96,17 @@ def slow_cause(processes: Optional[GpuProcesses]) -> tuple[Optional[bool], str, 
         return None, "", FIX_SLOW
     names = busy_names(processes)
     if names:
-        return True, f"; {names} busy on the GPU (see G6)", \
-            f"stop or pause {names} (G6 says how) and re-run pytest -m fast -k g05"
+        return True, f": {names} busy", \
+            f"stop or pause {names} (G6 says how), then re-run spark-gotchas -m fast -k g05"
     return False, "; nothing else on the GPU", FIX_HARDWARE
 
 
-def _slow(far: bool, line: str, processes: Optional[GpuProcesses], readings: dict) -> Verdict:
+def _slow(far: bool, line: str, processes: Optional[GpuProcesses], readings: dict, detail: str) -> Verdict:
     """FAIL far below with nothing else seen on the GPU; WARN below, or with another process busy."""
     busy, cause, fix = slow_cause(processes)
     readings["busy_pids"] = [p.pid for p in processes.computing()] if processes is not None else None
     status = Status.FAIL if far and not busy else Status.WARN
-    return Verdict(G, status, line + cause, fix=fix, readings=readings)
+    return Verdict(G, status, line + cause, detail=detail, fix=fix, readings=readings)
 
 
 def judge_figures(figures: dict[str, float], profile: Profile, inventory: Optional[GpuInventory],
@@ -128,9 +128,13 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         if far or low:
             flagged = far or low
             expected = ", ".join(f"{m} {ranges[m].lo:.0f}-{ranges[m].hi:.0f}" for m in ORDER if m in flagged)
-            return _slow(bool(far), f"{_figures_text(figures)} ({what}): {', '.join(flagged)} "
-                                    f"{'far ' if far else ''}below {name}'s measured range ({expected} GB/s){peak_note}",
-                         processes, readings)
+            lead = "read" if "read" in flagged else flagged[0]
+            others = [m for m in flagged if m != lead]
+            line = (f"{lead} {_fmt(figures[lead])} GB/s, {'far ' if far else ''}below {name}'s "
+                    f"{ranges[lead].lo:.0f}-{ranges[lead].hi:.0f}" + (f" ({', '.join(others)} too)" if others else ""))
+            return _slow(bool(far), line, processes, readings,
+                         f"{_figures_text(figures)} ({what}): {', '.join(flagged)} {'far ' if far else ''}below "
+                         f"{name}'s measured range ({expected} GB/s){peak_note}")
         budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)
         _, ceiling = _ceiling_word(profile, theoretical)
         against = f" - not {ceiling}" if ceiling else ""
@@ -138,22 +142,28 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         over = [m for m in ORDER if m in ranges and figures[m] > ranges[m].hi]
         notes = [f"{', '.join(ms)} {word} it" for ms, word in ((under, "under"), (over, "above")) if ms]
         where = (f"within {1 - WARN_FRACTION:.0%} of " if under else "at or above " if over else "within ") + \
-            f"{name}'s measured range" + (f" ({'; '.join(notes)})" if notes else "")
-        return Verdict(G, Status.PASS, f"{_figures_text(figures)} ({what}), {where}; "
-                                       f"budget {budget}{against}{peak_note}", readings=readings)
+            f"{name}'s measured range"
+        lead = [m for m in ("read", "copy") if m in figures]
+        line = ", ".join(f"{m} {_fmt(figures[m])}" for m in lead) + " GB/s: " if lead else ""
+        return Verdict(G, Status.PASS, f"{line}{where}",
+                       detail=f"{_figures_text(figures)} ({what})" + (f"; {'; '.join(notes)}" if notes else "")
+                              + f"; budget {budget}{against}{peak_note}", readings=readings)
     if theoretical:
         best_method = max(figures, key=figures.get)
         fraction = figures[best_method] / theoretical
         readings["fraction_of_theoretical"] = round(fraction, 3)
-        line = (f"{_figures_text(figures)} ({what}); best ({best_method}) is {fraction:.0%} of NVML's theoretical "
-                f"{_fmt(theoretical)} GB/s")
+        line = (f"best {best_method} {_fmt(figures[best_method])} GB/s is {fraction:.0%} of NVML's theoretical "
+                f"{_fmt(theoretical)}")
+        measured = f"{_figures_text(figures)} ({what})"
         if fraction < THEORETICAL_WARN:
             far = fraction < THEORETICAL_FAIL
             return _slow(far, line + f", under {THEORETICAL_FAIL if far else THEORETICAL_WARN:.0%}", processes,
-                         readings)
-        return Verdict(G, Status.PASS, line + "; budget from these, not the theoretical peak", readings=readings)
-    return Verdict(G, Status.INFO, f"{_figures_text(figures)} ({what}); no measured range or theoretical peak for "
-                                   f"{profile.title} to judge against: {FIX_BUDGET}", readings=readings)
+                         readings, measured)
+        return Verdict(G, Status.PASS, line, detail=f"{measured}; budget from these, not the theoretical peak",
+                       readings=readings)
+    return Verdict(G, Status.INFO, f"{_figures_text(figures)}: no range or theoretical peak to judge against",
+                   detail=f"{what}; {profile.title} has no measured range and NVML no theoretical peak: {FIX_BUDGET}",
+                   readings=readings)
 
 
 def _not_measured(reading, label: str) -> Optional[Verdict]:
@@ -186,7 +196,7 @@ def _elsewhere(here: Machine, profile: Profile, reading: Optional[BandwidthReadi
     """INFO: this machine is not the profile's platform, so its figures (kept in the readings) are not judged."""
     result = reading.result if reading is not None else None
     figures = probe_figures(result) if result is not None else {}
-    return Verdict(G, Status.INFO, here.not_profile(profile, "bandwidth"),
+    return Verdict(G, Status.INFO, here.not_judged(profile, "bandwidth"), detail=here.not_profile(profile, "bandwidth"),
                    readings={"machine_is_profile": False, "machine": here.device,
                              "gbps": {m: round(v, 1) for m, v in figures.items()},
                              "ranges_gbps": {m: [r.lo, r.hi] for m, r in profile.bandwidth_gbps.items()}})
@@ -240,9 +250,10 @@ def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan
         readings["datasheet_tokens_per_s"] = round(promised, 2)
         promise = f" (a plan from the datasheet's {_fmt(profile.datasheet_bandwidth_gbps)} GB/s would expect {promised:.1f})"
     return Verdict(G, Status.INFO,
-                   f"decode ceiling for {model_gb:g} GB of weights: at most {tokens:.1f} tokens/s per batch-1 "
-                   f"sequence at the measured {method} {_fmt(gbps)} GB/s{promise}; KV-cache reads lower it further",
-                   readings=readings)
+                   f"batch-1 decode of {model_gb:g} GB of weights tops out at {tokens:.1f} tokens/s ({method} "
+                   f"{_fmt(gbps)} GB/s)",
+                   detail=f"at most {tokens:.1f} tokens/s per batch-1 sequence at the measured {method} "
+                          f"{_fmt(gbps)} GB/s{promise}; KV-cache reads lower it further", readings=readings)
 
 
 def _ceiling_elsewhere(here: Machine, profile: Profile, model_gb: float) -> Verdict:
@@ -250,8 +261,9 @@ def _ceiling_elsewhere(here: Machine, profile: Profile, model_gb: float) -> Verd
     read = profile.bandwidth_gbps.get("read")
     readings = {"model_gb": model_gb, "machine_is_profile": False, "machine": here.device}
     if read is None:
-        return Verdict(G, Status.INFO, here.not_profile(profile, "bandwidth") + "; no measured range to state a "
-                                       "decode ceiling from", readings=readings)
+        return Verdict(G, Status.INFO, here.not_judged(profile, "bandwidth") + "; no decode ceiling to state",
+                       detail=here.not_profile(profile, "bandwidth") + "; no measured range to state a decode ceiling "
+                              "from", readings=readings)
     lo, hi = read.lo / model_gb, read.hi / model_gb
     readings.update({"method": "read", "range_gbps": [read.lo, read.hi], "tokens_per_s": [round(lo, 2), round(hi, 2)]})
     return Verdict(G, Status.INFO, f"on {profile.a_name}, batch-1 decode of {model_gb:g} GB of weights tops out at "
@@ -293,10 +305,10 @@ def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory
             if largest.gbps < SWEEP_DROP * figures[m]:
                 drops.append(f"{m} {_fmt(largest.gbps)} GB/s at {_size(largest.array_bytes)}")
         if drops:
-            return Verdict(G, Status.WARN, f"bandwidth drops at the largest size: {', '.join(drops)} "
-                                           f"(plateau {_figures_text(figures)}): memory pressure at that size",
-                           fix="free memory before memory-bound runs (G3: drop the page cache between runs; "
-                               "G6: stop other GPU work) and re-run the sweep", readings=readings)
+            return Verdict(G, Status.WARN, f"bandwidth drops at the largest size: {', '.join(drops)}",
+                           detail=f"plateau {_figures_text(figures)}: memory pressure at that size",
+                           fix="free memory before memory-bound runs (drop the page cache between runs, G3; stop "
+                               "other GPU work, G6), then run the sweep again", readings=readings)
     return verdict
 
 

@@ -15,7 +15,8 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
   was seen (servers and trainers first), none judged.
 - No GPU visible here (profile `none`): a server's or trainer's command line cannot hold GPU
   memory on this machine → **INFO** listing it, e.g.
-  `G6 INFO: no GPU visible here: 1 workload(s) hold no GPU memory on this machine; seen, not judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)`.
+  `G6 INFO: no GPU visible here: 1 workload seen, holding no GPU memory on this machine` (its
+  detail: `seen, not judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)`).
   Where a GPU exists but NVML cannot list other containers' processes, the command lines are
   judged as below.
 - Processes of one program are judged together: a process joins its topmost recorded
@@ -36,8 +37,9 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
   processes on other GPUs are counted, not judged.
 - Neither NVML nor the process table readable → **SKIP**.
 
-The line names each workload: pid, program, its cap (and where the cap came from: flag,
-default, auto), what it holds, and its owner. The fix is tailored to what was found.
+The line names the workloads in the way (two at most): pid, program, and its cap or what it
+holds; the detail names each with its cap (and where the cap came from: flag, default, auto),
+what it holds and its owner. The fix is tailored to what was found.
 """
 
 from __future__ import annotations
@@ -194,6 +196,22 @@ def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     return f"{group.label} ({'; '.join(bits)})" if bits else group.label
 
 
+def _brief(group: Group, pool: Optional[int], why: str, alone: bool) -> str:
+    """A workload in a few words for the line: ``pid 6008 vLLM (default cap 0.9 = 117.6 GB of 130.7 GB)``,
+    ``pid 1790 Ollama (holds 34.5 GB, no memory cap)``; the figures in GB only for a workload alone."""
+    w, bits = group.workload, []
+    if w is not None and w.capped and group.cap_fraction is not None:
+        cap = f"{'default ' if w.cap_source in ('default', 'child') else ''}cap {group.cap_fraction:g}"
+        if pool and alone:
+            cap += f" = {gb(group.cap_fraction * pool)} of {gb(pool)}"
+        bits.append(cap)
+    elif group.held_bytes is not None:
+        bits.append(f"holds {gb(group.held_bytes)}")
+    if why:
+        bits.append(why.lstrip(": "))
+    return f"{group.label} ({', '.join(bits)})" if bits else group.label
+
+
 def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
     """One workload on its own: FAIL/WARN with the reason appended to its description, or PASS."""
     held, cap, w = group.held_bytes, group.cap_fraction, group.workload
@@ -210,15 +228,15 @@ def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
     return Status.PASS, ""
 
 
-def _listed_only(reading: GpuProcesses, head: str, readings: dict) -> Verdict:
+def _listed_only(reading: GpuProcesses, head: str, readings: dict, long: str = "") -> Verdict:
     """INFO naming the workloads found, none of them judged: known servers and trainers first, then by memory."""
     groups = sorted(group_processes(reading.processes), key=lambda g: (g.workload is None, -(g.held_bytes or 0)))
     readings.update({"workloads": [{"pids": g.pids, "program": g.workload.program if g.workload else None,
                                     "cap_fraction": g.cap_fraction, "held_bytes": g.held_bytes,
                                     "cmdline": g.root.cmdline, "user": g.root.username} for g in groups],
                      "nvml_error": reading.nvml_error, "scanned": reading.scanned})
-    seen = f"; seen, not judged: {_join([(_describe(g, None, False), g) for g in groups], 3)}" if groups else ""
-    return Verdict(G, Status.INFO, head + seen, readings=readings)
+    seen = f"seen, not judged: {_join([(_describe(g, None, False), g) for g in groups], 3)}" if groups else ""
+    return Verdict(G, Status.INFO, head, detail="; ".join(t for t in (long, seen) if t), readings=readings)
 
 
 def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
@@ -227,12 +245,12 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
     if reading.nvml_error and reading.scan_error:
         return Verdict(G, Status.SKIP, f"no process list: NVML {reading.nvml_error}; {reading.scan_error}")
     if not here.is_profile:
-        return _listed_only(reading, here.not_profile(profile, "processes"),
-                            {"machine_is_profile": False, "machine": here.device})
+        return _listed_only(reading, here.not_judged(profile, "processes"),
+                            {"machine_is_profile": False, "machine": here.device}, here.not_profile(profile, "processes"))
     kind = profile.memory_kind
     if kind == "none" and reading.processes:
-        return _listed_only(reading, f"no GPU visible here: {len(group_processes(reading.processes))} workload(s) "
-                                     "hold no GPU memory on this machine", {"memory": kind})
+        return _listed_only(reading, f"no GPU visible here: {_workloads(len(group_processes(reading.processes)))} "
+                                     "seen, holding no GPU memory on this machine", {"memory": kind})
     visible = visible_devices(reading) if kind == "discrete" else None
     judged, elsewhere = [], []
     for group in group_processes(reading.processes):
@@ -240,6 +258,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
         (elsewhere if outside else judged).append(group)
     pool_all = pool_bytes(profile, meminfo, inventory, sorted(visible) if visible else [])
     found: dict[Status, list[tuple[str, Group]]] = {Status.FAIL: [], Status.WARN: [], Status.PASS: []}
+    briefs: dict[int, str] = {}  # pid of the root -> the workload in a few words
     by_claim: list[tuple[float, bool, str, Group]] = []  # (claim, sizable, text, group), for "together"
     rows = []
     for group in judged:
@@ -248,6 +267,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
         text = _describe(group, pool, nvml_ok=not reading.nvml_error)
         status, why = _rule(group, pool)
         found[status].append((text + why, group))
+        briefs[group.root.pid] = _brief(group, pool, why, len(judged) == 1)
         sizable = group.cap_fraction is not None or (group.held_bytes or 0) > SMALL_BYTES
         by_claim.append((claim or 0, sizable, text, group))
         w = group.workload
@@ -261,35 +281,47 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
     readings = {"memory": kind, "pool_bytes": pool_all, "claims_bytes": claims, "planned_peak_bytes": peak,
                 "workloads": rows, "elsewhere": [g.pids for g in elsewhere], "nvml_error": reading.nvml_error,
                 "scanned": reading.scanned, "scan_denied": reading.scan_denied, "own_excluded": reading.own_excluded}
-    together = ""
+    together, short = "", ""
     if pool_all and not found[Status.FAIL] and claims > NEAR_CAPACITY_FRACTION * pool_all:
         together = f"together they claim {gb(claims)} of {gb(pool_all)}, more than half"
+        short = together
     elif pool_all and peak is not None and 0 < claims and peak <= pool_all and claims > pool_all - peak:
         together = (f"they claim {gb(claims)} of {gb(pool_all)}, leaving {gb(max(pool_all - claims, 0))} for the "
                     f"planned load peak of {gb(peak)} ({gb(claims - (pool_all - peak))} short)")
+        short = f"{gb(claims - (pool_all - peak))} short of the {gb(peak)} load peak"
     note = _note(reading, elsewhere)
     fails = found[Status.FAIL]
     if fails or together:
+        lead = ""
         if not fails:  # no single culprit: name the biggest claimants, the sizable ones first
             ranked = sorted(by_claim, key=lambda item: (not item[1], -item[0]))
             fails = [(text, group) for _, sizable, text, group in ranked if sizable] or \
                 [(text, group) for _, _, text, group in ranked]
-        return Verdict(G, Status.FAIL, f"{len(fails)} workload(s) in the way: " + _join(fails, 3)
-                       + (f"; {together}" if together else "") + note,
+            lead = f"{short}: "
+        named = _join([(briefs[group.root.pid], group) for _, group in fails], 2)
+        return Verdict(G, Status.FAIL, f"{lead}{_workloads(len(fails))} in the way: {named}",
+                       detail=_join(fails, 3) + (f"; {together}" if together else "") + note,
                        fix=_fix([group for _, group in fails]), readings=readings)
     warns, listed = found[Status.WARN], found[Status.PASS]
     if warns:
-        return Verdict(G, Status.WARN, _join(warns, 3) + (f"; also {len(listed)} small or capped" if listed else "")
-                       + note, fix=_fix([group for _, group in warns]), readings=readings)
+        return Verdict(G, Status.WARN, _join([(briefs[group.root.pid], group) for _, group in warns], 2),
+                       detail=_join(warns, 3) + (f"; also {len(listed)} small or capped: " + _join(listed, 4)
+                                                 if listed else "") + note,
+                       fix=_fix([group for _, group in warns]), readings=readings)
     if listed:
-        return Verdict(G, Status.PASS, f"{len(listed)} small or capped workload(s) beside this run: "
-                       + _join(listed, 4) + note, readings=readings)
+        return Verdict(G, Status.PASS, f"{_workloads(len(listed))} beside this run, small or capped: "
+                       + _join([(briefs[group.root.pid], group) for _, group in listed], 2),
+                       detail=_join(listed, 4) + note, readings=readings)
     scanned = f"none of {reading.scanned} command lines is a known server or trainer"
     if reading.nvml_error:
-        summary = f"no other GPU workload: {scanned} (NVML unavailable: {reading.nvml_error})"
-    else:
-        summary = f"no other GPU workload: NVML lists no other process, and {scanned}"
-    return Verdict(G, Status.PASS, summary + note, readings=readings)
+        return Verdict(G, Status.PASS, f"no other GPU workload: {scanned}",
+                       detail=f"NVML unavailable: {reading.nvml_error}{note}", readings=readings)
+    return Verdict(G, Status.PASS, f"no other GPU workload among NVML's processes and {reading.scanned} command lines",
+                   detail=f"NVML lists no other process, and {scanned}{note}", readings=readings)
+
+
+def _workloads(n: int) -> str:
+    return f"{n} workload{'s' if n != 1 else ''}"
 
 
 def _join(items: list[tuple[str, Group]], limit: int) -> str:
@@ -318,6 +350,8 @@ def _fix(groups: list[Group]) -> str:
             kinds.append(k)
     steps = [CAP_HOWTO[k] for k in kinds if k in CAP_HOWTO]
     pids = " ".join(str(g.root.pid) for g in groups[:6])
-    stop = f"stop what is not needed (kill {pids})"
-    steps.append(f"or {stop}" if steps else f"let it finish or {stop}")
-    return "one heavy job at a time: " + "; ".join(steps)
+    them = "it" if len(groups) == 1 else "them"
+    if not steps:
+        return f"run one heavy job at a time: let the other {'job' if len(groups) == 1 else 'jobs'} finish, " \
+               f"or stop {them} (kill {pids})"
+    return f"run one heavy job at a time: {'; '.join(steps)}; or stop what you do not need (kill {pids})"

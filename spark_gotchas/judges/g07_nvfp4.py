@@ -42,9 +42,10 @@ G = 7
 SPARK = (12, 1)
 FIX_FP8 = ('stay on FP8 unless the kernels target sm_121a: build extensions with TORCH_CUDA_ARCH_LIST="12.1a" '
            '(FlashInfer: FLASHINFER_CUDA_ARCH_LIST="12.1a") or install builds that ship sm_121a kernels')
-FIX_PLANNED = "choose a precision this GPU and build run (the line lists them), or move the run to a GPU that runs it"
-FIX_WRONG = "re-run; a GEMM outside its tolerance points at a broken kernel or a faulty GPU (dmesg: Xid errors)"
-FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg; then re-run"
+FIX_PLANNED = ("plan a precision that runs on this GPU and torch build (the line lists those that ran), or move the "
+               "run to a GPU that runs the planned one")
+FIX_WRONG = "re-run; if it repeats, a broken kernel or a faulty GPU is the cause: look for Xid errors in dmesg"
+FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run"
 NAMES = {"bf16": "BF16", "fp8": "FP8", "nvfp4": "NVFP4"}
 
 
@@ -123,17 +124,16 @@ def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory],
     if cap is None:
         listed = "; ".join(f"{lib.label} {lib.version}: {_short_targets(lib) or 'no prebuilt kernels'}"
                            for lib in scan.libraries) or "no FP4-capable library installed"
-        return Verdict(G, Status.INFO, f"no GPU to judge against (--spark-profile gb10 judges for a Spark); {listed}",
-                       readings=readings)
+        return Verdict(G, Status.INFO, "no GPU to judge FP4 kernels against",
+                       detail=f"--spark-profile gb10 judges them for a Spark; {listed}", readings=readings)
     ready = {lib.distribution: [t for t in lib.targets if ready_target(t, cap)] for lib in fp4}
     if tuple(cap) != SPARK:
         arch = f"sm_{cap[0]}{cap[1]}a"
         parts = [f"{lib.label} {lib.version}: {'has ' + arch if ready[lib.distribution] else 'no ' + arch}"
                  for lib in fp4]
         listed = "; ".join(parts) or "no FP4 kernel library installed"
-        extra = f"; {context_text}" if context_text else ""
-        return Verdict(G, Status.INFO, f"capability {_cap_text(cap)} ({source}), not SM121: {listed}{extra}",
-                       readings=readings)
+        return Verdict(G, Status.INFO, f"capability {_cap_text(cap)} ({source}), not SM121: {listed}",
+                       detail=context_text, readings=readings)
     missing = [lib for lib in fp4 if lib.files_with_kernels and not ready[lib.distribution]]
     jit_only = [lib for lib in fp4 if not lib.files_with_kernels]
     arch_env = scan.torch_cuda_arch_list
@@ -144,20 +144,24 @@ def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory],
     readings["not_ready"] = [lib.distribution for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else [])
     if problems:
         planned = precision == "nvfp4"
-        tail = "NVFP4 would run without cvt.e2m1x2" + (" and this run plans NVFP4" if planned else ": stay on FP8")
-        return Verdict(G, Status.FAIL if planned else Status.WARN, f"{'; '.join(problems)}; {tail}"[:400],
+        names = [f"{lib.label} {lib.version}" for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else [])
+        shown = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+        tail = "and this run plans NVFP4" if planned else "stay on FP8"
+        return Verdict(G, Status.FAIL if planned else Status.WARN, f"no sm_121a kernels from {shown}: {tail}",
+                       detail=f"{'; '.join(problems)}; NVFP4 would run without cvt.e2m1x2"[:400],
                        fix=FIX_FP8, readings=readings)
     ok = [f"{lib.label} {lib.version} ({', '.join(ready[lib.distribution][:3])})" for lib in fp4
           if ready[lib.distribution]]
     jit = f"; JIT-built at run time: {', '.join(lib.label for lib in jit_only)}" if jit_only else ""
     if ok:
-        return Verdict(G, Status.PASS, f"FP4 kernels target SM121's arch-specific code: {'; '.join(ok)}{jit}",
-                       readings=readings)
+        names = ", ".join(f"{lib.label} {lib.version}" for lib in fp4 if ready[lib.distribution])
+        return Verdict(G, Status.PASS, f"FP4 kernels target SM121's arch-specific code: {names}",
+                       detail=f"{'; '.join(ok)}{jit}", readings=readings)
     env = f'TORCH_CUDA_ARCH_LIST="{arch_env}"' if arch_env else "TORCH_CUDA_ARCH_LIST unset"
     extra = f"; {context_text}" if context_text else ""
-    return Verdict(G, Status.INFO, f"no FP4 kernel library with prebuilt kernels installed (vLLM, FlashInfer, "
-                                   f"TensorRT-LLM, Transformer Engine, SGLang){jit}; {env}{extra}"[:400],
-                   readings=readings)
+    return Verdict(G, Status.INFO, "no FP4 kernel library with prebuilt kernels installed",
+                   detail=f"looked for vLLM, FlashInfer, TensorRT-LLM, Transformer Engine, SGLang{jit}; "
+                          f"{env}{extra}"[:400], readings=readings)
 
 
 def _clip(text: str, limit: int = 160) -> str:
@@ -200,24 +204,26 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
     rates_text = f"{rates} TFLOP/s at {size}" if rates else f"no precision ran at {size}"
     if precision and precision not in runs:
         why = not_run.get(precision, "not measured")
-        return Verdict(G, Status.FAIL, f"the planned precision {_name(precision)} does not run here "
-                                       f"(cc {_cap_text(cap)}, torch {res.torch}): {_clip(why)}; {rates_text}",
-                       fix=FIX_PLANNED, readings=readings)
+        return Verdict(G, Status.FAIL, f"{_name(precision)}, the planned precision, does not run here "
+                                       f"(cc {_cap_text(cap)}); " + (f"{rates} TFLOP/s do" if rates else
+                                                                     "no precision runs"),
+                       detail=f"torch {res.torch}: {_clip(why)}; {rates_text}", fix=FIX_PLANNED, readings=readings)
     fp8, fp4 = runs.get("fp8"), runs.get("nvfp4")
     if cap == SPARK:
         if fp8 is not None and fp4 is not None:
             ratio = fp4.tflops / fp8.tflops
             readings["nvfp4_over_fp8"] = round(ratio, 3)
             if ratio < 1.0:
-                return Verdict(G, Status.FAIL, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)} at "
-                                               f"{size}: NVFP4 is slower here ({rates})", fix=FIX_FP8,
+                return Verdict(G, Status.FAIL, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)}: "
+                                               "NVFP4 is slower here", detail=rates_text, fix=FIX_FP8,
                                readings=readings)
-            return Verdict(G, Status.PASS, f"NVFP4 {_rate(fp4)} TFLOP/s = {ratio:.2f}x FP8's {_rate(fp8)} at {size} "
-                                           f"({rates})", readings=readings)
+            return Verdict(G, Status.PASS, f"NVFP4 {_rate(fp4)} TFLOP/s = {ratio:.2f}x FP8's {_rate(fp8)}",
+                           detail=rates_text, readings=readings)
         if fp4 is None and "nvfp4" in not_run:
-            return Verdict(G, Status.WARN, f"NVFP4 GEMM does not run through torch {res.torch} here: "
-                                           f"{_clip(not_run['nvfp4'])}; {rates_text}: stay on FP8",
-                           fix=FIX_FP8, readings=readings)
+            return Verdict(G, Status.WARN, f"NVFP4 GEMM does not run through torch {res.torch} here: stay on FP8",
+                           detail=f"{_clip(not_run['nvfp4'])}; {rates_text}", fix=FIX_FP8, readings=readings)
     missing = "; ".join(f"{_name(p)} not supported here: {_clip(why)}" for p, why in not_run.items())
-    return Verdict(G, Status.INFO, f"{res.device} (cc {_cap_text(cap)}) runs {rates_text}"
-                                   + (f"; {missing}" if missing else ""), readings=readings)
+    unsupported = f"; {', '.join(_name(p) for p in not_run)} not supported" if not_run else ""
+    return Verdict(G, Status.INFO, f"{res.device} (cc {_cap_text(cap)}) runs {rates or 'no precision'}"
+                                   + (" TFLOP/s" if rates else "") + unsupported,
+                   detail=rates_text + (f"; {missing}" if missing else ""), readings=readings)

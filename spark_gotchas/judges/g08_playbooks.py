@@ -34,16 +34,19 @@ def _short(title: str, limit: int = 60) -> str:
     return title if len(title) <= limit else title[: limit - 1].rstrip() + "…"
 
 
-def _issue_list(reading: PlaybookIssues) -> list[str]:
-    parts = []
+def _issue_list(reading: PlaybookIssues) -> tuple[list[str], list[str]]:
+    """Per playbook with open issues: its count and numbers (for the line), and its issues in full."""
+    short, full = [], []
     for name in reading.playbooks:
         issues = reading.by_playbook.get(name) or []
         if not issues:
             continue
+        numbers = ", ".join(f"#{i.number}" for i in issues[:SHOWN])
+        more = f" +{len(issues) - SHOWN}" if len(issues) > SHOWN else ""
+        short.append(f"{name}: {len(issues)} open issue{'s' if len(issues) != 1 else ''} ({numbers}{more})")
         shown = "; ".join(f'#{i.number} {i.date} "{_short(i.title)}"' for i in issues[:SHOWN])
-        more = f"; +{len(issues) - SHOWN} more" if len(issues) > SHOWN else ""
-        parts.append(f"{name}: {len(issues)} open issue(s): {shown}{more}")
-    return parts
+        full.append(f"{name}: {shown}" + (f"; +{len(issues) - SHOWN} more" if len(issues) > SHOWN else ""))
+    return short, full
 
 
 def judge_playbooks(reading: PlaybookIssues) -> Verdict:
@@ -57,9 +60,8 @@ def judge_playbooks(reading: PlaybookIssues) -> Verdict:
         "unknown": reading.unknown,
     }
     if not reading.playbooks:
-        return Verdict(G, Status.INFO, f"no playbook named: pass --spark-playbook NAME (a folder of "
-                                       f"{reading.repo}/nvidia/, e.g. {EXAMPLES}) to list its open issues",
-                       readings=readings)
+        return Verdict(G, Status.INFO, "no playbook named (--spark-playbook NAME lists its open issues)",
+                       detail=f"NAME is a folder of {reading.repo}/nvidia/, e.g. {EXAMPLES}", readings=readings)
     url = manual_url(reading.playbooks)
     if reading.error:
         what = {"rate_limited": "GitHub's rate limit is used up", "offline": "no network",
@@ -71,9 +73,9 @@ def judge_playbooks(reading: PlaybookIssues) -> Verdict:
             what = "the server's TLS certificate is not trusted here (a proxy? set SSL_CERT_FILE)"
         until = f" until {reading.rate_limit_reset_utc}" if reading.rate_limit_reset_utc else ""
         token = "" if reading.authenticated or reading.error_kind != "rate_limited" else " (set GITHUB_TOKEN)"
-        return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token} "
-                                       f"({reading.error}); check by hand: {url}", readings=readings)
-    parts = _issue_list(reading)
+        return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token}",
+                       detail=f"{reading.error}; check by hand: {url}", readings=readings)
+    parts, listed = _issue_list(reading)
     unknown = reading.unknown
     for name in unknown:
         near = difflib.get_close_matches(name, reading.folders or [], n=1)
@@ -84,7 +86,9 @@ def judge_playbooks(reading: PlaybookIssues) -> Verdict:
         if unknown:
             fix += ("; " if fix else "") + ("name playbooks by their folder under nvidia/: "
                                             + ", ".join(reading.folders or []))[:300]
-        return Verdict(G, Status.WARN, "; ".join(parts)[:500], fix=fix, readings=readings)
+        return Verdict(G, Status.WARN, "; ".join(parts)[:500], detail="; ".join(listed)[:1000], fix=fix,
+                       readings=readings)
     names = ", ".join(reading.playbooks)
-    return Verdict(G, Status.PASS, f"no open issue of {reading.repo} mentions {names} "
-                                   f"({reading.open_issues} open issues checked{_age(reading)})", readings=readings)
+    return Verdict(G, Status.PASS, f"no open issue mentions {names} ({reading.open_issues} checked)",
+                   detail=f"{reading.open_issues} open issues of {reading.repo} checked{_age(reading)}",
+                   readings=readings)

@@ -133,6 +133,7 @@ class Image:
 
     kind: str  # "ngc-pytorch" | "ngc-nemo" | "unsloth" | "cuda-base" | "other"
     label: str  # "NGC PyTorch 25.10 (build 222161059)"
+    short: str = ""  # for the line: "NGC PyTorch 25.10", "Unsloth 2026.5.1 image"
     package: Optional[str] = None  # the package whose presence says this Python is the image's
     replaced: Optional[str] = None  # why the image's stack is not what runs (bare pip inside it)
 
@@ -196,15 +197,18 @@ def image_of(ev: ContainerEvidence, dists: Distributions) -> Optional[Image]:
     if unsloth is not None and (image is None or image.kind in ("cuda-base", "other")):
         version = dists.versions.get("unsloth")
         if version is None:
-            return Image("unsloth", unsloth.label, "unsloth", "this Python has no unsloth: it is not the image's")
-        return Image("unsloth", f"Unsloth image (unsloth {_short(version)})", "unsloth")
+            return Image("unsloth", unsloth.label, unsloth.label, "unsloth",
+                         "this Python has no unsloth: it is not the image's")
+        return Image("unsloth", f"Unsloth image (unsloth {_short(version)})", f"Unsloth {_short(version)} image",
+                     "unsloth")
     if image is None or image.kind not in ("ngc-pytorch", "ngc-nemo"):
         return image
     torch = dists.versions.get("torch")
+    short = image.label.split(" (")[0]
     if torch is None:
-        return Image(image.kind, image.label, "torch", "this Python has no torch: it is not the image's")
+        return Image(image.kind, image.label, short, "torch", "this Python has no torch: it is not the image's")
     why = torch_replaced(ev.ngc_vars.get("PYTORCH_BUILD_VERSION"), torch)
-    return Image(image.kind, image.label, "torch", why)
+    return Image(image.kind, image.label, short, "torch", why)
 
 
 # -- the environment ---------------------------------------------------------------------------------
@@ -257,20 +261,23 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
     if problems:
         shown = "; ".join(p.text for p in problems[:3])
         more = f"; +{len(problems) - 3} more" if len(problems) > 3 else ""
-        return Verdict(G, Status.FAIL, f"{len(problems)} broken requirement(s) {where}: {shown}{more}",
-                       fix="reinstall the named packages at versions their dependents accept "
-                           "(e.g. the triton that torch pins), or start from a container: " + CONTAINER_FIX,
+        first = problems[0].text + (f" +{len(problems) - 1} more" if len(problems) > 1 else "")
+        return Verdict(G, Status.FAIL, f"{len(problems)} broken requirement(s) {where}: {first}",
+                       detail=f"{shown}{more}",
+                       fix="reinstall the named packages at versions their dependents accept (e.g. the triton that "
+                           "torch pins), or " + CONTAINER_FIX,
                        readings=readings)
     if image is not None and image.tested:
-        return Verdict(G, Status.PASS, f"{image.label}; {len(dists.versions)} distributions, "
-                                       "every declared requirement met", readings=readings)
+        return Verdict(G, Status.PASS, f"{image.short or image.label}: every requirement met",
+                       detail=f"{image.label}; {len(dists.versions)} distributions, every declared requirement met",
+                       readings=readings)
     if image is not None and image.replaced:
         return Verdict(G, Status.WARN, f"{image.label}, but {image.replaced}", fix=_image_fix(image, dists),
                        readings=readings)
     if kind == "container":
         why = image.label if image else evidence[0]
-        return Verdict(G, Status.WARN, f"a container, but not an NGC or Unsloth image ({why}); {_pip_tail(dists)}",
-                       fix=CONTAINER_FIX, readings=readings)
+        return Verdict(G, Status.WARN, f"not an NGC or Unsloth container ({why}); {_pip_tail(dists)}",
+                       detail=f"a container: {', '.join(evidence)}", fix=CONTAINER_FIX, readings=readings)
     host = "a bare host" if kind == "bare" else "container status unknown"
     return Verdict(G, Status.WARN, f"{host} ({evidence[0]}); {_pip_tail(dists, pinned=True)}",
                    fix=CONTAINER_FIX, readings=readings)
@@ -362,7 +369,7 @@ def judge_baseline(baseline: Baseline, dists: Distributions) -> Verdict:
         return Verdict(G, Status.SKIP, "no known-good baseline given (--spark-baseline SNAPSHOT)")
     if baseline.error or baseline.versions is None:
         return Verdict(G, Status.FAIL, f"baseline unusable: {baseline.error}",
-                       fix="pass a snapshot written by --spark-snapshot on a known-good run")
+                       fix="pass --spark-baseline a snapshot that --spark-snapshot wrote on a known-good run")
     changes = diff_versions(baseline.versions, dists.versions)
     readings = {"baseline": baseline.path, "baseline_created": baseline.created, **changes}
     n = sum(len(v) for v in changes.values())
@@ -375,9 +382,10 @@ def judge_baseline(baseline: Baseline, dists: Distributions) -> Verdict:
         if items:
             key_first = sorted(items, key=lambda s: (s.split(" ")[0] not in KEY_PACKAGES, s))
             parts.append(f"{label} {', '.join(key_first[:5])}" + (f" +{len(items) - 5}" if len(items) > 5 else ""))
-    return Verdict(G, Status.WARN, f"{n} distribution(s) differ from the baseline: {'; '.join(parts)}",
-                   fix="re-validate before a long run, or restore the baseline's versions "
-                       "(pip install the listed versions with --no-deps)",
+    lead = parts[0].split(", ")[0] + (f" +{n - 1} more" if n > 1 else "")
+    return Verdict(G, Status.WARN, f"{n} distribution(s) differ from the baseline: {lead}", detail="; ".join(parts),
+                   fix="re-validate before a long run (spark-gotchas -m fast), or restore the baseline's versions: "
+                       "pip install --no-deps NAME==VERSION for each one listed",
                    readings=readings)
 
 

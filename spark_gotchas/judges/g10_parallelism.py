@@ -75,11 +75,11 @@ from ..verdict import Status, Verdict
 G = 10
 SLOW_BUSBW_GBPS = 5.0
 PASS_FRACTION = 0.9
-FIX_TP = ("on two Sparks use DDP or FSDP, never tensor parallelism across nodes: set the tensor parallel size to 1 "
+FIX_TP = ("use DDP or FSDP on two Sparks, never tensor parallelism across nodes: set the tensor parallel size to 1 "
           "(--tensor-parallel-size 1, tensor_model_parallel_size: 1, megatron_lm_tp_degree: 1) and shard with FSDP "
           "(accelerate distributed_type: FSDP) or DeepSpeed ZeRO; to serve a model that fits one Spark, run one "
           "replica per Spark")
-FIX_PARSE = "fix the file (the error names the line) or pass the config the launch really uses"
+FIX_PARSE = "fix the file (the error names the line), or pass the config the launch really uses"
 FIX_LIMIT = ("review it by hand, or pass the launcher's own command line or config (a regular file of at most "
              f"{describe_size(MAX_FILE_BYTES)}, as the launch reads it)")
 FIX_PROBE = ("run the same command on every node with its own node rank; check that MASTER_ADDR is reachable on the "
@@ -115,6 +115,7 @@ def _strategy(f: LaunchFile) -> str:
 
 
 def judge_file(f: LaunchFile, profile: Profile, inventory: Optional[GpuInventory]) -> tuple[Status, str]:
+    """The file's status and finding, its path as given (the line shows :func:`brief`)."""
     name = f.path + (f" (named by {f.referenced_by})" if f.referenced_by else "")
     if f.error:
         return Status.FAIL, f"{name}: {f.error}"
@@ -136,6 +137,22 @@ def judge_file(f: LaunchFile, profile: Profile, inventory: Optional[GpuInventory
     return Status.PASS, f"{name}: {_strategy(f)}"
 
 
+def brief(f: LaunchFile, status: Status, text: str) -> str:
+    """A file's finding for the line: its file name without the folder, its tensor parallel size
+    without where it was set (the detail keeps both)."""
+    base = f.path.replace("\\", "/").rsplit("/", 1)[-1] or f.path
+    head = f.path + (f" (named by {f.referenced_by})" if f.referenced_by else "")
+    rest = text[len(head):] if text.startswith(head) else text
+    tp = f.tp
+    if tp is not None and tp.value is not None and tp.where and f" ({tp.where})" in rest:
+        rest = rest.replace(f" ({tp.where})", "", 1)
+    text = base + rest
+    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 1].rstrip() + "…"
+
+
+BRIEF_CHARS = 86  # a file's finding in the line (the detail keeps it whole)
+
+
 def judge_environment(env: dict[str, str], profile: Profile) -> Optional[tuple[Status, str]]:
     if not env:
         return None
@@ -155,10 +172,15 @@ def judge_environment(env: dict[str, str], profile: Profile) -> Optional[tuple[S
 
 
 def judge_launch(review: LaunchReview, profile: Profile, inventory: Optional[GpuInventory] = None) -> Verdict:
-    findings = [judge_file(f, profile, inventory) for f in review.files]
+    findings, briefs = [], []
+    for f in review.files:
+        status, text = judge_file(f, profile, inventory)
+        findings.append((status, text))
+        briefs.append((status, brief(f, status, text)))
     env = judge_environment(review.environment, profile)
     if env is not None:
         findings.append(env)
+        briefs.append(env)
     readings = {
         "files": [{"path": f.path, "format": f.format, "error": f.error,
                    "tp": f.tp.value if f.tp is not None else None, "nodes": f.nodes, "strategy": f.strategy}
@@ -167,14 +189,18 @@ def judge_launch(review: LaunchReview, profile: Profile, inventory: Optional[Gpu
         "profile": profile.key,
     }
     if not findings:
-        return Verdict(G, Status.INFO, "no launch config to review: pass --spark-launch-config PATH (accelerate or "
-                                       "Megatron/NeMo YAML, DeepSpeed JSON, a vLLM/SGLang command or args file, a "
-                                       "torchrun script)", readings=readings)
+        return Verdict(G, Status.INFO, "no launch config given (--spark-launch-config PATH)",
+                       detail="PATH: accelerate or Megatron/NeMo YAML, DeepSpeed JSON, a vLLM/SGLang command or "
+                              "args file, a torchrun script", readings=readings)
     findings.sort(key=lambda item: -item[0].rank)
+    briefs.sort(key=lambda item: -item[0].rank)
     status = findings[0][0]
-    summary = "; ".join(text for _, text in findings)
+    summary = briefs[0][1] + (f" (+{len(briefs) - 1} more)" if len(briefs) > 1 else "")
     if len(summary) > 400:
         summary = summary[:399] + "…"
+    detail = "; ".join(text for _, text in findings)
+    if len(detail) > 1000:
+        detail = detail[:999] + "…"
     fix = ""
     if status is Status.FAIL:
         fixes = []
@@ -187,7 +213,7 @@ def judge_launch(review: LaunchReview, profile: Profile, inventory: Optional[Gpu
         fix = "; ".join(fixes)
     if status is Status.WARN and not fix:
         fix = FIX_TP
-    return Verdict(G, status, summary, fix=fix, readings=readings)
+    return Verdict(G, status, summary, detail=detail if detail != summary else "", fix=fix, readings=readings)
 
 
 # -- NCCL setup review -------------------------------------------------------------------------------
@@ -206,45 +232,65 @@ def _matches(name: str, patterns: list[str], exact: bool) -> bool:
 
 def nccl_findings(net: Optional[NetSetup], profile: Profile) -> list[str]:
     """What stands between this node's NCCL setup and the link's full bandwidth."""
+    return [finding for finding, _ in _nccl(net, profile)]
+
+
+def nccl_steps(net: Optional[NetSetup], profile: Profile) -> list[str]:
+    """What to do about each of :func:`nccl_findings`, as instructions."""
+    return [step for _, step in _nccl(net, profile)]
+
+
+def _nccl(net: Optional[NetSetup], profile: Profile) -> list[tuple[str, str]]:
+    """(finding, what to do) for each thing between this node's NCCL setup and the link's full bandwidth."""
     if net is None:
         return []
     if net.error:
-        return [f"network setup unreadable: {net.error}"]
+        return [(f"network setup unreadable: {net.error}", "check that /sys/class/net and /sys/class/infiniband "
+                                                            "are readable here (a container hides them)")]
     env, out = net.env, []
     active = [d for d in net.rdma if d.active]
     if env.get("NCCL_IB_DISABLE") == "1":
-        out.append("NCCL_IB_DISABLE=1: NCCL uses TCP sockets, not RoCE")
+        out.append(("NCCL_IB_DISABLE=1: NCCL uses TCP sockets, not RoCE", "unset NCCL_IB_DISABLE so that NCCL uses RoCE"))
     hca = env.get("NCCL_IB_HCA")
     names = [d.name for d in active]
+    every = f"export NCCL_IB_HCA={','.join(names)}"
     if hca:
         patterns, exclude, exact = _names(hca)
         if not exclude:
             unknown = [p for p in patterns if not any(_matches(d.name, [p], exact) for d in net.rdma)]
             if unknown:
-                out.append(f"NCCL_IB_HCA names {', '.join(unknown)}, which this node does not have "
-                           f"(RDMA devices: {', '.join(d.name for d in net.rdma) or 'none'})")
+                out.append((f"NCCL_IB_HCA names {', '.join(unknown)}, which this node does not have "
+                            f"(RDMA devices: {', '.join(d.name for d in net.rdma) or 'none'})",
+                            f"name this node's RDMA devices: {every}" if names else
+                            "name this node's RDMA devices in NCCL_IB_HCA (ibv_devinfo lists them)"))
             used = [n for n in names if _matches(n, patterns, exact)]
             if len(active) >= 2 and len(used) < len(active):
-                out.append(f"NCCL_IB_HCA={hca} uses {len(used)} of {len(active)} active RoCE devices: "
-                           f"export NCCL_IB_HCA={','.join(names)}")
+                out.append((f"NCCL_IB_HCA={hca} uses {len(used)} of {len(active)} active RoCE devices: {every}",
+                            f"name every active RoCE device: {every}"))
     elif len(active) >= 2:
-        out.append(f"NCCL_IB_HCA is not set: name every active RoCE device: export NCCL_IB_HCA={','.join(names)}")
+        out.append((f"NCCL_IB_HCA is not set: name every active RoCE device: {every}",
+                    f"name every active RoCE device: {every}"))
     for dev in active:
         if (dev.link_layer or "Ethernet") != "Ethernet":
             continue
         for netdev in dev.netdevs:
             iface = net.interface(netdev)
             if iface is not None and iface.mtu is not None and iface.mtu != 9000:
-                out.append(f"MTU {iface.mtu} on {netdev} ({dev.name}): sudo ip link set {netdev} mtu 9000 on both nodes")
+                out.append((f"MTU {iface.mtu} on {netdev} ({dev.name}): sudo ip link set {netdev} mtu 9000 on both nodes",
+                            f"set MTU 9000 on both nodes: sudo ip link set {netdev} mtu 9000"))
     if not active and profile.key == "gb10":
-        out.append("no active RDMA device: NCCL falls back to TCP sockets")
+        out.append(("no active RDMA device: NCCL falls back to TCP sockets",
+                    "bring the link's RoCE port up (cable, driver) until ibv_devinfo shows it PORT_ACTIVE"))
     ifname = env.get("NCCL_SOCKET_IFNAME")
+    link = net.link or "<the link's interface>"
     if not ifname:
-        out.append("NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself")
+        out.append(("NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
+                    f"export NCCL_SOCKET_IFNAME={link}"))
     else:
         patterns, exclude, exact = _names(ifname)
         if not exclude and not any(_matches(i.name, patterns, exact) for i in net.interfaces):
-            out.append(f"NCCL_SOCKET_IFNAME={ifname} matches no interface on this node")
+            out.append((f"NCCL_SOCKET_IFNAME={ifname} matches no interface on this node",
+                        f"export NCCL_SOCKET_IFNAME={link}"))
     return out
 
 
@@ -305,36 +351,41 @@ def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
     problems = _problems(run)
     first = run.ranks[0] if run.ranks else None
     net = first.net if first is not None else None
-    findings = nccl_findings(net, profile) if run.mode == "multinode" and first and first.backend == "nccl" else []
+    nccl = run.mode == "multinode" and first and first.backend == "nccl"
+    findings = nccl_findings(net, profile) if nccl else []
+    steps = nccl_steps(net, profile) if nccl else []
     if problems:
         where = f"node {run.node_rank} of {run.nnodes}" if run.mode == "multinode" else "loopback rehearsal"
-        fix = FIX_PROBE + ("; " + "; ".join(findings) if findings else "")
-        return Verdict(G, Status.FAIL, f"collective probe failed ({where}): {'; '.join(problems)}"[:500], fix=fix,
-                       readings=readings)
+        fix = FIX_PROBE + ("; then " + "; ".join(steps) if steps else "")
+        return Verdict(G, Status.FAIL, f"collective probe failed ({where}): {problems[0]}"[:300],
+                       detail="; ".join(problems)[:1000], fix=fix, readings=readings)
     assert first is not None
     busbw, figures = _figures(first)
     how = f"{first.backend} on {first.device}"
     link = describe_link(net)
+    rate = f"{busbw:.2f} GB/s all-reduce bus bandwidth" if busbw is not None else figures
     if run.mode == "rehearsal":
         return Verdict(G, Status.INFO,
-                       f"loopback rehearsal ({run.nproc_per_node} processes on this node, {how}): {figures}; {link}; "
-                       "this tests the probe, not the link between nodes: run it on every node with "
-                       "SPARK_GOTCHAS_NNODES=2 SPARK_GOTCHAS_NODE_RANK=<n> MASTER_ADDR=<node 0>", readings=readings)
-    head = f"{run.nnodes} nodes, {how}: {figures}; {link}"
+                       f"loopback rehearsal ({run.nproc_per_node} processes, {how}): {rate}; not the link",
+                       detail=f"{figures}; {link}; this tests the probe, not the link between nodes: run it on every "
+                              "node with SPARK_GOTCHAS_NNODES=2 SPARK_GOTCHAS_NODE_RANK=<n> MASTER_ADDR=<node 0>",
+                       readings=readings)
+    head = f"{run.nnodes} nodes, {how}: {rate}"
+    more = f"{figures}; {link}" + (f"; {'; '.join(findings)}" if findings else "")
     if first.backend != "nccl":
         return Verdict(G, Status.INFO, f"{head} ({first.backend} runs over TCP sockets: not NCCL's figure)",
-                       readings=readings)
+                       detail=more, readings=readings)
     expected = profile.link_busbw_gbps
-    extra = f"; {'; '.join(findings)}" if findings else ""
     if expected is None or busbw is None:
-        return Verdict(G, Status.INFO, f"{head}; no expected link figure for the {profile.key} profile{extra}"[:500],
-                       readings=readings)
-    rng = f"{expected.lo:g}-{expected.hi:g} GB/s expected for the {profile.key} profile's link set up right"
-    fix = "; ".join(findings) or ("export NCCL_IB_HCA with every active RoCE device, set MTU 9000 on the link's "
-                                  "interfaces on both nodes, and use a release NCCL (2.28.9 or later)")
+        return Verdict(G, Status.INFO, f"{head}; no expected link figure for the {profile.key} profile",
+                       detail=more[:1000], readings=readings)
+    rng = f"{expected.lo:g}-{expected.hi:g} GB/s expected"
+    more += f"; {rng} for the {profile.key} profile's link set up right"
+    fix = "; ".join(steps) or ("export NCCL_IB_HCA with every active RoCE device, set MTU 9000 on the link's "
+                               "interfaces on both nodes, and use a release NCCL (2.28.9 or later)")
     if busbw >= PASS_FRACTION * expected.lo:
-        return Verdict(G, Status.PASS, f"{head}; {rng}{extra}"[:500], readings=readings)
+        return Verdict(G, Status.PASS, f"{head}, {rng}", detail=more[:1000], readings=readings)
     if busbw <= SLOW_BUSBW_GBPS:
-        return Verdict(G, Status.FAIL, f"{head}: far below {rng}, the figure of a link set up wrong"[:500], fix=fix,
-                       readings=readings)
-    return Verdict(G, Status.WARN, f"{head}: below {rng}"[:500], fix=fix, readings=readings)
+        return Verdict(G, Status.FAIL, f"{head}: far below the {rng}, a link set up wrong", detail=more[:1000],
+                       fix=fix, readings=readings)
+    return Verdict(G, Status.WARN, f"{head}: below the {rng}", detail=more[:1000], fix=fix, readings=readings)

@@ -1,0 +1,132 @@
+"""The real runs whose G-lines must fit in 100 columns: this machine's fast preflight, the H200
+preflight replayed plain, as a Spark and for NVFP4, the live-state and G9 snapshots, a GB10's memory
+and process tables, every G10 launch file and G8 against a loopback GitHub.
+
+``python tests/line_widths.py`` prints each run's widths (max and median) and the lines over 100.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gline_block import GLINE, glines  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+H200 = FIXTURES / "h200" / "preflight-snapshot.json"
+COLUMNS = 100
+
+
+@dataclass
+class Run:
+    """One pytest run of the checks; ``gotchas`` limits the lines it is measured by (empty: all)."""
+
+    name: str
+    args: list[str]
+    gotchas: tuple[int, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _clean_env(extra: dict[str, str], home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SPARK_GOTCHAS_"))}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "cache"), COLUMNS="200", **extra)
+    return env
+
+
+def gb10_snapshots(folder: Path) -> list[Run]:
+    """A GB10's memory after a 60 GB write and each recorded GB10 process table (G3, G6)."""
+    from test_g03_g06_replay import gb10_snapshot
+
+    from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
+    from spark_gotchas.serial import from_jsonable, to_jsonable
+
+    base = gb10_snapshot(folder / "gb10.json")
+    runs = [Run("gb10 memory + two vLLM", ["-m", "fast", "--spark-replay", str(base)], (3, 6)),
+            Run("gb10 memory, soak probe", ["-m", "soak", "-k", "g03", "--spark-replay", str(base)], (3,))]
+    tables = json.loads((FIXTURES / "g06_process_tables.json").read_text())
+    for name, table in tables.items():
+        if not name.startswith("gb10_") or name == "gb10_two_vllm":
+            continue
+        data = json.loads(base.read_text())
+        procs = GpuProcesses(processes=[from_jsonable(GpuProcess, p) for p in table["processes"]], scanned=300)
+        data["readings"]["gpu.processes"] = to_jsonable(procs)
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(data))
+        runs.append(Run(f"g06 {name}", ["-m", "fast", "-k", "g06", "--spark-replay", str(path)], (6,)))
+    return runs
+
+
+def runs(folder: Path, github: str = "") -> list[Run]:
+    """Every run measured; ``github`` is the loopback GitHub's address for G8 (none: G8 runs left out)."""
+    out = [Run("this machine", ["-m", "fast"]),
+           Run("h200", ["-m", "fast", "--spark-replay", str(H200)]),
+           Run("h200 as gb10, 60 GB", ["-m", "fast", "--spark-replay", str(H200), "--spark-profile", "gb10",
+                                       "--spark-model-gb", "60"]),
+           Run("h200 as gb10, 30 GB", ["-m", "fast", "--spark-replay", str(H200), "--spark-profile", "gb10",
+                                       "--spark-model-gb", "30"]),
+           Run("h200 nvfp4", ["-m", "fast", "--spark-replay", str(H200), "--spark-precision", "nvfp4"])]
+    for snap in sorted((FIXTURES / "live_state").glob("*.json")):
+        out.append(Run(f"live_state {snap.stem}", ["-m", "fast", "--spark-replay", str(snap)]))
+    out.append(Run("live_state ci-box-as-gb10, 70 GB", ["-m", "fast", "--spark-replay",
+                                                         str(FIXTURES / "live_state" / "ci-box-as-gb10.json"),
+                                                         "--spark-model-gb", "70"]))
+    for snap in sorted((FIXTURES / "g09").glob("*.json")):
+        if "readings" in json.loads(snap.read_text()):
+            out.append(Run(f"g09 {snap.stem}", ["-m", "fast", "--spark-replay", str(snap)]))
+    out.extend(gb10_snapshots(folder))
+    for config in sorted((FIXTURES / "g10").iterdir()):
+        if config.name != "README.md":
+            out.append(Run(f"g10 {config.name}", ["-m", "fast", "-k", "g10", "--spark-replay", str(H200),
+                                                  "--spark-profile", "gb10", "--spark-launch-config",
+                                                  str(config.relative_to(ROOT))], (10,)))
+    if github:
+        for playbooks in (["unsloth"], ["vllm", "nccl"], ["llama-factory"], ["no-such-playbook"]):
+            args = [a for p in playbooks for a in ("--spark-playbook", p)]
+            out.append(Run(f"g08 {' '.join(playbooks)}", ["-m", "fast", "-k", "g08", *args], (8,),
+                           {"SPARK_GOTCHAS_GITHUB_API": github}))
+    return out
+
+
+def measure(run: Run, home: Path) -> list[str]:
+    """The G-lines (not the fix lines) the run printed."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *run.args],
+                          cwd=ROOT, env=_clean_env(run.env, home), capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return [line for line in glines(proc.stdout, run.gotchas) if GLINE.match(line)]
+
+
+def _main() -> None:
+    from github_fakes import GitHub, recorded
+
+    srv = GitHub().start()
+    recorded(srv)
+    widths_all: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs(Path(tmp), srv.url):
+            lines = measure(run, Path(tmp))
+            widths = [len(line) for line in lines]
+            widths_all += widths
+            if widths:
+                print(f"{run.name:40} max {max(widths):4}  median {statistics.median(widths):5.0f}  lines {len(widths)}")
+            for line in lines:
+                if len(line) > COLUMNS:
+                    print(f"    {len(line):4} {line}")
+            if "-v" in sys.argv:
+                for line in lines:
+                    print(f"      {line}")
+    srv.stop()
+    print(f"all runs: max {max(widths_all)}  median {statistics.median(widths_all):.0f}  "
+          f"over {COLUMNS}: {sum(w > COLUMNS for w in widths_all)} of {len(widths_all)}")
+
+
+if __name__ == "__main__":
+    _main()

@@ -147,7 +147,7 @@ def test_a_redirect_within_the_api_host_is_followed_with_the_token(servers):
     assert [s.path.split("?")[0] for s in a.seen] == [ISSUES, "/repositories/123/issues", CONTENTS,
                                                       "/repositories/123/contents/nvidia"]
     assert {s.authorization for s in a.seen} == {f"Bearer {TOKEN}"}
-    assert g08.judge_playbooks(reading).line.startswith("G8 WARN: vllm: 2 open issue(s): #116 ")
+    assert g08.judge_playbooks(reading).line == "G8 WARN: vllm: 2 open issues (#116, #109)"
 
 
 def test_a_next_page_on_another_host_is_not_followed(servers):
@@ -353,8 +353,9 @@ def test_issue_titles_with_newlines_and_escapes_give_one_g8_line(pytester, serve
     assert [line for line in block if not line.startswith("    fix: ")] == [line for line in block
                                                                            if line.startswith("G8 ")]
     lines = g8_lines(result)
-    assert len(lines) == 1 and lines[0].startswith('G8 WARN: vllm: 2 open issue(s): #201 2026-09-01 "vllm crashes\\x0a G4 '
-                                                   'PASS: forged"; #202 2026-08-01 "\\x1b[2J\\x1b]0;owned\\x07vllm\\x0d G3')
+    assert lines == ["G8 WARN: vllm: 2 open issues (#201, #202)"]  # the titles are in its detail, escaped
+    assert verdict["detail"].startswith('vllm: #201 2026-09-01 "vllm crashes\\x0a G4 PASS: forged"; #202 2026-08-01 '
+                                        '"\\x1b[2J\\x1b]0;owned\\x07vllm\\x0d G3')
     assert [line for line in out.splitlines() if ANY_GLINE.match(line)] == lines  # nothing forged anywhere
     fix = block[block.index(lines[0]) + 1]
     assert fix == ("    fix: read these before trusting the recipe for an expensive run: "

@@ -82,7 +82,9 @@ CASES = {
 def test_a_launch_config_past_a_limit_is_a_g10_fail_naming_file_and_limit(tmp_path, kind):
     path = hostile(tmp_path, kind)
     v = g10.judge_launch(LaunchReview(files=review_files([path])), GB10)
-    assert v.line == f"G10 FAIL: {path}: {CASES[kind]}"
+    brief = f"{Path(path).name}: {CASES[kind]}"  # the line keeps 90 characters of it, the detail all
+    assert v.line == "G10 FAIL: " + (brief if len(brief) <= 90 else brief[:89].rstrip() + "…")
+    assert v.detail == f"{path}: {CASES[kind]}"
     assert v.fix == FIX_LIMIT
 
 
@@ -93,11 +95,12 @@ def test_configs_within_the_limits_are_still_reviewed(tmp_path):
     anchors.write_text("base: &base\n  num_machines: 2\n  distributed_type: FSDP\nrun:\n  <<: *base\n"
                        "  other: *base\n")
     deep = g10.judge_launch(LaunchReview(files=review_files([str(nested)])), GB10)
-    assert deep.status is Status.FAIL and deep.line.startswith(f"G10 FAIL: {nested}: tensor parallel 2 (a.a.")
-    assert deep.line.endswith("tensor_parallel_size, line 1) spans nodes (a Spark has one GPU)")
+    assert deep.line == "G10 FAIL: nested.json: tensor parallel 2 spans nodes (a Spark has one GPU)"
+    assert deep.detail.startswith(f"{nested}: tensor parallel 2 (a.a.")
+    assert deep.detail.endswith("tensor_parallel_size, line 1) spans nodes (a Spark has one GPU)")
     assert "review it by hand" not in deep.fix
     merged = g10.judge_launch(LaunchReview(files=review_files([str(anchors)])), GB10)
-    assert merged.line == f"G10 PASS: {anchors}: FSDP across 2 nodes"
+    assert merged.line == "G10 PASS: anchors.yaml: FSDP across 2 nodes"
 
 
 def test_a_limit_and_a_parse_error_each_get_their_fix(tmp_path):
@@ -126,7 +129,7 @@ def test_the_preflight_prints_the_g10_line_for_a_hostile_launch_config(tmp_path,
     proc = run_pytest("-m", "fast", "-k", "g10", str(ROOT / "tests_gotchas"), "--spark-launch-config", path,
                       cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert block(proc, 10) == [f"G10 FAIL: {path}: {CASES[kind]}", f"    fix: {FIX_LIMIT}"]
+    assert block(proc, 10) == [f"G10 FAIL: {Path(path).name}: {CASES[kind]}", f"    fix: {FIX_LIMIT}"]
     assert "Traceback" not in proc.stdout + proc.stderr and "RecursionError" not in proc.stdout + proc.stderr
 
 

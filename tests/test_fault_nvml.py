@@ -108,7 +108,7 @@ def test_a_broken_pynvml_gives_nvml_unavailable_lines_not_a_traceback(tmp_path, 
     assert line(output, "no GPU (").startswith(f"no GPU ({reason})")  # the platform line
     assert line(output, "G4 ").startswith(f"G4 SKIP: NVML unavailable: {reason}")
     g6 = line(output, "G6 ")
-    assert "command lines" in g6 and f"NVML unavailable: {reason}" in g6  # G6 falls back to command lines
+    assert "command lines" in g6  # G6 falls back to command lines (NVML's reason in its detail, and on the G4 line)
     if case in TORCH_IMPORTS_IT and torch_installed():  # torch imports pynvml: G1 blames the file, not torch
         path = folder / "pynvml.py"
         assert line(output, "G1 ").startswith(f"G1 FAIL: import torch fails in {path}: ")

@@ -73,8 +73,8 @@ def judge_playbooks(reading: PlaybookIssues) -> Verdict:
             what = "the server's TLS certificate is not trusted here (a proxy? set SSL_CERT_FILE)"
         until = f" until {reading.rate_limit_reset_utc}" if reading.rate_limit_reset_utc else ""
         token = "" if reading.authenticated or reading.error_kind != "rate_limited" else " (set GITHUB_TOKEN)"
-        return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token}",
-                       detail=f"{reading.error}; check by hand: {url}", readings=readings)
+        return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token} "
+                                       f"({reading.error}); check by hand: {url}", readings=readings)
     parts, listed = _issue_list(reading)
     unknown = reading.unknown
     for name in unknown:

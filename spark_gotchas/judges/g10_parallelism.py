@@ -150,7 +150,7 @@ def brief(f: LaunchFile, status: Status, text: str) -> str:
     return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 1].rstrip() + "…"
 
 
-BRIEF_CHARS = 86  # a file's finding in the line (the detail keeps it whole)
+BRIEF_CHARS = 90  # a file's finding in the line (the detail keeps it whole)
 
 
 def judge_environment(env: dict[str, str], profile: Profile) -> Optional[tuple[Status, str]]:

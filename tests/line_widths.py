@@ -96,12 +96,12 @@ def runs(folder: Path, github: str = "") -> list[Run]:
     return out
 
 
-def measure(run: Run, home: Path) -> list[str]:
-    """The G-lines (not the fix lines) the run printed."""
+def measure(run: Run, home: Path, fixes: bool = False) -> list[str]:
+    """The G-lines the run printed (and their fix lines, joined again, with ``fixes``)."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *run.args],
                           cwd=ROOT, env=_clean_env(run.env, home), capture_output=True, text=True, timeout=300)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
-    return [line for line in glines(proc.stdout, run.gotchas) if GLINE.match(line)]
+    return [line for line in glines(proc.stdout, run.gotchas) if fixes or GLINE.match(line)]
 
 
 def _main() -> None:

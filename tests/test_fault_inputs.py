@@ -95,7 +95,7 @@ def test_configs_within_the_limits_are_still_reviewed(tmp_path):
     anchors.write_text("base: &base\n  num_machines: 2\n  distributed_type: FSDP\nrun:\n  <<: *base\n"
                        "  other: *base\n")
     deep = g10.judge_launch(LaunchReview(files=review_files([str(nested)])), GB10)
-    assert deep.line == "G10 FAIL: nested.json: tensor parallel 2 spans nodes (a Spark has one GPU)"
+    assert deep.status is Status.FAIL and deep.line == "G10 FAIL: nested.json: tensor parallel 2 spans nodes (a Spark has one GPU)"
     assert deep.detail.startswith(f"{nested}: tensor parallel 2 (a.a.")
     assert deep.detail.endswith("tensor_parallel_size, line 1) spans nodes (a Spark has one GPU)")
     assert "review it by hand" not in deep.fix

@@ -59,8 +59,8 @@ ORDER = ("copy", "read", "write", "triad")
 FIX_SLOW = ("find what else uses the GPU or its memory (G6, nvidia-smi, other servers) and check the SM clock "
             "under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only "
             "after removing AC power for about 60 s; then re-run spark-gotchas -m fast -k g05")
-FIX_HARDWARE = ("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK): nothing else runs on the "
-                "GPU; a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; then "
+FIX_HARDWARE = ("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK), since nothing else runs on "
+                "the GPU; a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; then "
                 "update or reinstall the driver, and if it persists, contact NVIDIA support")
 FIX_WRONG = ("re-run; if it repeats, the GPU or its memory is faulty: check nvidia-smi -q -d ECC,ROW_REMAPPER "
              "and look for Xid errors in dmesg")

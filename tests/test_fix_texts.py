@@ -1,0 +1,181 @@
+"""Every fix a judge gives is an instruction a user can follow as written: the whole text of each
+fix constant, and the fixes judges build (G6's, G1's remedies, G10's NCCL steps) read the same way."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+
+import pytest
+
+import spark_gotchas.judges as judges
+from spark_gotchas.judges import g01_cuda_abi as g01
+from spark_gotchas.judges import g06_contention as g06
+from spark_gotchas.plan import Plan
+from spark_gotchas.profiles import GB10
+from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
+
+FIXES = [
+    ("g01_cuda_abi", "FIX_INDEX",
+     "reinstall torch for the driver's CUDA: pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu130 (or use a matched NGC container)"),
+    ("g01_cuda_abi", "FIX_NO_TORCH",
+     'run the preflight with the Python of the environment you train in (its torch is the one to check), or install torch built for CUDA {major}: pip install torch --index-url https://download.pytorch.org/whl/cu{major}0'),
+    ("g01_visibility", "FIX_CONTAINER",
+     'start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all --ipc=host IMAGE; in Kubernetes request nvidia.com/gpu with runtimeClassName: nvidia'),
+    ("g01_visibility", "FIX_HOST",
+     'load the NVIDIA driver (sudo modprobe nvidia), or reinstall the driver package and reboot, until nvidia-smi lists the GPU'),
+    ("g01_visibility", "FIX_CUDA_VISIBLE",
+     'unset CUDA_VISIBLE_DEVICES, or set it to GPU indices or UUIDs that nvidia-smi -L lists (e.g. CUDA_VISIBLE_DEVICES=0)'),
+    ("g01_visibility", "FIX_DEV_NODES",
+     "give this environment the GPU's device files: start the container with --gpus all (not only --device /dev/nvidia0), or allow /dev/nvidia* in its device cgroup"),
+    ("g02_flash_attn", "FIX_BROKEN",
+     'run pip uninstall -y flash-attn and load models with attn_implementation="sdpa" (bare pip has no working flash-attn for this GPU; NGC containers ship one that works)'),
+    ("g02_flash_attn", "FIX_UNSLOTH",
+     'call spark_gotchas.fixes.force_sdpa() before `import unsloth` (it hides flash_attn, so Unsloth sets HAS_FLASH_ATTENTION = False), then check that model.config._attn_implementation == "sdpa"; or run pip uninstall -y flash-attn'),
+    ("g03_unified_memory", "DROP_CACHES_FIX",
+     'drop the page cache between runs, as root: sync; echo 3 > /proc/sys/vm/drop_caches (never in the middle of training; the suite never does this itself)'),
+    ("g04_thermal", "FIX_STUCK_GB10",
+     'power-cycle the Spark fully: shut it down, unplug AC power for about 60 s, then boot (a reboot does not clear the low-power state); if it comes back, contact NVIDIA support'),
+    ("g04_thermal", "FIX_STUCK",
+     'look for an applied clock or power cap with nvidia-smi -q -d CLOCK,POWER (locked or applications clocks, a lowered power limit), then check cooling and power delivery and re-run'),
+    ("g04_thermal", "FIX_COOLING",
+     'improve cooling (clear intake and exhaust, cooler room, nothing stacked on or against the unit) or cap run length and checkpoint before throttling sets in'),
+    ("g04_thermal", "FIX_REBOOT",
+     "improve cooling and cap run length (checkpoint often); read the last boot's kernel log (journalctl -k -b -1 | tail -50) for a thermal or power event; then run a new soak (spark-gotchas -m soak), which replaces this record"),
+    ("g04_thermal", "FIX_LOAD",
+     're-run with no other GPU job; if it repeats, look for Xid errors (sudo dmesg | grep -i xid) and check the G1 lines'),
+    ("g04_thermal", "FIX_UNEXPLAINED",
+     'look for other GPU or CPU jobs that ran during the soak (G6, nvidia-smi, top), stop them, then run the soak again'),
+    ("g04_thermal", "FIX_CUT_SHORT",
+     'run the soak again for its whole planned length (spark-gotchas -m soak --soak-duration {planned}) before trusting a long run to this machine'),
+    ("g04_thermal", "FIX_SPOT_BUSY",
+     'stop or pause {names} (G6 says how), then re-run spark-gotchas -m fast -k g04'),
+    ("g04_thermal", "FIX_SPOT_ALONE",
+     'update or reinstall the NVIDIA driver and re-run (nothing else runs on the GPU); if the rate stays low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs service'),
+    ("g05_bandwidth", "FIX_SLOW",
+     'find what else uses the GPU or its memory (G6, nvidia-smi, other servers) and check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; then re-run spark-gotchas -m fast -k g05'),
+    ("g05_bandwidth", "FIX_HARDWARE",
+     'check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK), since nothing else runs on the GPU; a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; then update or reinstall the driver, and if it persists, contact NVIDIA support'),
+    ("g05_bandwidth", "FIX_WRONG",
+     're-run; if it repeats, the GPU or its memory is faulty: check nvidia-smi -q -d ECC,ROW_REMAPPER and look for Xid errors in dmesg'),
+    ("g05_bandwidth", "FIX_CRASH",
+     'run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run'),
+    ("g05_bandwidth", "FIX_BUDGET",
+     'budget memory-bound work from these measured figures, not the datasheet'),
+    ("g07_nvfp4", "FIX_FP8",
+     'stay on FP8 unless the kernels target sm_121a: build extensions with TORCH_CUDA_ARCH_LIST="12.1a" (FlashInfer: FLASHINFER_CUDA_ARCH_LIST="12.1a") or install builds that ship sm_121a kernels'),
+    ("g07_nvfp4", "FIX_PLANNED",
+     'plan a precision that runs on this GPU and torch build (the line lists those that ran), or move the run to a GPU that runs the planned one'),
+    ("g07_nvfp4", "FIX_WRONG",
+     're-run; if it repeats, a broken kernel or a faulty GPU is the cause: look for Xid errors in dmesg'),
+    ("g07_nvfp4", "FIX_CRASH",
+     'run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run'),
+    ("g09_container", "CONTAINER_FIX",
+     "run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); if bare pip is unavoidable, follow NVIDIA's install order and install Unsloth with --no-deps"),
+    ("g10_parallelism", "FIX_TP",
+     'use DDP or FSDP on two Sparks, never tensor parallelism across nodes: set the tensor parallel size to 1 (--tensor-parallel-size 1, tensor_model_parallel_size: 1, megatron_lm_tp_degree: 1) and shard with FSDP (accelerate distributed_type: FSDP) or DeepSpeed ZeRO; to serve a model that fits one Spark, run one replica per Spark'),
+    ("g10_parallelism", "FIX_PARSE",
+     'fix the file (the error names the line), or pass the config the launch really uses'),
+    ("g10_parallelism", "FIX_LIMIT",
+     "review it by hand, or pass the launcher's own command line or config (a regular file of at most 1 MiB, as the launch reads it)"),
+    ("g10_parallelism", "FIX_PROBE",
+     "run the same command on every node with its own node rank; check that MASTER_ADDR is reachable on the link (ping it), that NCCL_SOCKET_IFNAME names the link's interface, and rerun with NCCL_DEBUG=INFO"),
+]
+
+# What a fix may start with: an instruction (a verb), or "for X, <verb>" / "on X, <verb>" / "in X, <verb>".
+VERBS = {"add", "bring", "budget", "build", "call", "check", "choose", "contact", "drop", "export", "find", "fix", "free",
+         "give", "improve", "install", "judge", "let", "load", "look", "move", "name", "pass", "plan", "power-cycle",
+         "read", "rebuild", "reinstall", "remove", "repair", "reproduce", "re-run", "re-validate", "restart", "review",
+         "run", "set", "start", "stay", "stop", "unset", "update", "use"}
+BROKEN = (": :", ": or ", ";;", "; ;", ": ;", ", ,", " or;", " or.", " and;", "..")
+
+
+def instruction_problems(fix: str) -> list[str]:
+    """What keeps ``fix`` from reading as an instruction: empty, an opening that is no verb, a
+    dangling ':' / 'or', doubled punctuation."""
+    if not fix.strip():
+        return ["empty"]
+    out = []
+    first = fix.split()[0].rstrip(",:;")
+    opening = first.lower()
+    if opening in ("for", "on", "in", "if") and ", " in fix:
+        opening = fix.split(", ", 1)[1].split()[0].lower()
+    if not (fix[0].isupper() or opening in VERBS):
+        out.append(f"does not open with an instruction: {first!r}")
+    out += [f"contains {mark!r}" for mark in BROKEN if mark in fix]
+    if re.search(r"(?<!\w)::|::(?!\w)", fix):  # VLLM::EngineCore is a name, "x:: y" a slip
+        out.append("contains '::'")
+    if re.search(r"[:;,]\s*$", fix) or re.search(r"\b(or|and)\s*$", fix):
+        out.append("dangles at the end")
+    return out
+
+
+def all_constants() -> dict[tuple[str, str], str]:
+    out = {}
+    for info in pkgutil.iter_modules(judges.__path__):
+        module = importlib.import_module(f"spark_gotchas.judges.{info.name}")
+        for name, value in vars(module).items():
+            if "FIX" in name and isinstance(value, str):
+                out[(info.name, name)] = value
+    return out
+
+
+@pytest.mark.parametrize(("module", "name", "text"), FIXES, ids=[f"{m}.{n}" for m, n, _ in FIXES])
+def test_each_fix_constant_is_this_instruction(module, name, text):
+    value = getattr(importlib.import_module(f"spark_gotchas.judges.{module}"), name)
+    assert value == text
+    assert instruction_problems(value) == []
+
+
+def test_the_table_names_every_fix_constant():
+    assert set(all_constants()) == {(m, n) for m, n, _ in FIXES}
+
+
+def proc(pid, argv, gb, ppid=1, user="spark"):
+    return GpuProcess(pid=pid, ppid=ppid, name=argv[0], cmdline=argv, gpu_memory_bytes=int(gb * 1e9),
+                      username=user, nvml_lists=["compute"], gpu_devices=[0])
+
+
+G6_CASES = {
+    "vllm": ([proc(5990, ["vllm", "serve", "Qwen/Qwen3-32B", "--gpu-memory-utilization", "0.9"], 59.2)],
+             "run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; or stop what "
+             "you do not need (kill 5990)"),
+    "one uncapped job": ([proc(452072, ["dgx-spark-stress"], 91.2)],
+                         "run one heavy job at a time: let the other job finish, or stop it (kill 452072)"),
+    "two uncapped jobs": ([proc(7001, ["python", "a.py"], 70), proc(7002, ["python", "b.py"], 40)],
+                          "run one heavy job at a time: let the other jobs finish, or stop them (kill 7001 7002)"),
+}
+
+
+@pytest.mark.parametrize("case", G6_CASES)
+def test_g6_fixes_say_what_to_do_with_the_workloads_found(case):
+    processes, fix = G6_CASES[case]
+    v = g06.judge_contention(GpuProcesses(processes=processes, scanned=10), GB10, Plan())
+    assert v.fix == fix
+    assert instruction_problems(v.fix) == []
+
+
+@pytest.mark.parametrize(("name", "major", "fix"), [
+    ("torch", 13, "reinstall torch for CUDA 13: pip install --force-reinstall torch "
+                  "--index-url https://download.pytorch.org/whl/cu130"),
+    ("cupy-cuda12x", 13, "install its CUDA 13 build instead: pip uninstall -y cupy-cuda12x && pip install cupy-cuda13x"),
+    ("cuda-python", 13, "install its CUDA 13 release: pip install 'cuda-python>=13,<14'"),
+    ("somepkg", 13, "install somepkg built for CUDA 13 (its project's CUDA 13 wheels, or built from source with "
+                    "CUDA 13's nvcc), or use an NGC container that ships it"),
+    ("(no distribution) /opt/ext/_C.so", 13, "rebuild /opt/ext/_C.so against CUDA 13 or remove it (no installed "
+                                             "distribution owns it)"),
+    ("somepkg", None, "install somepkg built for the CUDA major the rest of the environment uses"),
+])
+def test_g1_remedies_are_instructions(name, major, fix):
+    text = g01._remedy(g01.Package(name, None), major)
+    assert text == fix
+    assert instruction_problems(text) == []
+
+
+def test_the_check_itself_catches_what_it_is_for():
+    assert instruction_problems("one heavy job at a time: or stop what is not needed") != []
+    assert instruction_problems("as root, between runs: sync") != []
+    assert instruction_problems("run it again; or") != []
+    assert instruction_problems("stop it:: now") != [] and instruction_problems("stop pid 1 VLLM::EngineCore") == []
+    assert instruction_problems("for cupy-cuda12x, install cupy-cuda13x") == []

@@ -7,13 +7,14 @@ Rules:
 A profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
 or on an H200; the machine's own GPU, as NVML or torch name it, or none, decides; a replay
 decides from the GPU the snapshot recorded): that machine's memory stands for nothing on a
-Spark, so every G3 check says **INFO** `this machine is not a GB10 (no GPU): its memory cannot
-stand for a Spark's`, never FAIL or WARN from it. With `--spark-model-gb N` the headroom check
+Spark, so every G3 check says **INFO** `not a GB10 (no GPU): memory not judged` (its detail:
+`this machine is not a GB10 (no GPU): its memory cannot stand for a Spark's`), never FAIL or
+WARN from it. With `--spark-model-gb N` the headroom check
 still weighs the plan against the profile's own memory (a GB10 holds 130.7 GB in all; an H200
 150.8 GB): a load peak larger than that → **WARN** (no such machine can load it), else
 **INFO** with the peak. The load probe (soak) likewise says **INFO**.
 
-    G3 INFO: this machine is not a GB10 (no GPU): 30 GB of weights would peak at ~60.0 GB (x2) of a GB10's 130.7 GB
+    G3 INFO: not a GB10 (no GPU): 30 GB of weights would peak at ~60.0 GB (x2) of a GB10's 130.7 GB
     G3 WARN: 70 GB of weights would peak at ~140.0 GB (x2), more than all of a GB10's 130.7 GB
 
 The memory kind comes from the profile: **unified** (GB10; GH200's shared pool), **discrete**

@@ -10,7 +10,8 @@ loaded (history, not judged: they may be months old). No NVML → **SKIP**.
 Under load (spot check):
 - a profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
   or an H200; a replay decides from the GPU the snapshot recorded) → **INFO**
-  `this machine is not a GB10 (NVIDIA H200): its clocks under load cannot stand for a Spark's`;
+  `not a GB10 (NVIDIA H200): clocks not judged` (its detail: `this machine is not a GB10
+  (NVIDIA H200): its clocks under load cannot stand for a Spark's`);
 - no NVML, or neither load can run (no cuBLAS and no CUDA torch) → **SKIP**; the load
   crashed, hung or raised → **FAIL** (a hang of the torch-free load too; a crash or error there
   only moves the load to torch);
@@ -22,13 +23,13 @@ Under load (spot check):
   profile half the max clock NVML reports; no max clock → not judged;
 - a thermal or power-brake reason active in any sample, or a thermal/power-brake counter
   growing during the check → **WARN**. The SW power cap alone is no finding: a GPU at its power
-  limit caps by design (on GB10 it always dominates the counters); the line mentions it;
+  limit caps by design (on GB10 it always dominates the counters); the detail mentions it;
 - clocks and power fine but the throughput **far below** the profile's own GEMM figure for the
   load's precision (under 0.7 × the range's low end: GB10 BF16 94–98 TFLOP/s, so under 66) →
   **WARN** naming the cause it can see in `gpu.processes`: another process busy on the GPU
   (named; see G6), or nothing else running (the driver or the hardware). A profile without
   that figure is not judged on it;
-- otherwise **PASS** with clock, power, temperature and throughput.
+- otherwise **PASS** with clock and throughput (power and temperature in the detail).
 
 Reboot: no heartbeat → **SKIP**. The last soak ended with `completed` → **PASS**; ended
 otherwise (cut short, load failed) → **INFO**. No end marker and the boot id changed (or,
@@ -56,8 +57,8 @@ Soak (`thermal.soak`, `pytest -m soak`): Windows at least half the planned windo
     healthy box;
   - without evidence → **WARN**: something else slowed the load (another job, G6);
 - otherwise **PASS**: throughput first → last, sustained power vs rated (GB10: vs the 240 W
-  brick), max temperature, SM clock range; throttle events without a fall and a temperature
-  still rising at the end are named.
+  brick), max temperature, SM clock range (in the detail); throttle events without a fall and
+  a temperature still rising at the end are named there.
 - cut short (SIGINT/SIGTERM): judged on what it measured, and it says so first ("cut short by
   SIGINT after X of Y"); where that would be a **PASS** it is a **WARN** ("held over what ran"),
   with the fix to run it for its whole length: a soak that did not run its plan cannot say the

@@ -8,7 +8,8 @@ Rules:
 - A profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI
   box or on an H200; the machine's own GPU, or none, decides; a replay decides from the GPU
   the snapshot recorded): its bandwidth stands for nothing on a Spark → **INFO**
-  `this machine is not a GB10 (NVIDIA H200): its bandwidth cannot stand for a Spark's`, the
+  `not a GB10 (NVIDIA H200): bandwidth not judged` (its detail: `this machine is not a GB10
+  (NVIDIA H200): its bandwidth cannot stand for a Spark's`), the
   sweep too, whatever was measured (the figures stay in the JSON report).
 - Profiles with measured ranges (GB10: copy 180–210, read 231–253, write 180–253, triad
   180–210; H200: its recorded run): a method under 0.75 × the range's low end is far below,

@@ -11,8 +11,8 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 - A profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI
   box or on an H200; the machine's own GPU, or none, decides; a replay decides from the GPU the
   snapshot recorded): its processes stand for nothing on a Spark → **INFO**
-  `this machine is not a GB10 (no GPU): its processes cannot stand for a Spark's`, listing what
-  was seen (servers and trainers first), none judged.
+  `not a GB10 (no GPU): processes not judged`, its detail listing what was seen (servers and
+  trainers first), none judged.
 - No GPU visible here (profile `none`): a server's or trainer's command line cannot hold GPU
   memory on this machine → **INFO** listing it, e.g.
   `G6 INFO: no GPU visible here: 1 workload seen, holding no GPU memory on this machine` (its

@@ -7,7 +7,8 @@ Rules:
   limited (with the reset time), a malformed answer, or `SPARK_GOTCHAS_GITHUB_API` not an
   http(s) URL → **SKIP** with the reason and the URL to check by hand.
 - open issues concern a named playbook → **WARN** listing them (the newest three per playbook in
-  the line, all in the JSON report): read these before trusting the recipe.
+  the line by number, with their titles in the detail, all in the JSON report): read these
+  before trusting the recipe.
 - a name that is not a folder under `nvidia/` → **WARN** with the closest folder name.
 - otherwise → **PASS**, with how many open issues were checked and the cache's age.
 """

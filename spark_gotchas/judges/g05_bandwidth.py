@@ -13,8 +13,9 @@ Rules:
   sweep too, whatever was measured (the figures stay in the JSON report).
 - Profiles with measured ranges (GB10: copy 180–210, read 231–253, write 180–253, triad
   180–210; H200: its recorded run): a method under 0.75 × the range's low end is far below,
-  under 0.9 × below; otherwise **PASS** with the budget line, e.g.
-  `G5 PASS: copy 200, read 232, write 210, triad 200 GB/s (1 GiB arrays), within GB10's measured range; budget 200 GB/s copy and 232 GB/s read - not the datasheet's 273`.
+  under 0.9 × below; otherwise **PASS** with the budget in its detail, e.g.
+  `G5 PASS: read 232, copy 200 GB/s: within GB10's measured range`, its detail `copy 200, read 232,
+  write 210, triad 200 GB/s (1 GiB arrays); budget 200 GB/s copy and 232 GB/s read - not the datasheet's 273`.
 - A figure below or far below names the cause it can see in `gpu.processes`: the other
   processes in NVML's compute lists (without NVML, the servers and trainers found by their
   command lines) → **WARN** naming them, "busy on the GPU (see G6)", far below or not (the

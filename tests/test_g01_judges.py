@@ -42,8 +42,8 @@ def test_cuda_13_torch_on_a_spark_passes_with_or_without_a_cu_tag(torch_name, in
     verdict = g01.judge_torch(build(torch_name), inventory(inv_name), GB10)
     assert verdict.status is Status.PASS
     b, inv = build(torch_name), inventory(inv_name)
-    assert verdict.line == (f"G1 PASS: torch {b.version} is built for CUDA 13.0; "
-                            f"driver {inv.driver_version} supports CUDA 13.0")
+    assert verdict.line == f"G1 PASS: torch {b.version} is built for CUDA 13.0, matching the driver's CUDA 13.0"
+    assert verdict.detail == f"driver {inv.driver_version} supports CUDA 13.0"
 
 
 def test_cu128_torch_on_a_spark_fails():
@@ -56,14 +56,17 @@ def test_cu128_torch_on_a_spark_fails():
 def test_cu12_torch_on_an_h200_with_a_cuda_13_driver_warns():
     verdict = g01.judge_torch(made_up_build("2.8.0+cu128", "12.8"), inventory("h200_580.159.04"), H200)
     assert verdict.status is Status.WARN
-    assert verdict.summary.startswith("torch 2.8.0+cu128 is built for CUDA 12.8, older than the driver's "
-                                      "(driver 580.159.04 supports CUDA 13.0)")
-    assert verdict.fix
+    assert verdict.summary == "torch 2.8.0+cu128 is built for CUDA 12.8, older than the driver's CUDA 13.0"
+    assert verdict.detail == ("driver 580.159.04 supports CUDA 13.0: torch runs through backward compatibility, "
+                              "but extensions built for the driver's CUDA will not match it")
+    assert verdict.fix.startswith("reinstall torch for the driver's CUDA: pip install --force-reinstall torch "
+                                  "--index-url https://download.pytorch.org/whl/cu130")
 
 
 def test_the_h200_measured_here_passes():
     verdict = g01.judge_torch(build("pip_2.11.0+cu130_h200"), inventory("h200_580.159.04"), H200)
-    assert verdict.line == "G1 PASS: torch 2.11.0+cu130 is built for CUDA 13.0; driver 580.159.04 supports CUDA 13.0"
+    assert verdict.line == "G1 PASS: torch 2.11.0+cu130 is built for CUDA 13.0, matching the driver's CUDA 13.0"
+    assert verdict.detail == "driver 580.159.04 supports CUDA 13.0"
 
 
 def test_a_newer_cuda_than_the_driver_fails_everywhere():
@@ -90,7 +93,9 @@ def test_cpu_torch_judged_as_a_spark_without_a_driver_fails():
 
 def test_a_cuda_torch_without_a_driver_skips_and_says_how_to_judge_anyway():
     verdict = g01.judge_torch(build("pip_2.9.0+cu130_gb10"), inventory("no_driver"), NONE)
-    assert verdict.status is Status.SKIP and "--spark-profile gb10" in verdict.summary
+    assert verdict.line == ("G1 SKIP: torch 2.9.0+cu130 is built for CUDA 13.0; "
+                            "no NVIDIA driver to compare with")
+    assert verdict.detail == "--spark-profile gb10 judges it against a Spark's CUDA 13"
 
 
 def test_import_error_naming_cudart_12_fails_with_the_hint():
@@ -181,8 +186,9 @@ def test_a_cu12_extension_on_a_spark_fails_naming_its_distribution_and_the_missi
     verdict = g01.judge_extensions(scan("sgl_kernel_cu12_gb10"), inventory("gb10_580.142"), GB10)
     assert verdict.line == "G1 FAIL: sgl-kernel: CUDA 12 libraries not found: libcudart.so.12, libnvrtc.so.12"
     assert verdict.fix.startswith("install sgl-kernel built for CUDA 13 (its project's CUDA 13 wheels, or built "
-                                  "from source with CUDA 13's nvcc), or use an NGC container that ships it; or, to "
-                                  "keep this build, pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12")
+                                  "from source with CUDA 13's nvcc), or use an NGC container that ships it; or keep "
+                                  "this build and add its libraries (pip install nvidia-cuda-nvrtc-cu12 "
+                                  "nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
     assert verdict.readings["packages"]["sgl-kernel"]["not_found"] == ["libcudart.so.12", "libnvrtc.so.12"]
     assert verdict.readings["mismatched"][0]["distribution"] == "sgl-kernel"
 
@@ -219,18 +225,20 @@ def test_mixed_majors_without_a_driver_fail_naming_the_minority():
     assert verdict.status is Status.FAIL
     assert verdict.summary == ("2 packages will not load: (no distribution) /sp/orphan/_x.so (libcublasLt.so.12); "
                                "vllm (libcudart.so.12)")
-    assert "vllm: install vllm built for CUDA 13" in verdict.fix
+    assert verdict.fix.startswith("for (no distribution) /sp/orphan/_x.so, rebuild /sp/orphan/_x.so against "
+                                  "CUDA 13 or remove it (no installed distribution owns it); ")
+    assert "; for vllm, install vllm built for CUDA 13" in verdict.fix
     assert verdict.readings["expected_from"] == "most packages here use CUDA 13 (no driver read)"
 
 
 def test_one_major_without_a_driver_is_information():
     only13 = ExtensionScan(shared_objects=3, seconds=0.01, linked=mixed_scan().linked[:2])
     verdict = g01.judge_extensions(only13, inventory("no_driver"), NONE)
-    assert verdict.line == ("G1 INFO: CUDA 13: torch, torchaudio; no driver to compare with "
-                            "(--spark-profile gb10 judges as a Spark)")
+    assert verdict.line == "G1 INFO: CUDA 13: torch, torchaudio; no driver to compare with"
+    assert verdict.detail == "--spark-profile gb10 judges them as a Spark would load them"
     nothing = g01.judge_extensions(ExtensionScan(shared_objects=207, seconds=0.14), inventory("no_driver"), NONE)
-    assert nothing.line == ("G1 INFO: no package uses CUDA; no driver to compare with "
-                            "(--spark-profile gb10 judges as a Spark)")
+    assert nothing.line == "G1 INFO: no package uses CUDA; no driver to compare with"
+    assert nothing.detail == "--spark-profile gb10 judges them as a Spark would load them"
 
 
 def test_static_cudart_everywhere_is_no_finding_on_a_spark():
@@ -244,7 +252,7 @@ def test_many_offenders_are_capped_in_the_line():
     verdict = g01.judge_extensions(resolved(*linked), inventory("gb10_580.95.05"), GB10)
     assert verdict.summary.startswith("9 packages will not load: pkg0 (libcudart.so.12 not found); ")
     assert verdict.summary.endswith("; +6 more")
-    assert "pkg8: install pkg8 built for CUDA 13" in verdict.fix  # the fix names every package
+    assert "; for pkg8, install pkg8 built for CUDA 13" in verdict.fix  # the fix names every package
 
 
 BNB = [ext(f"/sp/bitsandbytes/libbitsandbytes_cuda{t}.so", "bitsandbytes", lib(f"libcudart.so.{m}"),
@@ -342,7 +350,7 @@ MISSING_CUDNN = "import ctypes\nctypes.CDLL('libcudnn.so.9-not-here')\n"  # as t
 
 
 @pytest.mark.parametrize("torch_init,other_files,fails_in,fix", [
-    ("import pynvml\n", {"pynvml.py": BROKEN_PYNVML}, "pynvml.py", "not part of torch: repair or remove the package"),
+    ("import pynvml\n", {"pynvml.py": BROKEN_PYNVML}, "pynvml.py", "it is not part of torch, and reinstalling torch will not help"),
     (MISSING_CUDNN, {}, None, g01.FIX_INDEX),
 ], ids=["a broken pynvml torch imports", "a CUDA library torch cannot load"])
 def test_an_import_of_torch_that_fails_names_the_package_to_repair(tmp_path, torch_init, other_files, fails_in, fix):
@@ -365,6 +373,7 @@ def test_an_import_of_torch_that_fails_names_the_package_to_repair(tmp_path, tor
     assert verdict.status is Status.FAIL and fix in verdict.fix
     if fails_in:  # the line names the other package's file
         assert verdict.line.startswith(f"G1 FAIL: import torch fails in {tmp_path / fails_in}: AttributeError")
+        assert verdict.fix.startswith(f"repair or remove the package that {tmp_path / fails_in} belongs to")
     else:  # torch's own file (ctypes, in Python's library, is passed over): reinstall torch
         assert reading.import_error_file == str(tmp_path / "torch" / "__init__.py")
         assert verdict.line.startswith("G1 FAIL: import torch fails: OSError: libcudnn.so.9-not-here")

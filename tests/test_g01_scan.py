@@ -111,16 +111,17 @@ def test_a_cu12_extension_with_no_cuda_12_library_anywhere_fails_naming_it(built
     assert verdict.status is Status.FAIL
     assert verdict.summary.startswith("2 packages will not load: ")
     assert "fastops (libcudart.so.12 not found)" in verdict.summary and "(no distribution) " in verdict.summary
-    assert "fastops: install fastops built for CUDA 13" in verdict.fix
-    assert "belongs to no installed distribution" in verdict.fix
+    assert "; for fastops, install fastops built for CUDA 13" in verdict.fix
+    assert verdict.fix.startswith(f"for (no distribution) {sp / 'loose' / built['orphan'].name}, rebuild ")
+    assert "against CUDA 13 or remove it (no installed distribution owns it)" in verdict.fix
 
 
 def test_its_cuda_12_libraries_from_nvidia_wheels_make_it_load_beside_cuda_13(built, tmp_path, monkeypatch):
     alone = g01.judge_extensions(scan(make_site(tmp_path / "a", built, "widget-cu12"), monkeypatch), None, GB10)
     assert alone.line == "G1 FAIL: widget-cu12: CUDA 12 libraries not found: libcublas.so.12, libcudart.so.12"
     assert alone.fix.startswith("install its CUDA 13 build instead: pip uninstall -y widget-cu12 && "
-                                "pip install widget-cu13; or, to keep this build, pip install nvidia-cublas-cu12 "
-                                "nvidia-cuda-runtime-cu12")
+                                "pip install widget-cu13; or keep this build and add its libraries (pip install "
+                                "nvidia-cublas-cu12 nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
     with_libs = make_site(tmp_path / "b", built, "widget-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")
     verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
     assert verdict.line == ("G1 WARN: widget-cu12 uses CUDA 12 (its libraries are installed); "
@@ -206,8 +207,8 @@ def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, m
                             "the gb10 profile expects CUDA 13")
     assert "pip install jaxish-cuda13-plugin" in verdict.fix
     info = g01.judge_extensions(reading, None, NONE)
-    assert info.line == ("G1 INFO: CUDA 12: jaxish-cuda12-plugin; no driver to compare with "
-                         "(--spark-profile gb10 judges as a Spark)")
+    assert info.line == "G1 INFO: CUDA 12: jaxish-cuda12-plugin; no driver to compare with"
+    assert info.detail == "--spark-profile gb10 judges them as a Spark would load them"
 
 
 def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path):

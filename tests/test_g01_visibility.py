@@ -105,7 +105,8 @@ def test_a_host_whose_driver_is_not_loaded_fails_with_the_driver_fix():
     v = g01v.judge_gpu_visible(GpuVisibility(pci_gpus=SPARK_PCI), GpuInventory(nvml_error=NO_NVML), None)
     assert v.line == ("G1 FAIL: an NVIDIA GPU is in this machine (000f:01:00.0) but not visible in this system "
                       "(is the driver loaded?)")
-    assert v.fix.startswith("install or load the NVIDIA driver")
+    assert v.fix == ("load the NVIDIA driver (sudo modprobe nvidia), or reinstall the driver package and reboot, "
+                     "until nvidia-smi lists the GPU")
 
 
 @pytest.mark.parametrize("value", ["", "-1", "GPU-00000000-dead-beef", "7"])

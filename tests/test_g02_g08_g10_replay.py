@@ -4,6 +4,7 @@ network, files or torch."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -69,27 +70,33 @@ def test_live_then_replay_gives_the_same_verdicts(tmp_path, github):
     snap = tmp_path / "snap.json"
     live, out = run_suite(
         tmp_path, "--spark-profile", "gb10", "--spark-playbook", "unsloth", "--spark-playbook", "nccl",
-        "--spark-launch-config", "tests/fixtures/g10/vllm_tp2.sh",  # relative: a long checkout path would
-        "--spark-launch-config", "tests/fixtures/g10/accelerate_ddp.yaml",  # cut the 400-character summary
+        "--spark-launch-config", "tests/fixtures/g10/vllm_tp2.sh",  # relative: the detail names each file
+        "--spark-launch-config", "tests/fixtures/g10/accelerate_ddp.yaml",  # by the path given here
         "--spark-snapshot", str(snap), SPARK_GOTCHAS_GITHUB_API=github)
     assert set(live) == {"test_g2_flash_attn_and_unsloth", "test_g8_playbook_open_issues",
                          "test_g10_launch_config_review", "test_g10_collective_probe"}, out[-3000:]
-    assert live["test_g2_flash_attn_and_unsloth"]["summary"].startswith("flash-attn is not installed")
+    assert live["test_g2_flash_attn_and_unsloth"]["summary"] == ("flash-attn is not installed: attention uses torch "
+                                                                 "SDPA, the right choice on bare pip")
     g8 = live["test_g8_playbook_open_issues"]
-    assert g8["status"] == "WARN" and g8["summary"].startswith("unsloth: 1 open issue(s): #85 2026-07-17")
+    assert g8["status"] == "WARN" and g8["summary"] == "unsloth: 1 open issue (#85); nccl: 1 open issue (#102)"
+    assert g8["detail"].startswith('unsloth: #85 2026-07-17 "') and '; nccl: #102 2026-08-17 "' in g8["detail"]
     g10 = live["test_g10_launch_config_review"]
-    assert g10["status"] == "FAIL" and "vllm_tp2.sh: tensor parallel 2 (--tensor-parallel-size, line 6) spans nodes" \
-        in g10["summary"] and "accelerate_ddp.yaml: DDP (distributed_type MULTI_GPU) across 2 nodes" in g10["summary"]
+    assert g10["status"] == "FAIL"
+    assert g10["summary"] == "vllm_tp2.sh: tensor parallel 2 spans nodes (a Spark has one GPU) (+1 more)"
+    assert "vllm_tp2.sh: tensor parallel 2 (--tensor-parallel-size, line 6) spans nodes" in g10["detail"]
+    assert "accelerate_ddp.yaml: DDP (distributed_type MULTI_GPU) across 2 nodes" in g10["detail"]
     probe = live["test_g10_collective_probe"]
-    assert probe["status"] == "INFO" and probe["summary"].startswith("loopback rehearsal (2 processes on this node, "
-                                                                     "gloo on cpu): all-reduce bus bandwidth ")
-    assert "G10 FAIL: " in out and "G8 WARN: unsloth: 1 open issue(s)" in out
+    assert probe["status"] == "INFO" and re.fullmatch(
+        r"loopback rehearsal \(2 processes, gloo on cpu\): [0-9]+\.[0-9]{2} GB/s all-reduce bus bandwidth; not the link",
+        probe["summary"]), probe["summary"]
+    assert probe["detail"].startswith("all-reduce bus bandwidth ")
+    assert "G10 FAIL: vllm_tp2.sh: " in out and "G8 WARN: unsloth: 1 open issue (#85)" in out
 
     # replay: no GitHub, no launch files on the command line, no torchrun: the same verdicts
     replay, out = run_suite(tmp_path, "--spark-replay", str(snap),
                             SPARK_GOTCHAS_GITHUB_API="http://127.0.0.1:9", PYTHONPATH="")
-    assert {k: (v["status"], v["summary"], v["fix"]) for k, v in replay.items()} == \
-        {k: (v["status"], v["summary"], v["fix"]) for k, v in live.items()}
+    assert {k: (v["status"], v["summary"], v.get("detail"), v["fix"]) for k, v in replay.items()} == \
+        {k: (v["status"], v["summary"], v.get("detail"), v["fix"]) for k, v in live.items()}
     assert "replayed " in out
 
     # replay with inputs named anew: G10 reviews the newly named file against the recorded machine,

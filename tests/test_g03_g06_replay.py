@@ -63,21 +63,27 @@ def gb10_snapshot(path: Path) -> Path:
 
 def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
     snap = gb10_snapshot(pytester.path / "gb10.json")
-    result = run(pytester, "-m", "fast", "--spark-replay", str(snap))
+    result = run(pytester, "-m", "fast", "-v", "--spark-replay", str(snap))  # -v: each check's line with its detail
     result.assert_outcomes(passed=3, failed=1)
     lines = glines(result)
-    assert lines[0].startswith("G3 WARN: the planned load peak of 100.0 GB fits MemAvailable (124.2 GB) but not what "
-                               "CUDA sees free (MemFree 44.6 GB)")
-    assert lines[1].startswith("    fix: as root, between runs: sync; echo 3 > /proc/sys/vm/drop_caches")
-    assert lines[2].startswith("G6 FAIL: 2 workload(s) in the way: pid 6008 vLLM (engine process, its launcher not "
-                               "visible: default --gpu-memory-utilization 0.9 assumed = 117.6 GB of 130.7 GB; holds 59.2 GB)")
-    assert lines[3] == ("    fix: one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
-                        "or stop what is not needed (kill 6008 44757)")
-    assert "NVIDIA GB10 (cc 12.1), driver 580.173.02 / CUDA 13.0" in result.stdout.str()
+    assert lines[0] == "G3 WARN: the 100.0 GB load peak exceeds what CUDA sees free (44.6 GB): page cache holds 78.0 GB"
+    assert lines[1] == ("    fix: drop the page cache between runs, as root: sync; echo 3 > /proc/sys/vm/drop_caches "
+                        "(never in the middle of training; the suite never does this itself)")
+    assert lines[2] == "G6 FAIL: 2 workloads in the way: pid 6008 vLLM (default cap 0.9); pid 44757 vLLM (default cap 0.9)"
+    assert lines[3] == ("    fix: run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
+                        "or stop what you do not need (kill 6008 44757)")
+    out = result.stdout.str()
+    assert "NVIDIA GB10 (cc 12.1), driver 580.173.02 / CUDA 13.0" in out
+    assert ("    warn: the 100.0 GB load peak exceeds what CUDA sees free (44.6 GB): page cache holds 78.0 GB (the planned "
+            "load peak fits MemAvailable (124.2 GB) but not MemFree (44.6 GB): page cache 78.0 GB (60% of 130.7 GB) "
+            "stands between)") in out.splitlines()
+    assert ("(pid 6008 vLLM (engine process, its launcher not visible: default --gpu-memory-utilization 0.9 assumed = "
+            "117.6 GB of 130.7 GB; holds 59.2 GB); pid 44757 vLLM (") in out
     # the soak check replays too: the probe's ratio against the factor
-    soak = run(pytester, "-m", "soak", "--spark-replay", str(snap))
-    assert glines(soak)[0] == ("G3 WARN: a 8.0 GB cold safetensors load peaked at 2.30x the file (page cache 1.00x, "
-                               "process RSS 0.02x, CUDA 1.00x; 21.5 s): above the x2 that G3's headroom assumes")
+    soak = run(pytester, "-m", "soak", "-v", "--spark-replay", str(snap))
+    assert glines(soak)[0] == "G3 WARN: a 8.0 GB cold safetensors load peaked at 2.30x the file, above the x2 G3 assumes"
+    assert ("    warn: a 8.0 GB cold safetensors load peaked at 2.30x the file, above the x2 G3 assumes (page cache 1.00x, "
+            "process RSS 0.02x, CUDA 1.00x; 21.5 s)") in soak.stdout.lines
 
 
 def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):

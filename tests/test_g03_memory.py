@@ -97,24 +97,27 @@ def test_this_machines_meminfo_reads():
 def test_gb10_60gb_page_cache_warns_with_the_drop_caches_fix():
     verdict = g03.judge_page_cache(meminfo("gb10_after_60g_write"), GB10, opts())
     assert verdict.status is Status.WARN
-    assert verdict.line == ("G3 WARN: page cache 78.0 GB (60% of 130.7 GB): CUDA sees only 44.6 GB free (MemFree) "
-                            "although MemAvailable is 124.2 GB")
-    assert "sync; echo 3 > /proc/sys/vm/drop_caches" in verdict.fix and "never in the middle of training" in verdict.fix
+    assert verdict.line == "G3 WARN: page cache 78.0 GB (60% of 130.7 GB): CUDA sees only 44.6 GB free (MemFree)"
+    assert verdict.detail == "MemAvailable is 124.2 GB"
+    assert verdict.fix == ("drop the page cache between runs, as root: sync; echo 3 > /proc/sys/vm/drop_caches (never in "
+                           "the middle of training; the suite never does this itself)")
     assert verdict.readings["page_cache_fraction"] == 0.597
 
 
 def test_gb10_baseline_page_cache_passes():
     verdict = g03.judge_page_cache(meminfo("gb10_before_60g_write"), GB10, opts())
-    assert verdict.line == ("G3 PASS: page cache 13.6 GB (10% of 130.7 GB): CUDA sees 110.9 GB free (MemFree), "
-                            "MemAvailable 124.4 GB")
+    assert verdict.line == "G3 PASS: page cache 13.6 GB (10% of 130.7 GB); CUDA sees 110.9 GB free (MemFree)"
+    assert verdict.detail == "MemAvailable 124.4 GB"
 
 
 def test_a_plan_that_fits_only_after_reclaiming_the_cache_warns():
     # 50 GB of weights peak at 100 GB: MemAvailable (124.2) holds it, MemFree (44.6, CUDA's view) does not.
     verdict = g03.judge_page_cache(meminfo("gb10_after_60g_write"), GB10, opts(spark_model_gb=50))
     assert verdict.status is Status.WARN
-    assert verdict.summary.startswith("the planned load peak of 100.0 GB fits MemAvailable (124.2 GB) but not what CUDA "
-                                      "sees free (MemFree 44.6 GB)")
+    assert verdict.summary == "the 100.0 GB load peak exceeds what CUDA sees free (44.6 GB): page cache holds 78.0 GB"
+    assert verdict.detail == ("the planned load peak fits MemAvailable (124.2 GB) but not MemFree (44.6 GB): page cache "
+                              "78.0 GB (60% of 130.7 GB) stands between")
+    assert verdict.fix == g03.DROP_CACHES_FIX
     assert g03.judge_page_cache(meminfo("gb10_before_60g_write"), GB10, opts(spark_model_gb=50)).status is Status.PASS
 
 
@@ -125,52 +128,71 @@ def test_the_37gb_cache_of_a_real_spark_warns_and_names_it():
 
 def test_on_a_discrete_gpu_the_page_cache_is_host_memory():
     verdict = g03.judge_page_cache(meminfo("h200"), H200, opts())
-    assert verdict.line == ("G3 PASS: page cache 2.0 GB (1% of 135.1 GB) is host memory only: the NVIDIA H200's own "
-                            "memory is separate (MemAvailable 134.0 GB)")
+    assert verdict.line == "G3 PASS: page cache 2.0 GB is host memory only: the NVIDIA H200 has its own"
+    assert verdict.detail == "page cache 2.0 GB (1% of 135.1 GB); MemAvailable 134.0 GB"
     # the same reading judged as a Spark would be (--spark-profile gb10)
     assert g03.judge_page_cache(meminfo("h200"), GB10, opts()).status is Status.PASS
 
 
 def test_without_a_gpu_the_page_cache_is_info():
     verdict = g03.judge_page_cache(meminfo("gb10_after_60g_write"), NONE, opts())
-    assert verdict.status is Status.INFO and "--spark-profile gb10" in verdict.summary
+    assert verdict.line == "G3 INFO: no GPU here: page cache 78.0 GB of 130.7 GB"
+    assert verdict.detail == ("page cache 78.0 GB (60% of 130.7 GB), MemFree 44.6 GB, MemAvailable 124.2 GB; on a Spark "
+                              "CUDA would see only MemFree (--spark-profile gb10 judges it so)")
 
 
 # -- headroom ------------------------------------------------------------------------------------
 def test_without_a_plan_headroom_is_info_with_the_largest_load():
     verdict = g03.judge_headroom(meminfo("gb10_before_60g_write"), GB10, opts())
-    assert verdict.line == ("G3 INFO: MemAvailable 124.4 GB of 130.7 GB (MemFree 110.9 GB, page cache 13.6 GB): at x2 "
-                            "a safetensors load of up to 62.2 GB of weights fits; --spark-model-gb N judges a plan")
+    assert verdict.line == "G3 INFO: MemAvailable 124.4 GB: up to 62.2 GB of weights fit a load (x2)"
+    assert verdict.detail == ("MemAvailable 124.4 GB of 130.7 GB (MemFree 110.9 GB, page cache 13.6 GB) in the unified "
+                              "pool; --spark-model-gb N judges a plan")
 
 
 def test_a_plan_short_of_memavailable_fails_naming_the_shortfall():
     verdict = g03.judge_headroom(meminfo("gb10_cached_37g"), GB10, opts(spark_model_gb=30))
-    assert verdict.line == ("G3 FAIL: 30 GB of weights peak at ~60.0 GB while loading (x2), but MemAvailable is 41.1 GB "
-                            "in the unified pool: 18.9 GB short")
-    assert "QLoRA peaks earlier" in verdict.fix and "see G6" in verdict.fix
+    assert verdict.line == "G3 FAIL: 30 GB of weights peak at ~60.0 GB (x2), but MemAvailable is 41.1 GB: 18.9 GB short"
+    assert verdict.detail == "the peak is while loading safetensors, in the unified pool"
+    assert verdict.fix == ("free memory before loading: stop other GPU processes (G6 names them), drop the page cache "
+                           "between runs as root (sync; echo 3 > /proc/sys/vm/drop_caches), or plan a smaller or "
+                           "quantized model. " + g03.QLORA_NOTE)
+    assert g03.QLORA_NOTE.startswith("QLoRA peaks earlier")
 
 
 def test_a_plan_that_fits_passes_stating_the_headroom_and_the_factor_is_configurable():
     info = meminfo("gb10_nvitop_excerpt")  # MemAvailable 121.4 GB
-    assert g03.judge_headroom(info, GB10, opts(spark_model_gb=40)).line == (
-        "G3 PASS: 40 GB of weights peak at ~80.0 GB while loading (x2); MemAvailable 121.4 GB leaves 41.4 GB of headroom")
+    fits = g03.judge_headroom(info, GB10, opts(spark_model_gb=40))
+    assert fits.line == "G3 PASS: 40 GB of weights peak at ~80.0 GB (x2); MemAvailable 121.4 GB leaves 41.4 GB to spare"
+    assert fits.detail == "the peak is while loading safetensors, in the unified pool"
     tighter = g03.judge_headroom(info, GB10, opts(spark_model_gb=40, spark_load_factor=3.2))
-    assert tighter.status is Status.FAIL and "peak at ~128.0 GB while loading (x3.2)" in tighter.summary
+    assert tighter.status is Status.FAIL and "peak at ~128.0 GB (x3.2)" in tighter.summary
+    assert tighter.detail == "the peak is while loading safetensors, in the unified pool"
 
 
 def test_discrete_headroom_judges_device_and_host_apart():
     info, inv = meminfo("h200"), h200_inventory()
     cuda = cuda_for("h200", CASES["h200"]["cuda_total_bytes"], integrated=False)
     ok = g03.judge_headroom(info, H200, opts(spark_model_gb=70), cuda, inv)
-    assert ok.line == ("G3 PASS: GPU 0 (CUDA) has 149.5 GB free for 70 GB of weights (79.5 GB to spare); host MemAvailable "
-                       "134.0 GB covers the load's host side (~70.0 GB)")
+    assert ok.line == "G3 PASS: GPU 0 (CUDA) has 149.5 GB free for 70 GB of weights (79.5 GB to spare)"
+    assert ok.detail == "host MemAvailable 134.0 GB covers the load's host side (~70.0 GB)"
     too_big = g03.judge_headroom(info, H200, opts(spark_model_gb=160), None, inv)  # NVML's view when CUDA was not read
     assert too_big.status is Status.FAIL
-    assert too_big.summary.startswith("160 GB of weights do not fit: GPU 0 (NVML) has 149.5 GB free of 150.8 GB (10.5 GB short)")
-    assert "the load's host side (~160.0 GB at x2) exceeds MemAvailable 134.0 GB (26.0 GB short)" in too_big.summary
-    info_line = g03.judge_headroom(info, H200, opts(), cuda, inv).line
-    assert info_line.startswith("G3 INFO: GPU 0 (CUDA) has 149.5 GB free of 150.1 GB; host MemAvailable 134.0 GB: a "
-                                "safetensors load of up to 134.0 GB of weights fits")
+    assert too_big.line == ("G3 FAIL: 160 GB of weights do not fit: GPU 0 (NVML) is 10.5 GB short, host memory 26.0 GB "
+                            "short")
+    assert too_big.detail.startswith("160 GB of weights do not fit: GPU 0 (NVML) has 149.5 GB free of 150.8 GB (10.5 GB "
+                                     "short)")
+    assert "the load's host side (~160.0 GB at x2) exceeds MemAvailable 134.0 GB (26.0 GB short)" in too_big.detail
+    # one side short: its finding whole in the line
+    device_only = g03.judge_headroom(info, H200, opts(spark_model_gb=160, spark_load_factor=1.5), None, inv)
+    assert device_only.line == ("G3 FAIL: 160 GB of weights do not fit: GPU 0 (NVML) has 149.5 GB free of 150.8 GB "
+                                "(10.5 GB short)")
+    host_only = g03.judge_headroom(info, H200, opts(spark_model_gb=140, spark_load_factor=2), None, inv)
+    assert host_only.status is Status.FAIL and host_only.line == (
+        "G3 FAIL: the load's host side (~140.0 GB at x2) exceeds MemAvailable 134.0 GB (6.0 GB short)")
+    info_verdict = g03.judge_headroom(info, H200, opts(), cuda, inv)
+    assert info_verdict.line == ("G3 INFO: up to 134.0 GB of weights fit a load: GPU 0 (CUDA) has 149.5 GB free of "
+                                 "150.1 GB")
+    assert info_verdict.detail == "host MemAvailable 134.0 GB; --spark-model-gb N judges a plan"
 
 
 # -- what NVML and CUDA say ----------------------------------------------------------------------
@@ -178,16 +200,18 @@ def test_gb10_nvml_not_supported_is_explained_with_cuda_beside_meminfo():
     verdict = g03.judge_gpu_memory_view(meminfo("gb10_after_60g_write"), GB10, gb10_inventory(),
                                         cuda_for("gb10_after_60g_write"))
     assert verdict.status is Status.INFO
-    assert verdict.summary.startswith("NVML device memory is Not Supported: nvidia-smi shows 'Not Supported'/[N/A] here "
-                                      "because the GPU has no memory of its own (it shares the 130.7 GB system pool")
-    assert verdict.summary.endswith("CUDA free 44.6 GB of 130.7 GB, MemFree 44.6 GB, MemAvailable 124.2 GB: CUDA counts "
-                                    "79.6 GB that the kernel could reclaim as used")
+    assert verdict.summary == "NVML device memory is Not Supported: the GPU shares the 130.7 GB system pool"
+    assert verdict.detail.startswith("nvidia-smi shows 'Not Supported'/[N/A] here because the GPU has no memory of its "
+                                     "own (read /proc/meminfo or free)")
+    assert verdict.detail.endswith("CUDA free 44.6 GB of 130.7 GB, MemFree 44.6 GB, MemAvailable 124.2 GB: CUDA counts "
+                                   "79.6 GB that the kernel could reclaim as used")
 
 
 def test_h200_nvml_memory_reads_and_passes():
     cuda = cuda_for("h200", CASES["h200"]["cuda_total_bytes"], integrated=False)
     verdict = g03.judge_gpu_memory_view(meminfo("h200"), H200, h200_inventory(), cuda)
-    assert verdict.line.startswith("G3 PASS: NVML reads device memory: GPU 0 149.5 GB free of 150.8 GB; CUDA free 149.5 GB")
+    assert verdict.line == "G3 PASS: NVML reads device memory: GPU 0 149.5 GB free of 150.8 GB"
+    assert verdict.detail.endswith("; CUDA free 149.5 GB of 150.1 GB, MemFree 132.2 GB, MemAvailable 134.0 GB")
 
 
 def test_nvml_not_supported_on_a_discrete_gpu_warns():
@@ -213,10 +237,12 @@ def probe_result(ratio: float, **kw) -> LoadProbe:
 
 def test_probe_within_the_factor_passes_and_above_it_warns():
     ok = g03.judge_load_probe(probe_result(2.01 - 0.02, integrated=True), opts())
-    assert ok.line == ("G3 PASS: a 8.0 GB cold safetensors load peaked at 1.99x the file (page cache 1.00x, process RSS "
-                       "0.01x, CUDA 1.00x; 3.2 s): within the x2 that G3's headroom assumes")
+    assert ok.line == "G3 PASS: a 8.0 GB cold safetensors load peaked at 1.99x the file, within the x2 G3 assumes"
+    assert ok.detail == "page cache 1.00x, process RSS 0.01x, CUDA 1.00x; 3.2 s"
     high = g03.judge_load_probe(probe_result(2.61, integrated=True), opts())
-    assert high.status is Status.WARN and "--spark-load-factor 2.7" in high.fix
+    assert high.line == "G3 WARN: a 8.0 GB cold safetensors load peaked at 2.61x the file, above the x2 G3 assumes"
+    assert high.fix == ("judge plans on this machine with --spark-load-factor 2.7, and drop the page cache between runs "
+                        "as root (sync; echo 3 > /proc/sys/vm/drop_caches), never in the middle of training")
     barely = g03.judge_load_probe(probe_result(2.03, integrated=True), opts())
     assert barely.status is Status.WARN and "--spark-load-factor 2.1" in barely.fix
 
@@ -224,7 +250,9 @@ def test_probe_within_the_factor_passes_and_above_it_warns():
 def test_probe_on_a_discrete_gpu_reports_both_pools_without_judging_them_as_one():
     verdict = g03.judge_load_probe(probe_result(2.03), opts())
     assert verdict.status is Status.INFO
-    assert "host memory peaked at 1.03x" in verdict.summary and "one pool" in verdict.summary
+    assert verdict.line == "G3 INFO: a 8.0 GB cold safetensors load peaked at 2.03x the file, host memory 1.03x"
+    assert verdict.detail == ("page cache 1.00x, process RSS 0.01x, CUDA 1.00x; 3.2 s; the GPU's own memory held the "
+                              "rest; on a unified-memory GPU (a Spark) both come out of one pool")
 
 
 def test_probe_failure_and_absence():

@@ -216,13 +216,20 @@ def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
     host_need = weights * (factor - 1)
     readings.update({"device_need_bytes": weights, "host_need_bytes": host_need})
     problems = []
-    if dev_free is not None and dev_free < weights:
+    dev_short = dev_free is not None and dev_free < weights
+    host_short = avail < host_need
+    if dev_short:
         problems.append(f"{plan.model_gb:g} GB of weights do not fit: {device} ({gb(weights - dev_free)} short)")
-    if avail < host_need:
+    if host_short:
         problems.append(f"the load's host side (~{gb(host_need)} at x{factor:g}) exceeds MemAvailable {gb(avail)} "
                         f"({gb(host_need - avail)} short)")
     if problems:
-        return Verdict(G, Status.FAIL, "; ".join(problems),
+        summary, detail = problems[0], ""
+        if dev_short and host_short:  # both in the line would pass 100 columns: the shortfalls, then the figures
+            summary = (f"{plan.model_gb:g} GB of weights do not fit: {label} is {gb(weights - dev_free)} short, "
+                       f"host memory {gb(host_need - avail)} short")
+            detail = "; ".join(problems)
+        return Verdict(G, Status.FAIL, summary, detail=detail,
                        fix="free the GPU first (G6 names what holds it), shard or quantize the model, or free host "
                            "memory. " + QLORA_NOTE, readings=readings)
     dev_part = (f"{label} has {gb(dev_free)} free for {plan.model_gb:g} GB of weights "

@@ -13,17 +13,17 @@ from spark_gotchas.verdict import Status
 def test_healthy_gb10_passes_with_power_vs_the_brick_max_temperature_and_clock_range():
     v = g04.judge_soak(soak_reading(series()), GB10)
     assert v.status is Status.PASS
-    assert v.line == ("G4 PASS: 0:03:00 of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%); "
-                      "sustained 98 W vs the 240 W brick (a Spark's GPU rail settles near 100 W); max 70 °C; "
-                      "SM clock 2435-2465 MHz")
+    assert v.line == "G4 PASS: 0:03:00 of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%)"
+    assert v.detail == ("sustained 98 W vs the 240 W brick (a Spark's GPU rail settles near 100 W); max 70 °C; "
+                        "SM clock 2435-2465 MHz")
     assert v.readings["sustained_power_w"] == 98.0 and v.readings["rated_power_w"] == 240.0
 
 
 def test_gb10_stuck_at_700_mhz_fails_with_the_ac_power_cycle_fix():
     v = g04.judge_soak(soak_reading(series(clock=lambda i: 700.0, tflops=lambda i: 27.0)), GB10)
     assert v.status is Status.FAIL
-    assert v.line == ("G4 FAIL: SM clock 700 MHz over 0:03:00 of sustained load, below the 1400 MHz floor "
-                      "(gb10 profile): the GPU is stuck in its low-power state")
+    assert v.line == "G4 FAIL: SM clock 700 MHz over the soak, below the 1400 MHz floor: stuck in its low-power state"
+    assert v.detail == "SM clock 700 MHz over 0:03:00 of sustained load, below the 1400 MHz floor (gb10 profile)"
     assert "unplug AC power for about 60 s" in v.fix
 
 
@@ -33,30 +33,34 @@ def test_slow_thermal_throttle_fails_naming_the_counter_the_clock_and_when_it_be
                      deltas=lambda i: {"sw_thermal": 0.0 if i < 12 else 2e6, "sw_power_cap": 4e6})
     v = g04.judge_soak(soak_reading(windows), GB10)
     assert v.status is Status.FAIL
-    assert v.line.startswith("G4 FAIL: throughput fell 19% (95.0 -> 76.6 TFLOP/s, more than 10%), from 0:01:30 on; "
-                             "cause: SW thermal slowdown counter +48.0 s from 0:01:00; SM clock 2450 -> 1990 MHz")
+    assert v.line == "G4 FAIL: throughput fell 19% from 0:01:30 on: SW thermal slowdown counter +48.0 s from 0:01:00"
+    assert v.detail.startswith("throughput fell 19% (95.0 -> 76.6 TFLOP/s, more than 10%), from 0:01:30 on; "
+                               "cause: SW thermal slowdown counter +48.0 s from 0:01:00; SM clock 2450 -> 1990 MHz")
     assert v.fix.startswith("improve cooling") and "cap run length" in v.fix
 
 
 def test_power_plateau_and_rising_temperature_alone_do_not_fail_a_healthy_spark():
     v = g04.judge_soak(soak_reading(series(temp=lambda i: 55.0 + i * 0.8)), GB10)
     assert v.status is Status.PASS
-    assert "temperature still rising at the end" in v.line
+    assert "temperature still rising at the end" in v.detail
 
 
 def test_power_plateau_and_rising_temperature_count_when_throughput_falls_with_them():
     windows = series(temp=lambda i: 55.0 + i * 0.8, tflops=lambda i: 95.0 - i * 0.5)
     v = g04.judge_soak(soak_reading(windows), GB10)
     assert v.status is Status.FAIL
-    assert "cause: power flat at 98 W (41% of the 240 W brick) while the temperature kept rising (55 -> 83 °C)" in v.line
+    assert v.line == "G4 FAIL: throughput fell 18% from 0:00:50 on: power flat at 98 W, temperature up 55 -> 83 °C"
+    assert "cause: power flat at 98 W (41% of the 240 W brick) while the temperature kept rising (55 -> 83 °C)" in v.detail
 
 
 def test_a_fall_without_any_throttle_evidence_is_a_warning_not_a_thermal_fail():
     windows = series(tflops=lambda i: 700.0 - i * 4, clock=lambda i: 1900.0, power=lambda i: 690.0)
     v = g04.judge_soak(soak_reading(windows, device="NVIDIA H200", power_limit_w=700.0, max_sm_clock_mhz=1980.0), H200)
     assert v.status is Status.WARN
-    assert v.line.endswith("with no clock fall or throttle reason/counter: something else slowed the load")
-    assert "G6" in v.fix
+    assert v.line == "G4 WARN: throughput fell 20% from 0:00:45 on, with no sign of throttling"
+    assert v.detail.endswith("with no clock fall or throttle reason/counter: something else slowed the load")
+    assert v.fix == ("look for other GPU or CPU jobs that ran during the soak (G6, nvidia-smi, top), stop them, then "
+                     "run the soak again")
 
 
 def test_a_rising_power_cap_share_is_throttle_evidence():
@@ -64,7 +68,8 @@ def test_a_rising_power_cap_share_is_throttle_evidence():
                      deltas=lambda i: {"sw_power_cap": 1e6 if i < 12 else 4.5e6}, temp=lambda i: 60.0)
     v = g04.judge_soak(soak_reading(windows), GB10)
     assert v.status is Status.FAIL
-    assert "SW power cap engaged 90% of the time at the end vs 20% at first" in v.line
+    assert v.line == "G4 FAIL: throughput fell 18% from 0:00:50 on: SW power cap engaged 20% -> 90% of the time"
+    assert "cause: SW power cap engaged 90% of the time at the end vs 20% at first" in v.detail
 
 
 def test_an_active_hw_thermal_reason_is_named_with_its_onset():
@@ -72,21 +77,22 @@ def test_an_active_hw_thermal_reason_is_named_with_its_onset():
                      temp=lambda i: 60.0)
     v = g04.judge_soak(soak_reading(windows), GB10)
     assert v.status is Status.FAIL
-    assert "from 0:01:40 on; cause: HW thermal slowdown active from 0:01:40" in v.line
+    assert v.line == "G4 FAIL: throughput fell 16% from 0:01:40 on: HW thermal slowdown active from 0:01:40"
+    assert "from 0:01:40 on; cause: HW thermal slowdown active from 0:01:40" in v.detail
 
 
 def test_throttle_events_without_a_fall_are_mentioned_in_the_pass():
     windows = series(deltas=lambda i: {"hw_thermal": 4e5} if i == 30 else {}, temp=lambda i: 60.0)
     v = g04.judge_soak(soak_reading(windows), GB10)
     assert v.status is Status.PASS
-    assert "without a throughput fall: HW thermal slowdown counter +400 ms from 0:02:30" in v.line
+    assert "without a throughput fall: HW thermal slowdown counter +400 ms from 0:02:30" in v.detail
 
 
 def test_a_load_too_light_is_inconclusive_not_pass():
     v = g04.judge_soak(soak_reading(series(busy=0.4)), GB10)
     assert v.status is Status.INFO
-    assert v.line == ("G4 INFO: inconclusive: the load kept the GPU busy only 40% of the soak (needs 80%); "
-                      "95.0 -> 95.0 TFLOP/s")
+    assert v.line == "G4 INFO: inconclusive: the load kept the GPU busy only 40% of the soak (needs 80%)"
+    assert v.detail == "95.0 -> 95.0 TFLOP/s"
 
 
 def test_nvml_utilization_can_show_the_load_too_light():
@@ -103,7 +109,7 @@ def test_an_interrupted_run_is_judged_on_what_it_measured_and_cannot_pass():
     assert v.status is Status.WARN
     assert v.line.startswith("G4 WARN: cut short by SIGINT after 0:12:34 of 3:00:00; 0:12:34 of BF16 GEMM held over "
                              "what ran: ")
-    assert v.fix == ("run the soak again for its whole planned length (pytest -m soak --soak-duration 3h) "
+    assert v.fix == ("run the soak again for its whole planned length (spark-gotchas -m soak --soak-duration 3h) "
                      "before trusting a long run to this machine")
 
 
@@ -165,7 +171,9 @@ def test_clock_floor_per_profile(profile, max_clock, expected):
 def test_h200_below_half_its_max_clock_fails_without_the_spark_fix():
     windows = series(clock=lambda i: 900.0, tflops=lambda i: 300.0, power=lambda i: 300.0)
     v = g04.judge_soak(soak_reading(windows, device="NVIDIA H200", max_sm_clock_mhz=1980.0), H200)
-    assert v.status is Status.FAIL and "below the 990 MHz floor (half the 1980 MHz max): clocks held far below max" in v.line
+    assert v.line == "G4 FAIL: SM clock 900 MHz over the soak, below the 990 MHz floor: clocks held far below max"
+    assert v.status is Status.FAIL and v.detail == ("SM clock 900 MHz over 0:03:00 of sustained load, below the 990 MHz "
+                                                    "floor (half the 1980 MHz max)")
     assert "AC power" not in v.fix and "nvidia-smi -q -d CLOCK,POWER" in v.fix
 
 

@@ -32,8 +32,8 @@ def test_h200_at_rest_from_its_recorded_nvml_values_is_information():
                                                 reasons_mask=f["nvmlDeviceGetCurrentClocksEventReasons"]),
                            counters=ClockCounters(values_us={"sw_power_cap": 0.0, "thermal": 0.0}))
     v = g04.judge_snapshot(snap, H200)
-    assert v.line == ("G4 INFO: at rest: 39 °C, 87.3 W of 700 W limit, SM 1980 MHz of 1980 max; since the driver "
-                      "loaded: SW power cap 0 s, thermal (NVML policy) 0 s")
+    assert v.line == "G4 INFO: at rest: 39 °C, 87.3 W of 700 W limit, SM 1980 MHz of 1980 max"
+    assert v.detail == "since the driver loaded: SW power cap 0 s, thermal (NVML policy) 0 s"
 
 
 def test_a_thermal_reason_active_at_rest_warns():
@@ -42,8 +42,8 @@ def test_a_thermal_reason_active_at_rest_warns():
                                                 reasons_mask=0x1 | 0x40))
     v = g04.judge_snapshot(snap, GB10)
     assert v.status is Status.WARN
-    assert v.line == ("G4 WARN: throttling at rest: HW thermal slowdown active (88 °C, 20.0 W (no power limit "
-                      "reported), SM 900 MHz of 3003 max)")
+    assert v.line == "G4 WARN: throttling at rest: HW thermal slowdown active"
+    assert v.detail == "88 °C, 20.0 W (no power limit reported), SM 900 MHz of 3003 max"
     assert v.fix.startswith("improve cooling")
 
 
@@ -56,32 +56,37 @@ def test_at_or_above_a_real_slowdown_threshold_warns_but_gb10s_negative_one_is_i
 
 def test_healthy_h200_under_load_passes_against_half_its_max_clock():
     v = g04.judge_spot_check(spot(mask=0x4, before={"sw_power_cap": 0.0}, after={"sw_power_cap": 2e6}), H200)
-    assert v.line == ("G4 PASS: 2.5 s of BF16 GEMM (8192^3): SM clock 1980 MHz, 690 W, 62 °C, 720.0 TFLOP/s, "
-                      "floor 990 MHz; no thermal or power-brake event; SW power cap engaged (at its power limit)")
+    assert v.line == "G4 PASS: 1980 MHz under load (floor 990), 720 TFLOP/s, no throttling"
+    assert v.detail == ("2.5 s of BF16 GEMM (8192^3): SM clock 1980 MHz, 690 W, 62 °C, 720.0 TFLOP/s, "
+                        "floor 990 MHz; no thermal or power-brake event; SW power cap engaged (at its power limit)")
 
 
 def test_gb10_power_brake_counter_growing_under_load_warns_even_with_a_zero_mask():
     v = g04.judge_spot_check(spot(clock=2450.0, power=98.0, before={"hw_power_brake": 0.0, "sw_power_cap": 1e6},
                                   after={"hw_power_brake": 12000.0, "sw_power_cap": 3e6}), GB10)
     assert v.status is Status.WARN
-    assert v.line.startswith("G4 WARN: throttling under 2.5 s of BF16 GEMM (8192^3): HW power brake +12 ms; SM clock 2450 MHz")
+    assert v.line == "G4 WARN: throttling under load: HW power brake +12 ms"
+    assert v.detail.startswith("2.5 s of BF16 GEMM (8192^3): SM clock 2450 MHz")
 
 
 def test_an_active_thermal_reason_under_load_warns():
     v = g04.judge_spot_check(spot(clock=2300.0, power=98.0, mask=0x20), GB10)
-    assert v.line.startswith("G4 WARN: throttling under 2.5 s of BF16 GEMM (8192^3): SW thermal slowdown active;")
+    assert v.line == "G4 WARN: throttling under load: SW thermal slowdown active"
+    assert v.detail.startswith("2.5 s of BF16 GEMM (8192^3): SM clock 2300 MHz")
 
 
 def test_a_load_too_light_is_inconclusive():
     v = g04.judge_spot_check(spot(clock=700.0, busy=0.35), GB10)
     assert v.status is Status.INFO
-    assert v.line.startswith("G4 INFO: inconclusive: 2.5 s of BF16 GEMM (8192^3) kept the GPU busy only 35% (needs 80%)")
+    assert v.line == "G4 INFO: inconclusive: the load kept the GPU busy only 35% (needs 80%)"
+    assert v.detail.startswith("2.5 s of BF16 GEMM (8192^3): SM clock 700 MHz")
 
 
 def test_without_clock_readings_the_spot_check_skips_with_the_reason():
     reading = spot(samples=[ThermalSample(t_s=1.0)], unavailable={"sm_clock_mhz": "Not Supported"})
-    assert g04.judge_spot_check(reading, GB10).line == \
-        "G4 SKIP: no SM clock read under load (Not Supported); 2.5 s of BF16 GEMM (8192^3) ran at 720.0 TFLOP/s"
+    v = g04.judge_spot_check(reading, GB10)
+    assert v.line == "G4 SKIP: no SM clock read under load (Not Supported)"
+    assert v.detail == "2.5 s of BF16 GEMM (8192^3) ran at 720.0 TFLOP/s"
 
 
 def test_a_gpu_without_profile_or_max_clock_is_not_held_to_a_floor():
@@ -96,16 +101,18 @@ ENGINE = GpuProcess(pid=6008, name="VLLM::EngineCore", cmdline=["VLLM::EngineCor
 def test_a_gb10_rate_far_below_its_figure_with_healthy_clocks_names_the_busy_server():
     v = g04.judge_spot_check(spot(clock=2450.0, power=62.0, temp=63.0, tflops=52.4), GB10,
                              GpuProcesses(processes=[ENGINE]))
-    assert v.line == ("G4 WARN: 52.4 TFLOP/s at 2450 MHz, far below GB10's 94-98: pid 6008 VLLM::EngineCore busy on "
-                      "the GPU (see G6)")
-    assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run pytest -m fast -k g04"
+    assert v.line == ("G4 WARN: 52.4 TFLOP/s at 2450 MHz, far below GB10's 94-98: pid 6008 VLLM::EngineCore busy "
+                      "(see G6)")
+    assert v.detail == "2.5 s of BF16 GEMM (8192^3): SM clock 2450 MHz, 62 W, 63 °C, 52.4 TFLOP/s"
+    assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run spark-gotchas -m fast -k g04"
     assert v.readings["expected_tflops"] == [94.0, 98.0] and v.readings["busy_pids"] == [6008]
 
 
 def test_a_gb10_rate_far_below_with_nothing_else_running_points_at_the_driver_or_hardware():
     v = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10, GpuProcesses(scanned=300))
     assert v.line == "G4 WARN: 40.0 TFLOP/s at 2450 MHz, far below GB10's 94-98: nothing else on the GPU"
-    assert v.fix.startswith("nothing else runs on the GPU: update or reinstall the NVIDIA driver")
+    assert v.fix == ("update or reinstall the NVIDIA driver and re-run (nothing else runs on the GPU); if the rate "
+                     "stays low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs service")
     unread = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10)
     assert unread.summary.endswith("other GPU work not read (see G6)") and unread.status is Status.WARN
 
@@ -122,6 +129,7 @@ def test_a_clock_stuck_low_is_still_the_finding_before_the_rate():
 
 def test_an_h200_judged_as_a_gb10_says_its_clocks_stand_for_nothing():
     v = g04.judge_spot_check(spot(), GB10, GpuProcesses(), Machine(is_profile=False, device="NVIDIA H200"))
-    assert v.line == "G4 INFO: this machine is not a GB10 (NVIDIA H200): its clocks under load cannot stand for a Spark's"
+    assert v.line == "G4 INFO: not a GB10 (NVIDIA H200): clocks not judged"
+    assert v.detail == "this machine is not a GB10 (NVIDIA H200): its clocks under load cannot stand for a Spark's"
     nothing = SpotCheck(attempted=False, reason="torch 2.13.0+cpu is a CPU build")
     assert g04.judge_spot_check(nothing, GB10, None, Machine(False, "no GPU")).status is Status.INFO

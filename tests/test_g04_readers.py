@@ -85,8 +85,8 @@ def test_gb10_snapshot_power_limit_not_supported_is_a_reading_not_a_failure(fake
     snap = snapshot.read_snapshot(None)
     assert snap.power_limit_w is None and snap.unavailable["power_limit_w"] == "Not Supported"
     v = g04.judge_snapshot(snap, GB10)
-    assert v.line == ("G4 INFO: at rest: 36 °C, 3.0 W (no power limit reported), SM 208 MHz of 3003 max; "
-                      "since the driver loaded: SW power cap 0 s, thermal (NVML policy) 0 s")
+    assert v.line == "G4 INFO: at rest: 36 °C, 3.0 W (no power limit reported), SM 208 MHz of 3003 max"
+    assert v.detail == "since the driver loaded: SW power cap 0 s, thermal (NVML policy) 0 s"
 
 
 def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeypatch):
@@ -98,9 +98,10 @@ def test_snapshot_counters_take_nvidia_smi_split_when_present(fake_nvml, monkeyp
                                      "hw_thermal": "nvidia-smi", "hw_power_brake": "nvidia-smi",
                                      "sync_boost": "nvidia-smi"}
     assert snap.counters.unavailable == {"nvml.thermal": "Not Supported"}
-    assert g04.judge_snapshot(snap, GB10).line.endswith(
-        "since the driver loaded: SW power cap 0 s, SW thermal slowdown 2.9 min, HW thermal slowdown 404 ms, "
-        "HW power brake 0 s")
+    v = g04.judge_snapshot(snap, GB10)
+    assert v.line.startswith("G4 INFO: at rest: ")
+    assert v.detail == ("since the driver loaded: SW power cap 0 s, SW thermal slowdown 2.9 min, HW thermal slowdown "
+                        "404 ms, HW power brake 0 s")
 
 
 def test_nvidia_smi_counters_parse_from_real_gb10_output():
@@ -168,22 +169,24 @@ def test_spot_check_healthy_gb10_passes(fake_nvml, fake_load, worker):
     assert reading.attempted and not reading.load_problem
     assert len(reading.under_load()) >= 5  # 10 Hz over 0.7 s of load after the ramp
     v = g04.judge_spot_check(reading, GB10)
-    assert v.line == ("G4 PASS: 1.0 s of BF16 GEMM (8192^3): SM clock 2450 MHz, 98 W, 60 °C, 95.0 TFLOP/s, "
-                      "floor 1400 MHz; no thermal or power-brake event; SW power cap engaged (at its power limit)")
+    assert v.line == "G4 PASS: 2450 MHz under load (floor 1400), 95 TFLOP/s, no throttling"
+    assert v.detail == ("1.0 s of BF16 GEMM (8192^3): SM clock 2450 MHz, 98 W, 60 °C, 95.0 TFLOP/s, "
+                        "floor 1400 MHz; no thermal or power-brake event; SW power cap engaged (at its power limit)")
 
 
 def test_spot_check_stuck_gb10_fails(fake_nvml, fake_load, worker):
     fake_nvml(FakeGpu(sm_clock_mhz=695, utilization_pct=96))  # hasso5703/dgx-spark-qwen38 #8: "695 MHz, 96 %"
     v = g04.judge_spot_check(spot(worker), GB10)
-    assert v.line == ("G4 FAIL: SM clock 695 MHz under 1.0 s of BF16 GEMM (8192^3), below the 1400 MHz floor "
-                      "(gb10 profile): the GPU is stuck in its low-power state")
+    assert v.line == "G4 FAIL: SM clock 695 MHz under load, below the 1400 MHz floor: stuck in its low-power state"
+    assert v.detail == "SM clock 695 MHz under 1.0 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile)"
 
 
 def test_spot_check_thermal_counter_growing_while_the_mask_reads_zero_warns(fake_nvml, fake_load, worker):
     fake_nvml(FakeGpu(reasons=0, thermal_ns=ramp(0, 2e7)))
     v = g04.judge_spot_check(spot(worker), GB10)
     assert v.status.value == "WARN"
-    assert v.line.startswith("G4 WARN: throttling under 1.0 s of BF16 GEMM (8192^3): thermal (NVML policy) +")
+    assert v.line.startswith("G4 WARN: throttling under load: thermal (NVML policy) +")
+    assert v.detail.startswith("1.0 s of BF16 GEMM (8192^3): SM clock ")
     assert v.fix.startswith("improve cooling")
 
 

@@ -43,34 +43,37 @@ def judged(tmp_path, heartbeat):
 def test_a_soak_that_ended_in_a_reboot_fails_with_when_it_started_and_its_last_heartbeat(tmp_path, this_boot):
     v = judged(tmp_path, beat())
     assert v.status is Status.FAIL
-    assert v.line == ("G4 FAIL: the soak started 2026-05-28 20:26:40 UTC ended in a reboot/power loss at about "
-                      "2026-05-28 21:50:25 UTC (boot id changed; this boot began 2026-05-28 22:26:40 UTC)")
+    assert v.line == "G4 FAIL: the last soak ended in a reboot/power loss at about 2026-05-28 21:50:25 UTC"
+    assert v.detail == "it started 2026-05-28 20:26:40 UTC; boot id changed; this boot began 2026-05-28 22:26:40 UTC"
     assert "journalctl -k -b -1" in v.fix and "cooling" in v.fix
 
 
 def test_without_boot_ids_the_boot_time_decides(tmp_path, this_boot, monkeypatch):
     monkeypatch.setattr(reboot, "boot_id", lambda: None)
     v = judged(tmp_path, beat(boot_id=None, btime_s=None))
-    assert v.status is Status.FAIL and v.line.endswith("(this boot began 2026-05-28 22:26:40 UTC)")
+    assert v.status is Status.FAIL and v.detail.endswith("; this boot began 2026-05-28 22:26:40 UTC")
+    assert "boot id" not in v.detail
 
 
 def test_a_completed_soak_passes(tmp_path, this_boot):
     v = judged(tmp_path, beat(ended_epoch=STARTED + 28801, end_reason="completed"))
-    assert v.line == ("G4 PASS: the last soak (started 2026-05-28 20:26:40 UTC, 8:00:00 planned) ended normally "
-                      "at 2026-05-29 04:26:41 UTC")
+    assert v.line == "G4 PASS: the last soak (8:00:00 planned) ended normally at 2026-05-29 04:26:41 UTC"
+    assert v.detail == "it started 2026-05-28 20:26:40 UTC"
 
 
 def test_a_soak_cut_short_is_information_not_a_reboot(tmp_path, this_boot):
     v = judged(tmp_path, beat(ended_epoch=STARTED + 600, end_reason="cut short by SIGINT"))
     assert v.status is Status.INFO
-    assert v.line.endswith("ended at 2026-05-28 20:36:40 UTC: cut short by SIGINT; no reboot")
+    assert v.line == "G4 INFO: the last soak ended at 2026-05-28 20:36:40 UTC: cut short by SIGINT; no reboot"
+    assert v.detail == "it started 2026-05-28 20:26:40 UTC"
 
 
 def test_same_boot_and_the_process_gone_is_a_killed_soak(tmp_path, this_boot):
     v = judged(tmp_path, beat(boot_id=BOOT_B))
     assert v.status is Status.INFO
-    assert "stopped at about 2026-05-28 21:50:25 UTC without an end marker and without a reboot" in v.line
-    assert v.line.endswith("(/home/me/reports/g4-soak-20260528-202640.csv)")
+    assert v.line == "G4 INFO: the last soak was killed at about 2026-05-28 21:50:25 UTC (no end marker, no reboot)"
+    assert v.detail == ("it started 2026-05-28 20:26:40 UTC; its CSV keeps what it measured "
+                        "(/home/me/reports/g4-soak-20260528-202640.csv)")
 
 
 def test_a_soak_still_running_is_said_so(tmp_path, monkeypatch):

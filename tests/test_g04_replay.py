@@ -103,20 +103,21 @@ def test_a_soak_reading_with_nothing_measured_round_trips():
 def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
     snap = save(Snapshot(readings={k: to_jsonable(v) for k, v in gb10_readings().items()},
                          options={"spark_profile": "auto", "soak_duration": "8h"}), pytester.path / "gb10.json")
-    fast = run(pytester, "-m", "fast", "--spark-replay", str(snap))
+    fast = run(pytester, "-m", "fast", "-v", "--spark-replay", str(snap))  # -v: each check's line with its detail
     fast.assert_outcomes(passed=2, failed=1)
     assert glines(fast) == [
-        "G4 FAIL: SM clock 695 MHz under 2.5 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile): "
-        "the GPU is stuck in its low-power state",
+        "G4 FAIL: SM clock 695 MHz under load, below the 1400 MHz floor: stuck in its low-power state",
         "    fix: " + g04.FIX_STUCK_GB10,
     ]
     out = fast.stdout.str()
     assert "Traceback" not in out and "NVIDIA GB10 (cc 12.1), driver 580.95.05 / CUDA 13.0" in out
-    soak = run(pytester, "-m", "soak", "--spark-replay", str(snap))
+    assert ("    fail: SM clock 695 MHz under load, below the 1400 MHz floor: stuck in its low-power state (SM clock "
+            "695 MHz under 2.5 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile))") in fast.stdout.lines
+    soak = run(pytester, "-m", "soak", "-v", "--spark-replay", str(snap))
     soak.assert_outcomes(passed=1)
-    assert glines(soak) == ["G4 PASS: 8:00:00 of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%); "
-                            "sustained 98 W vs the 240 W brick (a Spark's GPU rail settles near 100 W); max 72 °C; "
-                            "SM clock 2435-2465 MHz"]
+    assert glines(soak) == ["G4 PASS: 8:00:00 of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%)"]
+    assert ("    pass: 8:00:00 of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%) (sustained 98 W vs the "
+            "240 W brick (a Spark's GPU rail settles near 100 W); max 72 °C; SM clock 2435-2465 MHz)") in soak.stdout.lines
 
 
 def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
@@ -126,10 +127,11 @@ def test_this_machine_live_then_replayed_gives_the_same_lines(pytester):
         boot_id="an-earlier-boot", btime_s=1, pid=1, host="here", started_epoch=1_700_000_000.0, planned_s=3600.0,
         last_sample_epoch=1_700_001_234.0))
     snap = pytester.path / "here.json"
-    live = run(pytester, "-m", "fast", "--spark-snapshot", str(snap))
+    live = run(pytester, "-m", "fast", "-v", "--spark-snapshot", str(snap))
     live_lines = glines(live)
-    assert live_lines[0].startswith("G4 FAIL: the soak started 2023-11-14 22:13:20 UTC ended in a reboot/power loss "
-                                    "at about 2023-11-14 22:33:54 UTC (boot id changed; this boot began ")
+    assert live_lines[0] == "G4 FAIL: the last soak ended in a reboot/power loss at about 2023-11-14 22:33:54 UTC"
+    assert ("    fail: the last soak ended in a reboot/power loss at about 2023-11-14 22:33:54 UTC (it started "
+            "2023-11-14 22:13:20 UTC; boot id changed; this boot began ") in live.stdout.str()
     assert "Traceback" not in live.stdout.str()
     recorded = json.loads(snap.read_text())["readings"]
     assert {"thermal.snapshot", "thermal.spot_check", "thermal.reboot"} <= set(recorded)
@@ -217,7 +219,7 @@ def test_a_soak_cut_short_by_ctrl_c_warns_and_ends_the_run_as_interrupted(pytest
     assert result.ret == pytest.ExitCode.INTERRUPTED
     (line, fix) = glines(result)
     assert re.match(r"G4 WARN: cut short by SIGINT after 0:00:0\d of 0:00:30; 0:00:0\d of BF16 GEMM held over what ran", line)
-    assert fix == ("    fix: run the soak again for its whole planned length (pytest -m soak --soak-duration 30s) "
+    assert fix == ("    fix: run the soak again for its whole planned length (spark-gotchas -m soak --soak-duration 30s) "
                    "before trusting a long run to this machine")
     assert "the soak was cut short by SIGINT" in result.stdout.str()
 

@@ -158,8 +158,10 @@ def test_a_sigkilled_soak_leaves_a_whole_csv_and_the_next_run_knows(tmp_path):
     assert g04.judge_soak(record.reading, GB10).line.startswith(f"G4 PASS: {NO_END} (after 0:00:0")
     check = check_heartbeat(tmp_path / HEARTBEAT_NAME)  # same boot, process gone
     assert check.heartbeat.end_reason is None and check.soak_pid_alive is False
-    line = g04.judge_reboot(check).line
-    assert "without an end marker and without a reboot: its process was killed" in line
+    v = g04.judge_reboot(check)
+    assert v.line.startswith("G4 INFO: the last soak was killed at about ")
+    assert v.line.endswith(" UTC (no end marker, no reboot)")
+    assert v.detail.endswith(f"; its CSV keeps what it measured ({csv_path})")
 
 
 @dataclass
@@ -299,8 +301,10 @@ def test_a_soak_without_nvml_judges_throughput_only_and_says_so_live_and_from_it
                             {"nvml_error": "NVML library not found"})
     v = g04.judge_soak(reading, GB10)
     assert v.status.value == "PASS"
-    assert v.line.endswith("; no temperature, power or clock read (NVML unavailable: NVML library not found)")
-    assert g04.judge_soak(read_csv(reading.csv_path).reading, GB10).line == v.line
+    assert v.line.startswith("G4 PASS: 0:00:01 of BF16 GEMM held its throughput: ")
+    assert v.detail.endswith("no temperature, power or clock read (NVML unavailable: NVML library not found)")
+    again = g04.judge_soak(read_csv(reading.csv_path).reading, GB10)
+    assert again.line == v.line and again.detail == v.detail
 
 
 def test_an_unusable_soak_dir_is_a_skip_line_before_any_load(tmp_path, gpu):

@@ -34,9 +34,10 @@ Under load (spot check):
 Reboot: no heartbeat → **SKIP**. The last soak ended with `completed` → **PASS**; ended
 otherwise (cut short, load failed) → **INFO**. No end marker and the boot id changed (or,
 where no boot id is readable, the boot time moved past the last heartbeat) →
-**FAIL** `the soak started <when> ended in a reboot/power loss at about <last heartbeat>`.
-Same boot and the soak's process alive → **INFO** "running now"; gone → **INFO** "killed"
-(an OOM kill or `kill -9`, not a reboot). Times are UTC so a replay prints the same line.
+**FAIL** `the last soak ended in a reboot/power loss at about <last heartbeat>` (its detail:
+when the soak started and how the reboot shows). Same boot and the soak's process alive →
+**INFO** "running now"; gone → **INFO** "killed" (an OOM kill or `kill -9`, not a reboot).
+Times are UTC so a replay prints the same line.
 
 Soak: see "Judging a soak" below.
 
@@ -167,7 +168,7 @@ def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profi
                    readings: dict[str, Any], short: str = "under load") -> Verdict:
     state = "stuck in its low-power state" if profile.key == "gb10" else "clocks held far below max"
     return Verdict(G, Status.FAIL, f"SM clock {clock:.0f} MHz {short}, below the {floor:.0f} MHz floor: {state}",
-                   detail=f"SM clock {clock:.0f} MHz {where}; the floor is the {floor_src}'s",
+                   detail=f"SM clock {clock:.0f} MHz {where}, below the {floor:.0f} MHz floor ({floor_src})",
                    fix=FIX_STUCK_GB10 if profile.key == "gb10" else FIX_STUCK, readings=readings)
 
 
@@ -312,24 +313,24 @@ def judge_reboot(check: RebootCheck) -> Verdict:
     if beat.end_reason is not None:
         ended = utc(beat.ended_epoch)
         if beat.end_reason == "completed":
-            return Verdict(G, Status.PASS, f"the last soak (started {started}, {hms(beat.planned_s)} planned) "
-                                           f"ended normally at {ended}", readings=readings)
-        return Verdict(G, Status.INFO, f"the last soak (started {started}) ended at {ended}: {beat.end_reason}; "
-                                       "no reboot", readings=readings)
+            return Verdict(G, Status.PASS, f"the last soak ({hms(beat.planned_s)} planned) ended normally at {ended}",
+                           detail=f"it started {started}", readings=readings)
+        return Verdict(G, Status.INFO, f"the last soak ended at {ended}: {beat.end_reason}; no reboot",
+                       detail=f"it started {started}", readings=readings)
     rebooted, how = rebooted_since(check)
     last = utc(beat.last_sample_epoch)
     if rebooted:
-        return Verdict(G, Status.FAIL, f"the soak started {started} ended in a reboot/power loss at about {last}",
-                       detail=how, fix=FIX_REBOOT, readings=readings)
+        return Verdict(G, Status.FAIL, f"the last soak ended in a reboot/power loss at about {last}",
+                       detail=f"it started {started}; {how}", fix=FIX_REBOOT, readings=readings)
     if rebooted is None:
-        return Verdict(G, Status.INFO, f"the soak started {started} has no end marker; this boot cannot be compared",
-                       detail=f"last heartbeat {last}; {how}", readings=readings)
+        return Verdict(G, Status.INFO, "the last soak has no end marker; this boot cannot be compared",
+                       detail=f"it started {started}; last heartbeat {last}; {how}", readings=readings)
     if check.soak_pid_alive:
         ago = max(0.0, check.now_epoch - beat.last_sample_epoch)
         return Verdict(G, Status.INFO, f"a soak is running now (started {started}, pid {beat.pid}, "
                                        f"last sample {ago:.0f} s ago)", readings=readings)
-    return Verdict(G, Status.INFO, f"the soak started {started} was killed at about {last} (no end marker, no reboot)",
-                   detail=f"its CSV keeps what it measured ({beat.csv_path})", readings=readings)
+    return Verdict(G, Status.INFO, f"the last soak was killed at about {last} (no end marker, no reboot)",
+                   detail=f"it started {started}; its CSV keeps what it measured ({beat.csv_path})", readings=readings)
 
 
 # -- soak ----------------------------------------------------------------------------------------
@@ -376,37 +377,41 @@ def _cap_share(w: SoakWindow) -> Optional[float]:
 
 
 def throttle_evidence(full: list[SoakWindow], rated: Optional[float], rated_label: str,
-                      with_fall: bool) -> list[tuple[float, str]]:
-    """(onset seconds, text) for each sign of throttling after the first window, earliest first.
+                      with_fall: bool) -> list[tuple[float, str, str]]:
+    """(onset seconds, text, short text) for each sign of throttling after the first window, earliest first.
 
     The power-plateau + rising-temperature sign is only included when ``with_fall`` (the clock or
     throughput fell): on its own it is what every healthy Spark does.
     """
     first, later = full[0], full[1:]
-    found: list[tuple[float, str]] = []
+    found: list[tuple[float, str, str]] = []
     for bit in (0x80, 0x40, 0x20, 0x8):
         hits = [w for w in later if w.reasons_mask and w.reasons_mask & bit]
         if hits:
-            found.append((hits[0].t_start_s, f"{REASON_NAMES[bit]} active from {hms(hits[0].t_start_s)}"))
+            text = f"{REASON_NAMES[bit]} active from {hms(hits[0].t_start_s)}"
+            found.append((hits[0].t_start_s, text, text))
     for key in ("hw_power_brake", "hw_thermal", "sw_thermal", "thermal"):
-        if key == "thermal" and any("thermal" in text for _, text in found):
+        if key == "thermal" and any("thermal" in text for _, text, _ in found):
             continue  # NVML's thermal total repeats what the finer split already said
         grew = [w for w in later if w.counter_deltas_us.get(key, 0) > 0]
         if grew:
             total = sum(w.counter_deltas_us[key] for w in grew)
-            found.append((grew[0].t_start_s, f"{COUNTER_NAMES[key]} counter +{human_us(total)} from {hms(grew[0].t_start_s)}"))
+            text = f"{COUNTER_NAMES[key]} counter +{human_us(total)} from {hms(grew[0].t_start_s)}"
+            found.append((grew[0].t_start_s, text, text))
     start_share = _cap_share(first)
     end_shares = _present([_cap_share(w) for w in full[-max(1, len(full) // 3):]])
     if start_share is not None and end_shares:
         end_share = sum(end_shares) / len(end_shares)
         if end_share - start_share >= CAP_SHARE_RISE:
             onset = next((w.t_start_s for w in later if (_cap_share(w) or 0) - start_share >= CAP_SHARE_RISE), later[-1].t_start_s)
-            found.append((onset, f"SW power cap engaged {end_share:.0%} of the time at the end vs {start_share:.0%} at first"))
+            found.append((onset, f"SW power cap engaged {end_share:.0%} of the time at the end vs {start_share:.0%} at first",
+                          f"SW power cap engaged {start_share:.0%} -> {end_share:.0%} of the time"))
     c0, c1 = first.sm_clock_median_mhz, full[-1].sm_clock_median_mhz
     if c0 and c1 and c1 < c0 * (1 - CLOCK_FALL):
         onset = next((w.t_start_s for w in later if w.sm_clock_median_mhz and w.sm_clock_median_mhz < c0 * (1 - CLOCK_FALL)),
                      later[-1].t_start_s)
-        found.append((onset, f"SM clock {c0:.0f} -> {c1:.0f} MHz from {hms(onset)}"))
+        text = f"SM clock {c0:.0f} -> {c1:.0f} MHz from {hms(onset)}"
+        found.append((onset, text, text))
         with_fall = True
     plateau = power_plateau(full, rated)
     rise, slope = temperature_trend(full)
@@ -415,7 +420,8 @@ def throttle_evidence(full: list[SoakWindow], rated: Optional[float], rated_labe
         t0 = full[0].temperature_mean_c or 0.0
         found.append((full[len(full) // 2].t_start_s,
                       f"power flat at {plateau:.0f} W ({plateau / rated:.0%} of {rated_label.split(' (')[0]}) while the "
-                      f"temperature kept rising ({t0:.0f} -> {t0 + rise:.0f} °C)"))
+                      f"temperature kept rising ({t0:.0f} -> {t0 + rise:.0f} °C)",
+                      f"power flat at {plateau:.0f} W, temperature up {t0:.0f} -> {t0 + rise:.0f} °C"))
     return sorted(found)
 
 
@@ -447,7 +453,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     readings.update({"first_tflops": first.tflops, "last_tflops": last.tflops, "busy": busy, "sm_clock_median_mhz": clock})
     if busy is not None and busy < BUSY_MIN:
         return Verdict(G, Status.INFO, f"{prefix}inconclusive: the load kept the GPU busy only {busy:.0%} of the soak "
-                                       f"(needs {BUSY_MIN:.0%}); {first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s",
+                                       f"(needs {BUSY_MIN:.0%})", detail=f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s",
                        readings=readings)
     floor, floor_src = clock_floor(profile, soak.max_sm_clock_mhz)
     readings["floor_mhz"] = floor
@@ -459,7 +465,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     readings["drop"] = drop
     if len(full) >= 2 and drop > max_drop:
         evidence = throttle_evidence(full, rated, rated_label, with_fall=True)
-        readings["evidence"] = [text for _, text in evidence]
+        readings["evidence"] = [text for _, text, _ in evidence]
         threshold = first.tflops * (1 - max_drop / 2)
         onset = last
         for w in reversed(full[1:]):
@@ -471,8 +477,8 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
                 f"{max_drop:.0%}), from {hms(onset.t_start_s)} on")
         short = f"throughput fell {drop:.0%} from {hms(onset.t_start_s)} on"
         if evidence:
-            causes = "; ".join(text for _, text in evidence[:3])
-            return Verdict(G, Status.FAIL, f"{prefix}{short}: {evidence[0][1]}", detail=f"{fell}; cause: {causes}",
+            causes = "; ".join(text for _, text, _ in evidence[:3])
+            return Verdict(G, Status.FAIL, f"{prefix}{short}: {evidence[0][2]}", detail=f"{fell}; cause: {causes}",
                            fix=FIX_COOLING + f" (here: before {hms(onset.t_start_s)})", readings=readings)
         return Verdict(G, Status.WARN, f"{prefix}{short}, with no sign of throttling",
                        detail=f"{fell}, with no clock fall or throttle reason/counter: something else slowed the load",
@@ -497,7 +503,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     else:
         events = throttle_evidence(full, rated, rated_label, with_fall=False)
         if events:
-            parts.append("without a throughput fall: " + ", ".join(text for _, text in events[:2]))
+            parts.append("without a throughput fall: " + ", ".join(text for _, text, _ in events[:2]))
         rise, slope = temperature_trend(full)
         if rise is not None and slope is not None and slope >= TEMP_SLOPE_MIN_C_PER_MIN:
             parts.append(f"temperature still rising at the end (+{slope:.1f} °C/min): a longer soak tells more")

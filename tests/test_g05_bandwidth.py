@@ -30,8 +30,9 @@ def reading(result):
 
 def test_gb10_inside_its_range_passes_with_the_budget_line():
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth()), fk.gb10_inventory(), profiles.GB10)
-    assert v.line == ("G5 PASS: copy 200, read 232, write 210, triad 200 GB/s (1 GiB arrays), within GB10's measured "
-                      "range; budget 200 GB/s copy and 232 GB/s read - not the datasheet's 273")
+    assert v.line == "G5 PASS: read 232, copy 200 GB/s: within GB10's measured range"
+    assert v.detail == ("copy 200, read 232, write 210, triad 200 GB/s (1 GiB arrays); budget 200 GB/s copy and 232 GB/s "
+                        "read - not the datasheet's 273")
     assert v.readings["ranges_gbps"]["read"] == [231.0, 253.0] and v.readings["theoretical_gbps"] is None
 
 
@@ -39,8 +40,9 @@ def test_gb10_in_a_stuck_low_power_state_fails_pointing_at_g6_and_g4():
     slow = fk.GB10["stuck_low_power"]["slowdown"]  # the public fast/slow decode ratio
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10)
     assert v.status is Status.FAIL
-    assert v.summary == ("copy 134, read 156, write 141, triad 134 GB/s (1 GiB arrays): copy, read, triad far below "
-                         "GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s)")
+    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too)"
+    assert v.detail == ("copy 134, read 156, write 141, triad 134 GB/s (1 GiB arrays): copy, read, triad far below "
+                        "GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s)")
     assert "G6" in v.fix and "G4" in v.fix and "AC power" in v.fix
 
 
@@ -53,9 +55,10 @@ def test_far_below_with_nothing_else_on_the_gpu_fails_pointing_at_the_hardware()
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10,
                             GpuProcesses(scanned=300))
     assert v.status is Status.FAIL
-    assert v.summary.endswith("far below GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s); "
-                              "nothing else on the GPU")
-    assert v.fix.startswith("nothing else runs on the GPU: check the SM clock under load (G4")
+    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too); nothing else on the GPU"
+    assert v.detail.endswith("far below GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s)")
+    assert v.fix.startswith("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK), since nothing else "
+                            "runs on the GPU;")
     assert v.readings["busy_pids"] == []
 
 
@@ -65,8 +68,8 @@ def test_far_below_with_a_server_busy_on_the_gpu_warns_naming_it():
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10,
                             GpuProcesses(processes=[xorg, VLLM_ENGINE]))
     assert v.status is Status.WARN  # the figure is the server's as much as the GPU's: not a verdict on the hardware
-    assert v.summary.endswith("; pid 6008 VLLM::EngineCore busy on the GPU (see G6)")
-    assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how) and re-run pytest -m fast -k g05"
+    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too): pid 6008 VLLM::EngineCore busy"
+    assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run spark-gotchas -m fast -k g05"
     assert v.readings["busy_pids"] == [6008]  # Xorg draws the desktop: it is no compute load
 
 
@@ -74,13 +77,14 @@ def test_without_nvml_the_servers_found_by_command_line_are_the_suspects():
     server = GpuProcess(pid=77, cmdline=["ollama", "serve"], found_by="scan")
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=0.85)), fk.gb10_inventory(), profiles.GB10,
                             GpuProcesses(nvml_error="Not Supported", processes=[server]))
-    assert v.status is Status.WARN and v.summary.endswith("; pid 77 ollama busy on the GPU (see G6)")
+    assert v.status is Status.WARN and v.summary == "read 198 GB/s, below GB10's 231-253: pid 77 ollama busy"
 
 
 def test_another_platform_measured_is_information_only():
     here = Machine(is_profile=False, device="NVIDIA H200")
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), profiles.GB10, GpuProcesses(), here)
-    assert v.line == "G5 INFO: this machine is not a GB10 (NVIDIA H200): its bandwidth cannot stand for a Spark's"
+    assert v.line == "G5 INFO: not a GB10 (NVIDIA H200): bandwidth not judged"
+    assert v.detail == "this machine is not a GB10 (NVIDIA H200): its bandwidth cannot stand for a Spark's"
     assert v.readings["gbps"]["copy"] > 1000 and v.readings["ranges_gbps"]["read"] == [231.0, 253.0]
     not_measured = BandwidthReading(attempted=False, reason="torch 2.13.0+cpu is a CPU build")
     assert g05.judge_bandwidth(not_measured, None, profiles.GB10, None, Machine(False, "no GPU")).status is Status.INFO
@@ -93,38 +97,48 @@ def test_the_decode_ceiling_elsewhere_comes_from_the_profiles_read_range():
     assert v.readings["tokens_per_s"] == [7.7, 8.43]
     assert g05.judge_decode_ceiling(not_measured, profiles.GB10, Plan(), Machine(False, "no GPU")).status is Status.SKIP
     generic = g05.judge_decode_ceiling(not_measured, profiles.GENERIC, Plan(model_gb=30), Machine(False, "no GPU"))
-    assert generic.status is Status.INFO and "no measured range" in generic.summary
+    assert generic.line == ("G5 INFO: not a machine with an NVIDIA GPU (no GPU): bandwidth not judged; no decode "
+                            "ceiling to state")
+    assert generic.status is Status.INFO and generic.detail.endswith("; no measured range to state a decode ceiling from")
 
 
 def test_somewhat_below_the_range_warns():
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=0.85)), fk.gb10_inventory(), profiles.GB10)
-    assert v.status is Status.WARN and "below GB10's measured range" in v.summary and v.fix
+    assert v.status is Status.WARN and v.summary == "read 198 GB/s, below GB10's 231-253"
+    assert v.detail == ("copy 170, read 198, write 178, triad 170 GB/s (1 GiB arrays): read below GB10's measured range "
+                        "(read 231-253 GB/s)")
+    assert v.fix.startswith("find what else uses the GPU or its memory (G6")
 
 
 def test_h200_recorded_run_passes_against_its_profile_and_names_nvml_theoretical():
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth("4GiB")), fk.h200_inventory(), profiles.H200)
-    assert v.line == ("G5 PASS: copy 4275, read 4337, write 4642, triad 4357 GB/s (4 GiB arrays), within H200's "
-                      "measured range; budget 4275 GB/s copy and 4337 GB/s read - not the datasheet's 4800; best 96% "
-                      "of NVML's theoretical 4814 GB/s")
+    assert v.line == "G5 PASS: read 4337, copy 4275 GB/s: within H200's measured range"
+    assert v.detail == ("copy 4275, read 4337, write 4642, triad 4357 GB/s (4 GiB arrays); budget 4275 GB/s copy and "
+                        "4337 GB/s read - not the datasheet's 4800; best 96% of NVML's theoretical 4814 GB/s")
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth("1GiB")), fk.h200_inventory(), profiles.H200)
-    assert v.status is Status.PASS and "within 10% of H200's measured range (read, write, triad under it)" in v.summary
+    assert v.status is Status.PASS and v.summary == "read 3907, copy 4090 GB/s: within 10% of H200's measured range"
+    assert "; read, write, triad under it; " in v.detail
 
 
 def test_a_gpu_without_ranges_is_judged_against_nvml_theoretical():
     generic = profiles.GENERIC
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), generic)
-    assert v.status is Status.PASS and "best (write) is 91% of NVML's theoretical 4814 GB/s" in v.summary
+    assert v.status is Status.PASS and v.summary == "best write 4401 GB/s is 91% of NVML's theoretical 4814"
+    assert v.detail == ("copy 4090, read 3907, write 4401, triad 4199 GB/s (1 GiB arrays); budget from these, not the "
+                        "theoretical peak")
     half = replace(fk.h200_bandwidth(), methods=fk.method_results({m: (a * 0.65, b) for m, (a, b) in
                                                                     fk.h200_figures().items()}))
     assert g05.judge_bandwidth(reading(half), fk.h200_inventory(), generic).status is Status.WARN
     quarter = replace(fk.h200_bandwidth(), methods=fk.method_results({"copy": (1000.0, 1100.0)}))
     v = g05.judge_bandwidth(reading(quarter), fk.h200_inventory(), generic)
-    assert v.status is Status.FAIL and "under 50%" in v.summary
+    assert v.status is Status.FAIL and v.summary == "best copy 1000 GB/s is 21% of NVML's theoretical 4814, under 50%"
 
 
 def test_no_range_and_no_theoretical_is_info_with_the_figures():
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth()), fk.gb10_inventory(), profiles.GENERIC)
-    assert v.status is Status.INFO and v.summary.startswith("copy 200, read 232, write 210, triad 200 GB/s")
+    assert v.line == "G5 INFO: copy 200, read 232, write 210, triad 200 GB/s: no range or NVML peak to judge by"
+    assert v.detail.startswith("1 GiB arrays; a GPU without a profile (figures from NVML) has no measured range and "
+                               "NVML no theoretical peak: budget memory-bound work")
 
 
 @pytest.mark.parametrize("bad,status,start", [
@@ -159,9 +173,9 @@ def test_methods_that_could_not_run_are_left_out_or_skip():
 
 def test_decode_ceiling_from_the_measured_read():
     v = g05.judge_decode_ceiling(reading(fk.gb10_bandwidth()), profiles.GB10, Plan(model_gb=70.0))
-    assert v.line == ("G5 INFO: decode ceiling for 70 GB of weights: at most 3.3 tokens/s per batch-1 sequence at the "
-                      "measured read 232 GB/s (a plan from the datasheet's 273 GB/s would expect 3.9); KV-cache reads "
-                      "lower it further")
+    assert v.line == "G5 INFO: batch-1 decode of 70 GB of weights tops out at 3.3 tokens/s (read 232 GB/s)"
+    assert v.detail == ("at most 3.3 tokens/s per batch-1 sequence at the measured read 232 GB/s (a plan from the "
+                        "datasheet's 273 GB/s would expect 3.9); KV-cache reads lower it further")
     assert v.readings["tokens_per_s"] == pytest.approx(232.5 / 70, abs=0.01)
 
 
@@ -184,14 +198,16 @@ def sweep_reading(scale_at_largest: float = 1.0) -> BandwidthSweepReading:
 
 def test_sweep_judges_the_dram_plateau_not_the_cache():
     v = g05.judge_sweep(sweep_reading(), fk.gb10_inventory(), profiles.GB10)
-    assert v.status is Status.PASS
-    assert v.summary.startswith("copy 200, read 232, write 210, triad 200 GB/s (median over 3 sizes, 96 MiB-3 GiB "
-                                "arrays), within GB10's measured range")
+    assert v.status is Status.PASS and v.summary == "read 232, copy 200 GB/s: within GB10's measured range"
+    assert v.detail.startswith("copy 200, read 232, write 210, triad 200 GB/s (median over 3 sizes, 96 MiB-3 GiB "
+                               "arrays); budget")
 
 
 def test_sweep_warns_when_the_largest_size_drops():
     v = g05.judge_sweep(sweep_reading(scale_at_largest=0.6), fk.gb10_inventory(), profiles.GB10)
-    assert v.status is Status.WARN and v.summary.startswith("bandwidth drops at the largest size: copy 120 GB/s at 3 GiB")
+    assert v.line == "G5 WARN: bandwidth drops at the largest size (3 GiB): copy 120, read 140, write 126, triad 120 GB/s"
+    assert v.detail == ("under 80% of the plateau copy 200, read 232, write 210, triad 200 GB/s (median over 3 sizes, "
+                        "96 MiB-3 GiB arrays): memory pressure at that size")
 
 
 # -- live (fake worker) -> snapshot -> replay -----------------------------------------------------------
@@ -227,11 +243,13 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[H200_PCI], dev=("nvidia0", "nvidiactl"))))
     pytester.makepyfile(test_g05_check=(ROOT / "tests_gotchas" / "test_g05_bandwidth.py").read_text())
     live = run(pytester, "-m", "fast", "--spark-profile", "h200", "--spark-model-gb", "70",
-               "--spark-snapshot", "snap.json", "-rA")
+               "--spark-snapshot", "snap.json", "-rA", "-v")
     live.assert_outcomes(passed=2)
     lines = glines(live)
-    assert any(line.startswith("G5 PASS: copy 4090, read 3907, write 4401, triad 4199 GB/s (1 GiB arrays)")
-               for line in lines)
+    assert "G5 PASS: read 3907, copy 4090 GB/s: within 10% of H200's measured range" in lines
+    details = [line for line in live.stdout.lines if line.startswith(("    pass: ", "    info: "))]
+    assert any(line.startswith("    pass: read 3907, copy 4090 GB/s: within 10% of H200's measured range (copy 4090, "
+                               "read 3907, write 4401, triad 4199 GB/s (1 GiB arrays); ") for line in details), details
     assert "spark_gotchas.microbench.bandwidth:probe" in fake_gpu.calls
     snap = json.loads((pytester.path / "snap.json").read_text())
     assert snap["readings"]["bench.bandwidth"]["result"]["methods"][0]["accounting"] == "1 array read + 1 written"
@@ -241,9 +259,10 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
 
 
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", no_worker)
-    replay = run(pytester, "-m", "fast", "--spark-replay", "snap.json", "-rA")
+    replay = run(pytester, "-m", "fast", "--spark-replay", "snap.json", "-rA", "-v")
     replay.assert_outcomes(passed=2)
     assert glines(replay) == lines
+    assert [line for line in replay.stdout.lines if line.startswith(("    pass: ", "    info: "))] == details
 
 
 def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu, monkeypatch, tmp_path):
@@ -261,7 +280,8 @@ def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu, 
 def test_an_h200_judged_as_a_spark_is_above_the_range_not_within_it():
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), profiles.GB10)
     assert v.status is Status.PASS
-    assert "at or above GB10's measured range (copy, read, write, triad above it)" in v.summary
+    assert v.summary == "read 3907, copy 4090 GB/s: at or above GB10's measured range"
+    assert "; copy, read, write, triad above it; " in v.detail
 
 
 def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypatch):

@@ -96,11 +96,12 @@ def test_secret_flags_in_command_lines_are_masked():
 def test_two_vllm_engines_on_a_gb10_fail_naming_both():
     verdict = judge(table("gb10_two_vllm"))
     assert verdict.status is Status.FAIL
-    assert verdict.summary.startswith(
-        "2 workload(s) in the way: pid 6008 vLLM (engine process, its launcher not visible: default "
-        "--gpu-memory-utilization 0.9 assumed = 117.6 GB of 130.7 GB; holds 59.2 GB); pid 44757 vLLM (")
-    assert verdict.fix == ("one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
-                           "or stop what is not needed (kill 6008 44757)")
+    assert verdict.summary == "2 workloads in the way: pid 6008 vLLM (default cap 0.9); pid 44757 vLLM (default cap 0.9)"
+    assert verdict.detail.startswith(
+        "pid 6008 vLLM (engine process, its launcher not visible: default --gpu-memory-utilization 0.9 assumed = "
+        "117.6 GB of 130.7 GB; holds 59.2 GB); pid 44757 vLLM (")
+    assert verdict.fix == ("run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
+                           "or stop what you do not need (kill 6008 44757)")
     assert [w["pids"] for w in verdict.readings["workloads"]] == [[3154], [3359], [6008], [44757]]
 
 
@@ -111,89 +112,109 @@ def test_engines_join_their_launcher_and_two_capped_servers_together_fail():
                           proc(44700, ["vllm", "serve", "Qwen/Qwen3.8-27B", "--gpu-memory-utilization", "0.4"])]
     verdict = judge(reading)
     assert verdict.status is Status.FAIL
-    assert verdict.summary == (
-        "2 workload(s) in the way: pid 6001 vLLM +1 process(es) (--gpu-memory-utilization 0.45 = 58.8 GB of 130.7 GB; "
-        "holds 59.2 GB); pid 44700 vLLM +1 process(es) (--gpu-memory-utilization 0.4 = 52.3 GB of 130.7 GB; holds "
-        "51.2 GB); together they claim 111.5 GB of 130.7 GB, more than half")
+    assert verdict.summary == "together they claim 111.5 GB of 130.7 GB, more than half: pid 6001 vLLM, pid 44700 vLLM"
+    assert verdict.detail == (
+        "pid 6001 vLLM +1 process(es) (--gpu-memory-utilization 0.45 = 58.8 GB of 130.7 GB; holds 59.2 GB); "
+        "pid 44700 vLLM +1 process(es) (--gpu-memory-utilization 0.4 = 52.3 GB of 130.7 GB; holds 51.2 GB); "
+        "together they claim 111.5 GB of 130.7 GB, more than half")
     assert verdict.fix.endswith("(kill 6001 44700)")
 
 
 def test_sglang_scheduler_holding_96_gib_fails():
     verdict = judge(table("gb10_sglang"))
-    assert verdict.line.startswith("G6 FAIL: 1 workload(s) in the way: pid 6330 SGLang (engine process, its launcher not "
-                                   "visible: default --mem-fraction-static 0.85 assumed")
-    assert "holds 100.7 GB" in verdict.summary and "--mem-fraction-static 0.5 or lower" in verdict.fix
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 6330 SGLang (default cap 0.85)"
+    assert verdict.detail.startswith("pid 6330 SGLang (engine process, its launcher not visible: default "
+                                     "--mem-fraction-static 0.85 assumed")
+    assert "holds 100.7 GB" in verdict.detail and "--mem-fraction-static 0.5 or lower" in verdict.fix
 
 
 def test_an_unknown_process_holding_most_of_the_pool_fails():
     verdict = judge(table("gb10_stress"))
-    assert verdict.line == "G6 FAIL: 1 workload(s) in the way: pid 452072 dgx-spark-stress (holds 91.2 GB)"
-    assert verdict.fix == "one heavy job at a time: let it finish or stop what is not needed (kill 452072)"
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 452072 dgx-spark-stress (holds 91.2 GB)"
+    assert verdict.fix == "run one heavy job at a time: let the other job finish, or stop it (kill 452072)"
 
 
 def test_an_ollama_runner_holding_34_gb_fails_as_uncapped():
     verdict = judge(table("gb10_ollama"))
-    assert verdict.line == ("G6 FAIL: 1 workload(s) in the way: pid 1790 Ollama +1 process(es) (holds 34.5 GB; user "
-                            "ollama): no memory cap")
-    assert verdict.fix.startswith("one heavy job at a time: stop Ollama while training (sudo systemctl stop ollama)")
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 1790 Ollama +1 process(es) (holds 34.5 GB, no memory cap)"
+    assert verdict.detail == "pid 1790 Ollama +1 process(es) (holds 34.5 GB; user ollama): no memory cap"
+    assert verdict.fix.startswith("run one heavy job at a time: stop Ollama while training (sudo systemctl stop ollama)")
 
 
 def test_an_idle_ollama_server_warns_it_loads_models_on_request():
     reading = table("gb10_ollama")
     reading.processes = reading.processes[:1]
     verdict = judge(reading)
-    assert verdict.line == ("G6 WARN: pid 1790 Ollama (no GPU memory listed by NVML; user ollama): no memory cap, loads "
-                            "models on request")
+    assert verdict.line == "G6 WARN: pid 1790 Ollama (no memory cap, loads models on request)"
+    assert verdict.detail == ("pid 1790 Ollama (no GPU memory listed by NVML; user ollama): no memory cap, loads models "
+                              "on request")
 
 
 def test_vllm_capped_at_half_beside_a_small_lora_passes_but_not_beside_a_big_plan():
     reading = GpuProcesses(processes=[proc(900, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], 64.0)],
                            scanned=300)
     small = judge(reading, spark_model_gb=4)  # the gotcha's own example: a < 4 GB LoRA beside vLLM at 0.5
-    assert small.line == ("G6 PASS: 1 small or capped workload(s) beside this run: pid 900 vLLM "
-                          "(--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; holds 64.0 GB)")
+    assert small.line == ("G6 PASS: 1 workload beside this run, small or capped: pid 900 vLLM "
+                          "(cap 0.5 = 65.3 GB of 130.7 GB)")
+    assert small.detail == "pid 900 vLLM (--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; holds 64.0 GB)"
     big = judge(reading, spark_model_gb=40)
     assert big.status is Status.FAIL
-    assert big.summary.endswith("they claim 65.3 GB of 130.7 GB, leaving 65.3 GB for the planned load peak of 80.0 GB "
-                                "(14.7 GB short)")
+    assert big.summary == "14.7 GB short of the 80.0 GB load peak: pid 900 vLLM (cap 0.5 = 65.3 GB of 130.7 GB)"
+    assert big.detail.endswith("they claim 65.3 GB of 130.7 GB, leaving 65.3 GB for the planned load peak of 80.0 GB "
+                               "(14.7 GB short)")
 
 
 def test_a_vllm_still_starting_is_caught_from_its_command_line():
     verdict = judge(GpuProcesses(processes=[proc(77, ["vllm", "serve", "m"])], scanned=200))
-    assert verdict.line == ("G6 FAIL: 1 workload(s) in the way: pid 77 vLLM (default --gpu-memory-utilization 0.9 = "
-                            "117.6 GB of 130.7 GB; no GPU memory listed by NVML)")
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 77 vLLM (default cap 0.9 = 117.6 GB of 130.7 GB)"
+    assert verdict.detail == ("pid 77 vLLM (default --gpu-memory-utilization 0.9 = 117.6 GB of 130.7 GB; no GPU memory "
+                              "listed by NVML)")
 
 
 def test_a_trainer_and_its_worker_are_one_uncapped_workload():
     reading = GpuProcesses(processes=[proc(100, ["torchrun", "--nproc_per_node=1", "train.py"]),
                                       proc(101, ["/usr/bin/python3", "-u", "train.py"], 30.0, ppid=100)], scanned=90)
-    assert judge(reading).line == "G6 FAIL: 1 workload(s) in the way: pid 100 torchrun +1 process(es) (holds 30.0 GB): no memory cap"
+    verdict = judge(reading)
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 100 torchrun +1 process(es) (holds 30.0 GB, no memory cap)"
+    assert verdict.detail == "pid 100 torchrun +1 process(es) (holds 30.0 GB): no memory cap"
 
 
 def test_a_process_we_may_not_inspect_is_still_judged_by_its_memory():
     hidden = GpuProcess(pid=4242, gpu_memory_bytes=int(20 * GB), gpu_devices=[0], nvml_lists=["compute"],
                         problem="no permission to read its cmdline (another user's process; run as root to see it)")
     verdict = judge(GpuProcesses(processes=[hidden], scanned=10, scan_denied=3))
-    assert verdict.line == ("G6 FAIL: 1 workload(s) in the way: pid 4242 unknown process (holds 20.0 GB; no permission "
-                            "to read its cmdline (another user's process; run as root to see it)): no memory cap "
-                            "(3 command line(s) unreadable)")
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 4242 unknown process (holds 20.0 GB, no memory cap)"
+    assert verdict.detail == ("pid 4242 unknown process (holds 20.0 GB; no permission to read its cmdline (another "
+                              "user's process; run as root to see it)): no memory cap (3 command line(s) unreadable)")
 
 
 def test_without_nvml_a_llama_server_is_found_by_its_command_line_and_warns():
     reading = GpuProcesses(nvml_error="NVML library not found", scanned=150,
                            processes=[proc(55, ["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"])])
     verdict = judge(reading)
-    assert verdict.line == ("G6 WARN: pid 55 llama.cpp server: no memory cap, GPU memory unknown (NVML unavailable: "
-                            "NVML library not found; judged from command lines)")
+    assert verdict.line == "G6 WARN: pid 55 llama.cpp server (no memory cap, GPU memory unknown)"
+    assert verdict.detail == ("pid 55 llama.cpp server: no memory cap, GPU memory unknown (NVML unavailable: NVML "
+                              "library not found; judged from command lines)")
+
+
+def test_workloads_too_many_words_for_the_line_are_named_by_pid_and_program():
+    reading = GpuProcesses(nvml_error="NVML library not found", scanned=150,
+                           processes=[proc(55, ["llama-server", "-m", "model.gguf", "-ngl", "99"]),
+                                      proc(56, ["/usr/local/bin/ollama", "serve"])])
+    verdict = judge(reading)
+    assert verdict.line == "G6 WARN: 2 workloads with no memory cap: pid 55 llama.cpp server, pid 56 Ollama"
+    assert verdict.detail.startswith("pid 55 llama.cpp server: no memory cap, GPU memory unknown; pid 56 Ollama: no "
+                                     "memory cap, loads models on request")
+    assert verdict.fix.endswith("(kill 55 56)")
 
 
 def test_nothing_else_running_passes_and_says_how_it_looked():
-    assert judge(GpuProcesses(scanned=81), NONE).line == (
-        "G6 PASS: no other GPU workload: NVML lists no other process, and none of 81 command lines is a known server "
-        "or trainer")
-    assert judge(GpuProcesses(nvml_error="NVML library not found", scanned=81), NONE).line == (
-        "G6 PASS: no other GPU workload: none of 81 command lines is a known server or trainer (NVML unavailable: NVML "
-        "library not found)")
+    quiet = judge(GpuProcesses(scanned=81), NONE)
+    assert quiet.line == "G6 PASS: no other GPU workload among NVML's processes and 81 command lines"
+    assert quiet.detail == "NVML lists no other process, and none of 81 command lines is a known server or trainer"
+    no_nvml = judge(GpuProcesses(nvml_error="NVML library not found", scanned=81), NONE)
+    assert no_nvml.line == "G6 PASS: no other GPU workload: none of 81 command lines is a known server or trainer"
+    assert no_nvml.detail == "NVML unavailable: NVML library not found"
 
 
 def test_no_nvml_and_no_process_table_skips():
@@ -209,7 +230,7 @@ def h200_inventory(n=8) -> GpuInventory:
 
 def test_h200_idle_python_is_small_and_passes():
     verdict = judge(table("h200_idle"), H200, H200_MEM, h200_inventory(1))
-    assert verdict.line == "G6 PASS: 1 small or capped workload(s) beside this run: pid 419 python3 (holds 0.64 GB)"
+    assert verdict.line == "G6 PASS: 1 workload beside this run, small or capped: pid 419 python3 (holds 0.64 GB)"
 
 
 def test_on_a_discrete_box_only_visible_gpus_are_judged():
@@ -217,11 +238,13 @@ def test_on_a_discrete_box_only_visible_gpus_are_judged():
     devices = [DeviceProcessLists(index=i, uuid=f"GPU-{i:04d}-aaaa") for i in range(8)]
     elsewhere = GpuProcesses(processes=[vllm], devices=devices, cuda_visible_devices="GPU-0000", scanned=40)
     verdict = judge(elsewhere, H200, H200_MEM, h200_inventory())
-    assert verdict.line == ("G6 PASS: no other GPU workload: NVML lists no other process, and none of 40 command lines "
-                            "is a known server or trainer (1 on GPUs outside CUDA_VISIBLE_DEVICES not judged)")
+    assert verdict.line == "G6 PASS: no other GPU workload among NVML's processes and 40 command lines"
+    assert verdict.detail == ("NVML lists no other process, and none of 40 command lines is a known server or trainer "
+                              "(1 on GPUs outside CUDA_VISIBLE_DEVICES not judged)")
     same = GpuProcesses(processes=[vllm], devices=devices, cuda_visible_devices="3", scanned=40)
-    assert judge(same, H200, H200_MEM, h200_inventory()).line.startswith(
-        "G6 FAIL: 1 workload(s) in the way: pid 3000 vLLM (default --gpu-memory-utilization 0.9 = 135.7 GB of 150.8 GB")
+    verdict = judge(same, H200, H200_MEM, h200_inventory())
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 3000 vLLM (default cap 0.9 = 135.7 GB of 150.8 GB)"
+    assert verdict.detail.startswith("pid 3000 vLLM (default --gpu-memory-utilization 0.9 = 135.7 GB of 150.8 GB")
 
 
 # -- the reader, with psutil and NVML stood in for ------------------------------------------------
@@ -338,9 +361,10 @@ def test_the_reader_joins_nvml_and_psutil_and_leaves_out_its_own_tree():
     assert by_pid[999].problem.startswith("pid not visible here") and by_pid[999].gpu_memory_bytes is None
     assert reading.scan_denied == 1 and reading.scanned == 3  # 30, 31, 50 (our tree 1, 10, 20, 21 is skipped)
     verdict = judge(reading)  # vLLM capped at 0.5 (65.3 GB) plus alice's 3 GB: more than half the pool together
-    assert verdict.summary == (
-        "1 workload(s) in the way: pid 30 vLLM +1 process(es) (--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; "
-        "holds 60.0 GB; user svc); together they claim 68.3 GB of 130.7 GB, more than half (1 command line(s) unreadable)")
+    assert verdict.summary == "together they claim 68.3 GB of 130.7 GB, more than half: pid 30 vLLM"
+    assert verdict.detail == (
+        "pid 30 vLLM +1 process(es) (--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; holds 60.0 GB; user svc); "
+        "together they claim 68.3 GB of 130.7 GB, more than half (1 command line(s) unreadable)")
     assert from_jsonable(GpuProcesses, json.loads(json.dumps(to_jsonable(reading)))) == reading
 
 
@@ -359,11 +383,14 @@ def test_the_reader_on_this_machine_never_raises():
 
 def test_small_processes_that_together_leave_too_little_for_the_plan_fail():
     reading = GpuProcesses(processes=[proc(p, ["python3", f"job{p}.py"], 3.9) for p in (11, 12, 13)], scanned=30)
-    assert judge(reading, spark_model_gb=20).status is Status.PASS  # 40 GB peak: plenty left
+    plenty = judge(reading, spark_model_gb=20)  # 40 GB peak: plenty left
+    assert plenty.line == "G6 PASS: 3 workloads beside this run, small or capped: pid 11 python3, pid 12 python3 +1 more"
+    assert plenty.detail == "pid 11 python3 (holds 3.9 GB); pid 12 python3 (holds 3.9 GB); pid 13 python3 (holds 3.9 GB)"
     verdict = judge(reading, spark_model_gb=60)  # 120 GB peak in a 130.7 GB pool
-    assert verdict.line == ("G6 FAIL: 3 workload(s) in the way: pid 11 python3 (holds 3.9 GB); pid 12 python3 (holds "
-                            "3.9 GB); pid 13 python3 (holds 3.9 GB); they claim 11.7 GB of 130.7 GB, leaving 119.0 GB "
-                            "for the planned load peak of 120.0 GB (1.0 GB short)")
+    assert verdict.line == "G6 FAIL: 1.0 GB short of the 120.0 GB load peak: pid 11 python3, pid 12 python3 +1 more"
+    assert verdict.detail == ("pid 11 python3 (holds 3.9 GB); pid 12 python3 (holds 3.9 GB); pid 13 python3 (holds "
+                              "3.9 GB); they claim 11.7 GB of 130.7 GB, leaving 119.0 GB for the planned load peak of "
+                              "120.0 GB (1.0 GB short)")
     assert verdict.fix.endswith("(kill 11 12 13)")
 
 
@@ -375,8 +402,8 @@ def test_a_server_on_a_machine_without_a_gpu_is_listed_not_failed():
     reading = GpuProcesses(nvml_error=nvml.NotAvailable("NVML library not found").reason, scanned=79,
                            processes=[proc(4242, VLLM_DEFAULT, username="ci")])
     v = g06.judge_contention(reading, NONE, Plan(model_gb=30), GB10_MEM)
-    assert v.line == ("G6 INFO: no GPU visible here: 1 workload(s) hold no GPU memory on this machine; seen, not "
-                      "judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)")
+    assert v.line == "G6 INFO: no GPU visible here: 1 workload seen, holding no GPU memory on this machine"
+    assert v.detail == "seen, not judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)"
     assert v.readings["workloads"][0]["program"] == "vLLM" and v.readings["workloads"][0]["cap_fraction"] == 0.9
     empty = g06.judge_contention(GpuProcesses(nvml_error="NVML library not found", scanned=79), NONE, Plan(), GB10_MEM)
     assert empty.status is Status.PASS and "none of 79 command lines" in empty.summary
@@ -387,10 +414,12 @@ def test_another_machine_judged_as_a_gb10_lists_what_it_saw_as_information():
     busy = table("gb10_two_vllm")
     v = g06.judge_contention(busy, GB10, Plan(model_gb=40), H200_MEM, None, here)
     assert v.status is Status.INFO
-    assert v.summary == ("this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's; seen, "
-                         "not judged: pid 6008 vLLM (engine process, its launcher not visible: default "
-                         "--gpu-memory-utilization 0.9 assumed; holds 59.2 GB); pid 44757 vLLM (engine process, its "
-                         "launcher not visible: default --gpu-memory-utilization 0.9 assumed; holds 51.2 GB); pid 3154 "
-                         "Xorg (holds 0.02 GB; graphics); +1 more")
+    assert v.summary == "not a GB10 (NVIDIA H200): processes not judged"
+    assert v.detail == ("this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's; seen, "
+                        "not judged: pid 6008 vLLM (engine process, its launcher not visible: default "
+                        "--gpu-memory-utilization 0.9 assumed; holds 59.2 GB); pid 44757 vLLM (engine process, its "
+                        "launcher not visible: default --gpu-memory-utilization 0.9 assumed; holds 51.2 GB); pid 3154 "
+                        "Xorg (holds 0.02 GB; graphics); +1 more")
     quiet = g06.judge_contention(GpuProcesses(scanned=177), GB10, Plan(), H200_MEM, None, here)
-    assert quiet.line == "G6 INFO: this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's"
+    assert quiet.line == "G6 INFO: not a GB10 (NVIDIA H200): processes not judged"
+    assert quiet.detail == "this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's"

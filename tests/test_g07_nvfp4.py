@@ -69,15 +69,16 @@ def test_vllm_without_sm121a_warns_stay_on_fp8(site):
     lib = scan.library("vllm")
     assert lib.targets == {"sm_120": 1, "sm_121": 1, "compute_121": 1} and lib.files_scanned == 1
     v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None))
-    assert v.line == ("G7 WARN: vLLM 0.11.0 ships sm_120, sm_121, compute_121, none sm_121a/sm_12Xf; NVFP4 would run "
-                      "without cvt.e2m1x2: stay on FP8")
+    assert v.line == "G7 WARN: no sm_121a kernels from vLLM 0.11.0: stay on FP8"
+    assert v.detail == ("vLLM 0.11.0 ships sm_120, sm_121, compute_121, none sm_121a/sm_12Xf; NVFP4 would run without "
+                        "cvt.e2m1x2")
     assert 'TORCH_CUDA_ARCH_LIST="12.1a"' in v.fix
 
 
 def test_planned_nvfp4_with_such_kernels_fails(site):
     scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so"}))
     v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, Plan(precision="nvfp4"))
-    assert v.status is Status.FAIL and v.summary.endswith("and this run plans NVFP4")
+    assert v.status is Status.FAIL and v.summary == "no sm_121a kernels from vLLM 0.11.0, and this run plans NVFP4"
 
 
 def test_sm121a_or_family_kernels_pass(site):
@@ -88,9 +89,10 @@ def test_sm121a_or_family_kernels_pass(site):
                    flashinfer_python=("0.5.0", {"flashinfer/__init__.py": None}))
     v = g07.judge_kernel_targets(scan, fk.gb10_inventory(), None, profiles.GB10, Plan(precision="nvfp4"))
     assert v.status is Status.PASS
-    assert v.summary == ("FP4 kernels target SM121's arch-specific code: vLLM 0.11.1 (sm_121a, compute_121a); "
-                         "FlashInfer cubins 0.5.0 (sm_121a); SGLang kernels 0.3.0 (sm_120f); "
-                         "JIT-built at run time: FlashInfer")
+    assert v.summary == ("FP4 kernels target SM121's arch-specific code: vLLM 0.11.1, FlashInfer cubins 0.5.0, "
+                         "SGLang kernels 0.3.0")
+    assert v.detail == ("vLLM 0.11.1 (sm_121a, compute_121a); FlashInfer cubins 0.5.0 (sm_121a); SGLang kernels 0.3.0 "
+                        "(sm_120f); JIT-built at run time: FlashInfer")
 
 
 def test_an_arch_list_without_121a_warns_even_with_good_wheels(site, monkeypatch):
@@ -98,7 +100,16 @@ def test_an_arch_list_without_121a_warns_even_with_good_wheels(site, monkeypatch
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", NGC_ARCH_LIST)
     v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None))
     assert v.status is Status.WARN
-    assert v.summary.startswith(f'TORCH_CUDA_ARCH_LIST="{NGC_ARCH_LIST}" builds without sm_121a')
+    assert v.summary == "TORCH_CUDA_ARCH_LIST builds without sm_121a: stay on FP8"
+    assert v.detail.startswith(f'TORCH_CUDA_ARCH_LIST="{NGC_ARCH_LIST}" builds without sm_121a')
+    planned = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10,
+                                       Plan(precision="nvfp4"))
+    assert planned.line == "G7 FAIL: TORCH_CUDA_ARCH_LIST builds without sm_121a, and this run plans NVFP4"
+    site("sgl-kernel", "0.3.0", {"sgl_kernel/common_ops.abi3.so": "plain_sm120_sm121_ptx121.so"})
+    both = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10,
+                                    Plan(precision=None))
+    assert both.line == "G7 WARN: no sm_121a kernels from SGLang kernels 0.3.0; TORCH_CUDA_ARCH_LIST builds none: stay on FP8"
+    assert both.readings["not_ready"] == ["sgl-kernel", "TORCH_CUDA_ARCH_LIST"]
 
 
 @pytest.mark.parametrize("text,ready", [
@@ -120,8 +131,9 @@ def test_which_targets_run_fp4_natively_on_sm121(target, ready):
 def test_no_fp4_library_is_info_naming_torch(site):
     site("torch", "2.10.0+cu130", {"torch/lib/libtorch_cuda.so": "compressed_sm121a_sm120.so"})
     v = g07.judge_kernel_targets(read_fp4_kernels(None), fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None))
-    assert v.status is Status.INFO
-    assert v.summary.endswith("TORCH_CUDA_ARCH_LIST unset; PyTorch 2.10.0+cu130: sm_120, sm_121a")
+    assert v.line == "G7 INFO: no FP4 kernel library with prebuilt kernels installed"
+    assert v.detail == ("looked for vLLM, FlashInfer, TensorRT-LLM, Transformer Engine, SGLang; TORCH_CUDA_ARCH_LIST "
+                        "unset; PyTorch 2.10.0+cu130: sm_120, sm_121a")
 
 
 def test_elsewhere_the_targets_are_listed_as_info(site):
@@ -144,35 +156,39 @@ def rates(result):
 
 def test_h200_states_what_runs_and_why_nvfp4_does_not():
     v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, Plan(precision=None))
-    assert v.status is Status.INFO
-    assert v.summary.startswith("NVIDIA H200 (cc 9.0) runs BF16 763, FP8 1290 TFLOP/s at 8192^3; NVFP4 not supported "
-                                "here: RuntimeError('CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling")
-    assert len(v.summary) < 400 and "CUBLAS_STATUS_NOT_SUPPORTED" in v.readings["unsupported"]["nvfp4"]
+    assert v.line == "G7 INFO: NVIDIA H200 (cc 9.0) runs BF16 763, FP8 1290 TFLOP/s; NVFP4 not supported"
+    assert v.detail.startswith("BF16 763, FP8 1290 TFLOP/s at 8192^3; NVFP4 not supported here: RuntimeError('CUDA "
+                               "error: CUBLAS_STATUS_NOT_SUPPORTED when calling")
+    assert len(v.detail) < 400 and "CUBLAS_STATUS_NOT_SUPPORTED" in v.readings["unsupported"]["nvfp4"]
 
 
 def test_planning_a_precision_the_gpu_cannot_run_fails():
     v = g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, Plan(precision="nvfp4"))
-    assert v.status is Status.FAIL and v.summary.startswith("the planned precision NVFP4 does not run here (cc 9.0")
+    assert v.line == "G7 FAIL: NVFP4, the planned precision, does not run here (cc 9.0); BF16 763, FP8 1290 TFLOP/s do"
+    assert v.detail.startswith("torch 2.11.0+cu130: RuntimeError('CUDA error: CUBLAS_STATUS_NOT_SUPPORTED")
+    assert v.detail.endswith("; BF16 763, FP8 1290 TFLOP/s at 8192^3") and v.fix == g07.FIX_PLANNED
     assert g07.judge_gemm_rates(rates(fk.h200_gemm()), profiles.H200, Plan(precision="fp8")).status is Status.INFO
 
 
 def test_gb10_nvfp4_slower_than_fp8_fails_with_the_ratio():
     fp8 = fk.GB10["gemm_tflops_8192"]["fp8_cublas"]
     v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=fp8 * 0.68)), profiles.GB10, Plan(precision=None))
-    assert v.line == ("G7 FAIL: NVFP4 127 TFLOP/s is 0.68x FP8's 187 at 8192^3: NVFP4 is slower here "
-                      "(BF16 94, FP8 187, NVFP4 127)")
+    assert v.line == "G7 FAIL: NVFP4 127 TFLOP/s is 0.68x FP8's 187: NVFP4 is slower here"
+    assert v.detail == "BF16 94, FP8 187, NVFP4 127 TFLOP/s at 8192^3"
     assert v.readings["nvfp4_over_fp8"] == pytest.approx(0.68)
 
 
 def test_gb10_nvfp4_faster_than_fp8_passes():
     v = g07.judge_gemm_rates(rates(fk.gb10_gemm(nvfp4_tflops=350.0)), profiles.GB10, Plan(precision="nvfp4"))
-    assert v.line == "G7 PASS: NVFP4 350 TFLOP/s = 1.87x FP8's 187 at 8192^3 (BF16 94, FP8 187, NVFP4 350)"
+    assert v.line == "G7 PASS: NVFP4 350 TFLOP/s = 1.87x FP8's 187"
+    assert v.detail == "BF16 94, FP8 187, NVFP4 350 TFLOP/s at 8192^3"
 
 
 def test_gb10_without_a_working_nvfp4_gemm_warns_stay_on_fp8():
     error = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmulAlgoGetHeuristic"
     v = g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, Plan(precision=None))
-    assert v.status is Status.WARN and v.summary.endswith("BF16 94, FP8 187 TFLOP/s at 8192^3: stay on FP8")
+    assert v.line == "G7 WARN: NVFP4 GEMM does not run through torch 2.10.0+cu130 here: stay on FP8"
+    assert v.detail == f"{error}; BF16 94, FP8 187 TFLOP/s at 8192^3" and v.fix == g07.FIX_FP8
     assert g07.judge_gemm_rates(rates(fk.gb10_gemm(None, error)), profiles.GB10, Plan(precision="nvfp4")).status is Status.FAIL
 
 
@@ -274,18 +290,22 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     def run(*args):
         return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[plugin, pytest_timeout])
 
-    live = run("-m", "fast", "--spark-snapshot", "snap.json", "--spark-precision", "nvfp4")
+    live = run("-m", "fast", "--spark-snapshot", "snap.json", "--spark-precision", "nvfp4", "-v")
     live.assert_outcomes(failed=2)
     lines = glines(live, (7,))
-    assert lines[0].startswith("G7 FAIL: vLLM 0.11.0 ships sm_120") and lines[0].endswith("(+1 more FAIL)"), lines
+    assert lines[0] == "G7 FAIL: no sm_121a kernels from vLLM 0.11.0, and this run plans NVFP4 (+1 more FAIL)", lines
+    details = [line for line in live.stdout.lines if line.startswith("    fail: ")]
+    assert "    fail: no sm_121a kernels from vLLM 0.11.0, and this run plans NVFP4 (vLLM 0.11.0 ships sm_120, sm_121, " \
+           "compute_121, none sm_121a/sm_12Xf; NVFP4 would run without cvt.e2m1x2)" in details, details
     assert len(lines) >= 2 and all(line.startswith("    fix: ") for line in lines[1:]), lines
     assert sys.modules.get("vllm") is None  # read from its files, never imported
 
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
     shutil.rmtree(site.root)  # the machine is gone: the snapshot must suffice
-    replay = run("-m", "fast", "--spark-replay", "snap.json")
+    replay = run("-m", "fast", "--spark-replay", "snap.json", "-v")
     replay.assert_outcomes(failed=2)
     assert glines(replay, (7,)) == lines
+    assert [line for line in replay.stdout.lines if line.startswith("    fail: ")] == details
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])

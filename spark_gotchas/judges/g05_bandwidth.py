@@ -163,7 +163,7 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
                          readings, measured)
         return Verdict(G, Status.PASS, line, detail=f"{measured}; budget from these, not the theoretical peak",
                        readings=readings)
-    return Verdict(G, Status.INFO, f"{_figures_text(figures)}: no range or theoretical peak to judge against",
+    return Verdict(G, Status.INFO, f"{_figures_text(figures)}: no range or NVML peak to judge by",
                    detail=f"{what}; {profile.title} has no measured range and NVML no theoretical peak: {FIX_BUDGET}",
                    readings=readings)
 
@@ -301,14 +301,22 @@ def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory
                 "per_size_gbps": {m: {str(p.array_bytes): round(p.gbps, 1) for p in pts} for m, pts in plateau.items()}}
     verdict = judge_figures(figures, profile, inventory, what, readings, processes)
     if verdict.status in (Status.PASS, Status.INFO):
-        drops = []
-        for m, pts in plateau.items():
-            largest = max(pts, key=lambda p: p.array_bytes)
+        drops: list[MethodResult] = []
+        for m in sorted(plateau, key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER)):
+            largest = max(plateau[m], key=lambda p: p.array_bytes)
             if largest.gbps < SWEEP_DROP * figures[m]:
-                drops.append(f"{m} {_fmt(largest.gbps)} GB/s at {_size(largest.array_bytes)}")
+                drops.append(largest)
         if drops:
-            return Verdict(G, Status.WARN, f"bandwidth drops at the largest size: {', '.join(drops)}",
-                           detail=f"plateau {_figures_text(figures)}: memory pressure at that size",
+            at = {_size(p.array_bytes) for p in drops}
+            if len(at) == 1:
+                line = (f"bandwidth drops at the largest size ({at.pop()}): "
+                        + ", ".join(f"{p.method} {_fmt(p.gbps)}" for p in drops) + " GB/s")
+            else:
+                line = "bandwidth drops at the largest size: " + ", ".join(
+                    f"{p.method} {_fmt(p.gbps)} GB/s at {_size(p.array_bytes)}" for p in drops)
+            return Verdict(G, Status.WARN, line,
+                           detail=f"under {SWEEP_DROP:.0%} of the plateau {_figures_text(figures)} ({what}): memory "
+                                  "pressure at that size",
                            fix="free memory before memory-bound runs (drop the page cache between runs, G3; stop "
                                "other GPU work, G6), then run the sweep again", readings=readings)
     return verdict

@@ -38,8 +38,10 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 - Neither NVML nor the process table readable → **SKIP**.
 
 The line names the workloads in the way (two at most): pid, program, and its cap or what it
-holds; the detail names each with its cap (and where the cap came from: flag, default, auto),
-what it holds and its owner. The fix is tailored to what was found.
+holds (pid and program alone where that does not fit in 100 columns; a total claim leads with
+the total, e.g. `together they claim 111.5 GB of 130.7 GB, more than half: pid 6001 vLLM, pid
+44700 vLLM`); the detail names each with its cap (and where the cap came from: flag, default,
+auto), what it holds and its owner. The fix is tailored to what was found.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from ..profiles import SAME, Machine, Profile
 from ..readings.gpu import GpuInventory, GpuProcess, GpuProcesses
 from ..readings.mem import MemInfo
 from ..units import GB, gb
-from ..verdict import Status, Verdict
+from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
 from ..workloads import Workload, classify
 
 G = 6
@@ -103,7 +105,8 @@ class Group:
         return all(m.nvml_lists == ["graphics"] for m in self.members)
 
     @property
-    def label(self) -> str:
+    def name(self) -> str:
+        """``pid 6001 vLLM``: the root process and its program."""
         proc = self.root
         if self.workload is not None:
             name = self.workload.program
@@ -111,8 +114,12 @@ class Group:
             name = os.path.basename(proc.cmdline[0]) or proc.name or "?"
         else:
             name = proc.name or "unknown process"
+        return f"pid {proc.pid} {name}"
+
+    @property
+    def label(self) -> str:
         extra = f" +{len(self.members) - 1} process(es)" if len(self.members) > 1 else ""
-        return f"pid {proc.pid} {name}{extra}"
+        return f"{self.name}{extra}"
 
 
 def group_processes(processes: list[GpuProcess]) -> list[Group]:
@@ -298,19 +305,21 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
             fails = [(text, group) for _, sizable, text, group in ranked if sizable] or \
                 [(text, group) for _, _, text, group in ranked]
             lead = f"{short}: "
-        named = _join([(briefs[group.root.pid], group) for _, group in fails], 2)
-        return Verdict(G, Status.FAIL, f"{lead}{_workloads(len(fails))} in the way: {named}",
+        groups = [group for _, group in fails]
+        head = lead or f"{_workloads(len(fails))} in the way: "
+        return Verdict(G, Status.FAIL, _named(Status.FAIL, head, groups, briefs),
                        detail=_join(fails, 3) + (f"; {together}" if together else "") + note,
                        fix=_fix([group for _, group in fails]), readings=readings)
     warns, listed = found[Status.WARN], found[Status.PASS]
     if warns:
-        return Verdict(G, Status.WARN, _join([(briefs[group.root.pid], group) for _, group in warns], 2),
+        return Verdict(G, Status.WARN, _named(Status.WARN, "", [group for _, group in warns], briefs,
+                                              f"{_workloads(len(warns))} with no memory cap: "),
                        detail=_join(warns, 3) + (f"; also {len(listed)} small or capped: " + _join(listed, 4)
                                                  if listed else "") + note,
                        fix=_fix([group for _, group in warns]), readings=readings)
     if listed:
-        return Verdict(G, Status.PASS, f"{_workloads(len(listed))} beside this run, small or capped: "
-                       + _join([(briefs[group.root.pid], group) for _, group in listed], 2),
+        return Verdict(G, Status.PASS, _named(Status.PASS, f"{_workloads(len(listed))} beside this run, small or "
+                                                           "capped: ", [group for _, group in listed], briefs),
                        detail=_join(listed, 4) + note, readings=readings)
     scanned = f"none of {reading.scanned} command lines is a known server or trainer"
     if reading.nvml_error:
@@ -318,6 +327,16 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
                        detail=f"NVML unavailable: {reading.nvml_error}{note}", readings=readings)
     return Verdict(G, Status.PASS, f"no other GPU workload among NVML's processes and {reading.scanned} command lines",
                    detail=f"NVML lists no other process, and {scanned}{note}", readings=readings)
+
+
+def _named(status: Status, head: str, groups: list[Group], briefs: dict[int, str], short_head: str = "") -> str:
+    """``head`` and the workloads (two at most), each in a few words while the G-line fits in
+    LINE_COLUMNS, else by pid and program alone (after ``short_head``, when given)."""
+    full = head + _join([(briefs[g.root.pid], g) for g in groups], 2)
+    if len(format_line(G, status, full)) <= LINE_COLUMNS:
+        return full
+    more = f" +{len(groups) - 2} more" if len(groups) > 2 else ""
+    return (short_head or head) + ", ".join(g.name for g in groups[:2]) + more
 
 
 def _workloads(n: int) -> str:

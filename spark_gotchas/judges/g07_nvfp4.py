@@ -144,10 +144,13 @@ def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory],
     readings["not_ready"] = [lib.distribution for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else [])
     if problems:
         planned = precision == "nvfp4"
-        names = [f"{lib.label} {lib.version}" for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else [])
+        names = [f"{lib.label} {lib.version}" for lib in missing]
         shown = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
-        tail = "and this run plans NVFP4" if planned else "stay on FP8"
-        return Verdict(G, Status.FAIL if planned else Status.WARN, f"no sm_121a kernels from {shown}: {tail}",
+        found = [f"no sm_121a kernels from {shown}"] if names else []
+        if env_bad:
+            found.append("TORCH_CUDA_ARCH_LIST builds none" if names else "TORCH_CUDA_ARCH_LIST builds without sm_121a")
+        tail = ", and this run plans NVFP4" if planned else ": stay on FP8"
+        return Verdict(G, Status.FAIL if planned else Status.WARN, "; ".join(found) + tail,
                        detail=f"{'; '.join(problems)}; NVFP4 would run without cvt.e2m1x2"[:400],
                        fix=FIX_FP8, readings=readings)
     ok = [f"{lib.label} {lib.version} ({', '.join(ready[lib.distribution][:3])})" for lib in fp4

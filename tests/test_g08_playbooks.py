@@ -44,9 +44,10 @@ def test_open_issues_of_a_playbook_warn_newest_first_without_pull_requests(serve
     assert [i.number for i in reading.by_playbook["vllm"]] == [116, 109]
     v = g08.judge_playbooks(reading)
     assert v.status is Status.WARN
-    assert v.line.startswith('G8 WARN: unsloth: 2 open issue(s): #85 2026-07-17 "Unsloth playbook: test_unsloth.py '
-                             'trains a broken model (fl…"; #57 2026-01-30 ')
-    assert 'vllm: 2 open issue(s): #116 2026-08-31 "[Bug]: DGX Spark GB10' in v.line
+    assert v.line == "G8 WARN: unsloth: 2 open issues (#85, #57); vllm: 2 open issues (#116, #109)"
+    assert v.detail.startswith('unsloth: #85 2026-07-17 "Unsloth playbook: test_unsloth.py '
+                               'trains a broken model (fl…"; #57 2026-01-30 ')
+    assert '; vllm: #116 2026-08-31 "[Bug]: DGX Spark GB10' in v.detail
     assert v.fix.startswith("read these before trusting the recipe for an expensive run: "
                             "https://github.com/NVIDIA/dgx-spark-playbooks/issues/85 ")
 
@@ -63,13 +64,14 @@ def test_names_match_whole_words_with_any_separator(server):
 def test_no_open_issue_passes_and_the_second_run_uses_the_cache(server):
     recorded(server)
     reading, _ = read("ollama")
-    assert g08.judge_playbooks(reading).line == ("G8 PASS: no open issue of NVIDIA/dgx-spark-playbooks mentions "
-                                                 "ollama (9 open issues checked)")
+    v = g08.judge_playbooks(reading)
+    assert v.line == "G8 PASS: no open issue mentions ollama (9 checked)"
+    assert v.detail == "9 open issues of NVIDIA/dgx-spark-playbooks checked"
     calls = len(server.seen)
     server.routes.clear()  # the API is gone: the cache must answer
     again, _ = read("ollama")
     assert len(server.seen) == calls and again.from_cache and again.open_issues == 9
-    assert "cached 0 min ago" in g08.judge_playbooks(again).line
+    assert g08.judge_playbooks(again).detail == "9 open issues of NVIDIA/dgx-spark-playbooks checked, cached 0 min ago"
 
 
 def test_an_expired_cache_is_fetched_again(server):
@@ -165,7 +167,9 @@ def test_an_unknown_playbook_name_warns_with_a_suggestion(server):
 def test_no_playbook_named_is_info_and_asks_nothing_of_the_network(server):
     reading, _ = read()
     assert not reading.fetched and server.seen == []
-    assert g08.judge_playbooks(reading).line.startswith("G8 INFO: no playbook named: pass --spark-playbook NAME")
+    v = g08.judge_playbooks(reading)
+    assert v.line == "G8 INFO: no playbook named (--spark-playbook NAME lists its open issues)"
+    assert v.detail.startswith("NAME is a folder of NVIDIA/dgx-spark-playbooks/nvidia/, e.g. vllm, unsloth")
 
 
 def test_the_reading_round_trips_through_json(server):

@@ -66,8 +66,9 @@ def test_cgroup_v1_docker_path(machine):
     assert kind == "container"
     assert evidence == ["docker in /proc/1/cgroup"]
     verdict = g09.judge_environment(ev, CONSISTENT)  # no image variables: a generic image with pip's torch
-    assert verdict.line == ("G9 WARN: a container, but not an NGC or Unsloth image (docker in /proc/1/cgroup); "
+    assert verdict.line == ("G9 WARN: not an NGC or Unsloth container (docker in /proc/1/cgroup); "
                             "bare pip: torch 2.9.0a0+145a3a7")
+    assert verdict.detail == "a container: docker in /proc/1/cgroup"
     assert verdict.readings["image"] is None
 
 
@@ -91,7 +92,8 @@ def test_ngc_variables_decide_first(machine):
     assert kind == "container" and evidence[0].startswith("NGC image variables")
     assert evidence[1:] == ["/.dockerenv", "overlay root filesystem"]
     verdict = g09.judge_environment(ev, CONSISTENT)
-    assert verdict.line == "G9 PASS: NGC PyTorch 25.10 (build 222161059); 3 distributions, every declared requirement met"
+    assert verdict.line == "G9 PASS: NGC PyTorch 25.10: every requirement met"
+    assert verdict.detail == "NGC PyTorch 25.10 (build 222161059); 3 distributions, every declared requirement met"
     assert verdict.readings["ngc"] is True and verdict.readings["image_kind"] == "ngc-pytorch"
 
 
@@ -187,7 +189,9 @@ def test_broken_requirements_fail_naming_the_key_pins_first(broken_site):
 def test_more_than_three_problems_are_counted():
     problems = [RequirementProblem(f"pkg{i}", "1", "x>=2", "x", "1") for i in range(5)]
     verdict = g09.judge_environment(ContainerEvidence(), Distributions(versions={"x": "1"}, problems=problems))
-    assert verdict.summary.endswith("; +2 more")
+    assert verdict.summary == "5 broken requirement(s) on a bare host: pkg0 1 requires x>=2, but x 1 is installed +4 more"
+    assert verdict.detail.startswith("pkg0 1 requires x>=2, but x 1 is installed; pkg1 ")
+    assert verdict.detail.endswith("; pkg2 1 requires x>=2, but x 1 is installed; +2 more")
 
 
 # -- baseline ------------------------------------------------------------------------------------------------
@@ -207,8 +211,9 @@ def test_baseline_diff_names_changes_key_packages_first(tmp_path):
     now = Distributions(versions={"torch": "2.9.1", "triton": "3.5.0", "numpy": "2.2.0", "aiohttp": "3.9.0",
                                   "xformers": "0.0.33"})
     verdict = g09.judge_baseline(read_baseline(path), now)
-    assert verdict.line == ("G9 WARN: 4 distribution(s) differ from the baseline: changed torch 2.9.0 -> 2.9.1, "
-                            "numpy 2.1.0 -> 2.2.0; added xformers 0.0.33; removed flash-attn 2.8.3")
+    assert verdict.line == "G9 WARN: 4 distribution(s) differ from the baseline: changed torch 2.9.0 -> 2.9.1 +3 more"
+    assert verdict.detail == ("changed torch 2.9.0 -> 2.9.1, numpy 2.1.0 -> 2.2.0; added xformers 0.0.33; "
+                              "removed flash-attn 2.8.3")
     assert verdict.readings["baseline_created"] == "2026-01-05T10:00:00+00:00"
 
 
@@ -258,32 +263,37 @@ def test_ngcs_own_torch_build_passes_with_or_without_pytorch_build_version():
     own = "2.9.0a0+145a3a7bda.nv25.10"
     assert g09.judge_environment(ngc(NGC_ENV), dists(torch=own)).status is Status.PASS
     only_release = {"NVIDIA_PRODUCT_NAME": "PyTorch", "NVIDIA_PYTORCH_VERSION": "25.11"}
-    assert g09.judge_environment(ngc(only_release), dists(torch="2.10.0a0+b558c986e8.nv25.11")).line == (
-        "G9 PASS: NGC PyTorch 25.11; 1 distributions, every declared requirement met")
+    verdict = g09.judge_environment(ngc(only_release), dists(torch="2.10.0a0+b558c986e8.nv25.11"))
+    assert verdict.line == "G9 PASS: NGC PyTorch 25.11: every requirement met"
+    assert verdict.detail == "NGC PyTorch 25.11; 1 distributions, every declared requirement met"
 
 
-@pytest.mark.parametrize("env,label", [
+@pytest.mark.parametrize("env,label,short", [
     ({"NVIDIA_PRODUCT_NAME": "NeMo Framework", "NVIDIA_PYTORCH_VERSION": "25.11", "NVIDIA_BUILD_ID": "123"},
-     "NGC NeMo Framework (PyTorch 25.11, build 123)"),
+     "NGC NeMo Framework (PyTorch 25.11, build 123)", "NGC NeMo Framework"),
     ({"NVIDIA_PRODUCT_NAME": "NeMo Framework", "NEMO_VERSION": "26.02", "NVIDIA_PYTORCH_VERSION": "25.11"},
-     "NGC NeMo Framework 26.02 (PyTorch 25.11)"),
-    ({"NVIDIA_NEMO_VERSION": "26.02"}, "NGC NeMo 26.02"),
+     "NGC NeMo Framework 26.02 (PyTorch 25.11)", "NGC NeMo Framework 26.02"),
+    ({"NVIDIA_NEMO_VERSION": "26.02"}, "NGC NeMo 26.02", "NGC NeMo 26.02"),
     ({"NVIDIA_PRODUCT_NAME": "TensorRT-LLM", "NVIDIA_PYTORCH_VERSION": "25.10", "NVIDIA_BUILD_ID": "7"},
-     "NGC TensorRT-LLM (PyTorch 25.10, build 7)"),
+     "NGC TensorRT-LLM (PyTorch 25.10, build 7)", "NGC TensorRT-LLM"),
 ])
-def test_nemo_and_other_images_built_on_ngc_pytorch_pass_by_name(env, label):
+def test_nemo_and_other_images_built_on_ngc_pytorch_pass_by_name(env, label, short):
     verdict = g09.judge_environment(ngc(env), dists(torch="2.10.0a0+nv25.11"))
-    assert verdict.line == f"G9 PASS: {label}; 1 distributions, every declared requirement met"
+    assert verdict.line == f"G9 PASS: {short}: every requirement met"
+    assert verdict.detail == f"{label}; 1 distributions, every declared requirement met"
 
 
-@pytest.mark.parametrize("env,why", [
-    ({"NVIDIA_PRODUCT_NAME": "CUDA", "CUDA_VERSION": "13.0.2"}, "nvidia/cuda 13.0.2"),
-    ({"NVIDIA_PRODUCT_NAME": "JAX"}, "NVIDIA JAX image"),
-    ({}, "/.dockerenv"),
+@pytest.mark.parametrize("env,why,evidence", [
+    ({"NVIDIA_PRODUCT_NAME": "CUDA", "CUDA_VERSION": "13.0.2"}, "nvidia/cuda 13.0.2",
+     "NVIDIA image variables (NVIDIA_BUILD_ID/NVIDIA_PRODUCT_NAME), /.dockerenv"),
+    ({"NVIDIA_PRODUCT_NAME": "JAX"}, "NVIDIA JAX image",
+     "NVIDIA image variables (NVIDIA_BUILD_ID/NVIDIA_PRODUCT_NAME), /.dockerenv"),
+    ({}, "/.dockerenv", "/.dockerenv"),
 ])
-def test_images_that_ship_no_pytorch_stack_are_bare_pip_in_a_container(env, why):
+def test_images_that_ship_no_pytorch_stack_are_bare_pip_in_a_container(env, why, evidence):
     verdict = g09.judge_environment(ngc(env), dists(torch="2.11.0"))
-    assert verdict.line == f"G9 WARN: a container, but not an NGC or Unsloth image ({why}); bare pip: torch 2.11.0"
+    assert verdict.line == f"G9 WARN: not an NGC or Unsloth container ({why}); bare pip: torch 2.11.0"
+    assert verdict.detail == f"a container: {evidence}"
     assert len(verdict.line) <= 100
 
 
@@ -291,8 +301,9 @@ def test_unsloths_image_is_known_by_its_venv_or_its_variable_and_needs_unsloth_i
     by_prefix = ngc({"NVIDIA_PRODUCT_NAME": "CUDA"}, python_prefix="/opt/unsloth-venv/")
     by_var = ngc({"UNSLOTH_LLAMA_CPP_PATH": "/opt/unsloth/llama.cpp"}, python_prefix="/usr")
     for ev in (by_prefix, by_var):
-        assert g09.judge_environment(ev, dists(torch="2.10.0+cu128", unsloth="2026.5.1")).line == (
-            "G9 PASS: Unsloth image (unsloth 2026.5.1); 2 distributions, every declared requirement met")
+        verdict = g09.judge_environment(ev, dists(torch="2.10.0+cu128", unsloth="2026.5.1"))
+        assert verdict.line == "G9 PASS: Unsloth 2026.5.1 image: every requirement met"
+        assert verdict.detail == "Unsloth image (unsloth 2026.5.1); 2 distributions, every declared requirement met"
     other_python = g09.judge_environment(by_var, dists(torch="2.10.0+cu128"))
     assert other_python.line == "G9 WARN: Unsloth image, but this Python has no unsloth: it is not the image's"
     assert other_python.fix == ("run training with the image's Python (/opt/unsloth-venv/bin/python, first on its "
@@ -311,11 +322,12 @@ def test_a_broken_requirement_in_an_ngc_image_names_the_image():
 def test_hostile_image_variables_stay_one_short_line():
     env = {"NVIDIA_PRODUCT_NAME": "\x1b[2J" + "A" * 500, "NVIDIA_BUILD_ID": "1\nG9 PASS: forged"}
     verdict = g09.judge_environment(ngc(env), dists(torch="2.11.0"))
-    assert verdict.line == ("G9 WARN: a container, but not an NGC or Unsloth image (NVIDIA \\x1b[2J" + "A" * 35
+    assert verdict.line == ("G9 WARN: not an NGC or Unsloth container (NVIDIA \\x1b[2J" + "A" * 35
                             + "… image); bare pip: torch 2.11.0")  # cut at 40 characters, ESC shown escaped
     pytorch = {"NVIDIA_PYTORCH_VERSION": "25.10", "NVIDIA_BUILD_ID": "1\nG9 PASS: forged"}
-    assert g09.judge_environment(ngc(pytorch), dists(torch="2.9.0a0")).line.startswith(
-        "G9 PASS: NGC PyTorch 25.10 (build 1 G9 PASS: forged);")  # one line: the newline is a space
+    forged = g09.judge_environment(ngc(pytorch), dists(torch="2.9.0a0"))
+    assert forged.line == "G9 PASS: NGC PyTorch 25.10: every requirement met"
+    assert forged.detail.startswith("NGC PyTorch 25.10 (build 1 G9 PASS: forged);")  # one line: the newline is a space
 
 
 # -- how the container was started -------------------------------------------------------------------------

@@ -41,20 +41,21 @@ def line(check: dict) -> str:
 def test_a_python_image_with_pip_torch_is_bare_pip_in_a_container(tmp_path):
     lines, checks = replay(tmp_path, G09 / "python312_pip_torch.json")
     assert line(checks["test_g9_container_and_consistency"]) == (
-        "G9 WARN: a container, but not an NGC or Unsloth image (/.dockerenv); bare pip: torch 2.9.1")
+        "G9 WARN: not an NGC or Unsloth container (/.dockerenv); bare pip: torch 2.9.1")
+    assert checks["test_g9_container_and_consistency"]["detail"] == "a container: /.dockerenv, overlay root filesystem"
     assert checks["test_g9_container_and_consistency"]["fix"].startswith(
         "run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth)")
     assert line(checks["test_g9_shm_and_ulimits"]) == (
         "G9 WARN: container started without NGC's flags: /dev/shm 64 MiB, memlock 8 MiB, stack 8 MiB")
-    assert lines[0] == "G9 WARN: a container, but not an NGC or Unsloth image (/.dockerenv); bare pip: torch 2.9.1 " \
-                       "(+1 more WARN)"
+    assert lines[0] == "G9 WARN: not an NGC or Unsloth container (/.dockerenv); bare pip: torch 2.9.1 (+1 more WARN)"
     assert len(lines[0]) <= 120 and [x[:9] for x in lines[1:]] == ["    fix: "] * 2
 
 
 def test_ngc_started_without_its_flags_passes_the_image_and_warns_with_the_flags(tmp_path):
     lines, checks = replay(tmp_path, G09 / "ngc_pytorch_default_flags.json")
-    assert line(checks["test_g9_container_and_consistency"]) == (
-        "G9 PASS: NGC PyTorch 25.10 (build 222161059); 4 distributions, every declared requirement met")
+    assert line(checks["test_g9_container_and_consistency"]) == "G9 PASS: NGC PyTorch 25.10: every requirement met"
+    assert checks["test_g9_container_and_consistency"]["detail"] == (
+        "NGC PyTorch 25.10 (build 222161059); 4 distributions, every declared requirement met")
     start = checks["test_g9_shm_and_ulimits"]
     assert line(start) == "G9 WARN: container started without NGC's flags: /dev/shm 64 MiB, memlock 8 MiB, stack 8 MiB"
     assert start["fix"] == (
@@ -68,17 +69,19 @@ def test_ngc_started_right_passes(tmp_path):
     lines, checks = replay(tmp_path, G09 / "ngc_pytorch_started_right.json")
     assert line(checks["test_g9_shm_and_ulimits"]) == (
         "G9 PASS: container started with room: /dev/shm 60.8 GiB, memlock unlimited, stack 64 MiB")
-    assert lines == ["G9 PASS: NGC PyTorch 25.10 (build 222161059); 4 distributions, every declared requirement met "
-                     "(+1 more PASS)" + NO_BASELINE]
+    assert lines == ["G9 PASS: NGC PyTorch 25.10: every requirement met (+1 more PASS)" + NO_BASELINE]
+    assert checks["test_g9_container_and_consistency"]["detail"] == (
+        "NGC PyTorch 25.10 (build 222161059); 4 distributions, every declared requirement met")
 
 
 def test_unsloths_image_passes_by_name(tmp_path):
     lines, checks = replay(tmp_path, G09 / "unsloth_image.json")
-    assert line(checks["test_g9_container_and_consistency"]) == (
-        "G9 PASS: Unsloth image (unsloth 2026.5.1); 5 distributions, every declared requirement met")
+    assert line(checks["test_g9_container_and_consistency"]) == "G9 PASS: Unsloth 2026.5.1 image: every requirement met"
+    assert checks["test_g9_container_and_consistency"]["detail"] == (
+        "Unsloth image (unsloth 2026.5.1); 5 distributions, every declared requirement met")
     assert line(checks["test_g9_shm_and_ulimits"]) == (
         "G9 PASS: container started with room: /dev/shm 60.8 GiB, memlock unlimited, stack 64 MiB")
-    assert lines[0].startswith("G9 PASS: Unsloth image (unsloth 2026.5.1)")
+    assert lines[0].startswith("G9 PASS: Unsloth 2026.5.1 image: every requirement met (+1 more PASS)")
 
 
 def test_the_h200_machines_cuda_base_image_is_bare_pip_and_its_old_snapshot_did_not_record_the_limits(tmp_path):
@@ -86,7 +89,9 @@ def test_the_h200_machines_cuda_base_image_is_bare_pip_and_its_old_snapshot_did_
     inside a container. Its snapshot predates the /dev/shm and ulimit fields: the start check says so."""
     lines, checks = replay(tmp_path, H200)
     assert line(checks["test_g9_container_and_consistency"]) == (
-        "G9 WARN: a container, but not an NGC or Unsloth image (nvidia/cuda 13.0.2); bare pip: torch 2.11.0")
+        "G9 WARN: not an NGC or Unsloth container (nvidia/cuda 13.0.2); bare pip: torch 2.11.0")
+    assert checks["test_g9_container_and_consistency"]["detail"] == (
+        "a container: NVIDIA image variables (NVIDIA_BUILD_ID/NVIDIA_PRODUCT_NAME), /.dockerenv")
     assert line(checks["test_g9_shm_and_ulimits"]) == (
         "G9 SKIP: /dev/shm and ulimits not recorded (a snapshot of an older suite)")
     assert lines[0] == line(checks["test_g9_container_and_consistency"])

@@ -99,16 +99,31 @@ def test_measured_figures_are_judged_against_the_spark_link(tmp_path):
     bad = read_net_setup("192.168.100.11", spark_sys(tmp_path / "b"), ADDRS, environ={})
     # 23.74 and 3.04 GB/s: the two figures of one Spark pair in NVIDIA/dgx-spark-playbooks PR #103
     v = g10.judge_collective(multinode(23.74, good), GB10)
-    assert v.status is Status.PASS and v.line.startswith(
-        "G10 PASS: 2 nodes, nccl on NVIDIA GB10: all-reduce bus bandwidth 23.74 GB/s at 1024 MiB, 8 B latency 28 µs; "
-        "link enp1s0f0np0 (mlx5_core, 200000 Mb/s, MTU 9000)")
+    assert v.status is Status.PASS
+    assert v.line == "G10 PASS: 2 nodes, nccl: 23.74 GB/s all-reduce bus bandwidth, 20-24 GB/s expected"
+    assert v.detail == ("nccl on NVIDIA GB10: all-reduce bus bandwidth 23.74 GB/s at 1024 MiB, 8 B latency 28 µs; "
+                        "link enp1s0f0np0 (mlx5_core, 200000 Mb/s, MTU 9000), RDMA roceP2p1s0f0, rocep1s0f0 active; "
+                        "20-24 GB/s expected for the gb10 profile's link set up right")
     slow = g10.judge_collective(multinode(3.04, bad), GB10)
-    assert slow.status is Status.FAIL and "far below 20-24 GB/s expected" in slow.line
-    assert slow.fix.startswith("NCCL_IB_HCA is not set: name every active RoCE device: "
-                               "export NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0; MTU 1500 on enP2p1s0f0np0")
-    assert g10.judge_collective(multinode(12.0, bad), GB10).status is Status.WARN
-    assert g10.judge_collective(multinode(120.0), H200).status is Status.INFO
-    assert "not NCCL's figure" in g10.judge_collective(multinode(1.1, backend="gloo"), GB10).line
+    assert slow.status is Status.FAIL
+    assert slow.line == "G10 FAIL: 2 nodes, nccl: 3.04 GB/s all-reduce bus bandwidth: far below the 20-24 GB/s expected"
+    assert "; NCCL_IB_HCA is not set: name every active RoCE device: export NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0; " \
+           "MTU 1500 on enP2p1s0f0np0" in slow.detail
+    assert slow.detail.endswith("; at most 5 GB/s is the figure of a link set up wrong")
+    assert slow.fix == ("name every active RoCE device: export NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0; "
+                        "set MTU 9000 on both nodes: sudo ip link set enP2p1s0f0np0 mtu 9000; "
+                        "set MTU 9000 on both nodes: sudo ip link set enp1s0f0np0 mtu 9000; "
+                        "export NCCL_SOCKET_IFNAME=enp1s0f0np0")
+    mid = g10.judge_collective(multinode(12.0, bad), GB10)
+    assert mid.status is Status.WARN
+    assert mid.line == "G10 WARN: 2 nodes, nccl: 12.00 GB/s all-reduce bus bandwidth: below the 20-24 GB/s expected"
+    h200 = g10.judge_collective(multinode(120.0), H200)
+    assert h200.status is Status.INFO
+    assert h200.line == "G10 INFO: 2 nodes, nccl: 120.00 GB/s all-reduce bus bandwidth; no link figure in the h200 profile"
+    gloo = g10.judge_collective(multinode(1.1, backend="gloo"), GB10)
+    assert gloo.line == "G10 INFO: 2 nodes, gloo: 1.10 GB/s all-reduce bus bandwidth (over TCP sockets: not NCCL's figure)"
+    assert gloo.detail.startswith("gloo on NVIDIA GB10: all-reduce bus bandwidth 1.10 GB/s at 1024 MiB")
+    assert all(len(x.line) <= 100 for x in (v, slow, mid, h200, gloo))
 
 
 def test_a_run_round_trips_through_json(tmp_path):
@@ -178,3 +193,19 @@ def test_two_nodes_on_loopback_a_dead_rank_is_reported_by_the_survivor(tmp_path)
 def test_no_torch_is_a_skip():
     v = g10.judge_collective(CollectiveRun(attempted=False, reason="torch is not installed"), GB10)
     assert v.line == "G10 SKIP: collective probe not run: torch is not installed"
+
+
+def test_a_long_rank_error_is_cut_in_the_line_and_whole_in_the_detail():
+    error = ("RuntimeError at all-reduce of 8 B iteration 0: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+             "Connection closed by peer [192.168.100.11]:29500")
+    rank = RankResult(rank=0, world_size=2, local_world_size=1, backend="nccl", device="NVIDIA GB10", error=error)
+    follower = RankResult(rank=1, world_size=2, local_world_size=1, backend="nccl", device="NVIDIA GB10",
+                          error="SIGTERM from torchrun")
+    run = CollectiveRun(attempted=True, mode="multinode", nnodes=2, node_rank=0, nproc_per_node=1, returncode=1,
+                        ranks=[rank, follower])
+    v = g10.judge_collective(run, GB10)
+    assert v.status is Status.FAIL
+    assert v.line == ("G10 FAIL: collective probe failed (node 0 of 2): rank 0: RuntimeError at all-reduce of "
+                      "8… (+1 more)")
+    assert len(v.line) <= 100
+    assert v.detail == f"rank 0: {error}; rank 1: SIGTERM from torchrun"

@@ -34,16 +34,16 @@ evidence → bare host; `/proc/1/cgroup` unreadable and no other marker → unkn
 
 **Verdicts.**
 
-- any unmet requirement → **FAIL** naming them (three in the line, the count of the rest), those
-  touching the key packages first (torch, triton, torchvision, torchaudio, xformers, flash-attn,
-  unsloth, transformers, vllm, bitsandbytes, accelerate, peft, trl: the torch ↔ triton and
-  torchvision/xformers ↔ torch pins);
+- any unmet requirement → **FAIL** naming them (the first in the line with the count of the rest,
+  three in the detail), those touching the key packages first (torch, triton, torchvision,
+  torchaudio, xformers, flash-attn, unsloth, transformers, vllm, bitsandbytes, accelerate, peft,
+  trl: the torch ↔ triton and torchvision/xformers ↔ torch pins);
 - consistent, in an NGC PyTorch/NeMo or Unsloth image running its own stack → **PASS** naming the
   image;
 - an NGC or Unsloth image whose stack pip replaced, or whose Python is not the image's → **WARN**
   (`NGC PyTorch 25.10 (build 222161059), but pip replaced its torch with 2.9.0+cu130`);
-- consistent, in any other container → **WARN** "a container, but not an NGC or Unsloth image"
-  with the image or marker that told, and torch's version (`bare pip: torch 2.11.0`);
+- consistent, in any other container → **WARN** "not an NGC or Unsloth container" with the image
+  or marker that told, and torch's version (`bare pip: torch 2.11.0`);
 - consistent, on a bare host (or unknown) → **WARN** with the container advice.
 
 **How the container was started** (`test_g9_shm_and_ulimits`; in containers only: on a bare host

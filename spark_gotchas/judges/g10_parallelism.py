@@ -12,7 +12,8 @@ Config review (fast), per ``--spark-launch-config`` file and for the launch envi
   TP <= GPUs per node stays inside one node -> PASS. GPUs per node unknown -> INFO.
 - No TP > 1: DDP, FSDP, DeepSpeed ZeRO or plain data parallel -> PASS.
 - A file with no launch command and no parallelism setting -> INFO; nothing given -> INFO.
-The worst file decides the status; the line names each file's finding, worst first.
+The worst file decides the status; the line names its finding and how many more there are, the
+detail each file's finding, worst first.
 
 Collective probe (multinode), from the ranks' results on this node:
 - Not run (no torch) -> SKIP.
@@ -25,7 +26,7 @@ Collective probe (multinode), from the ranks' results on this node:
   B <= 5 GB/s (the ~3 GB/s of a link set up wrong) -> FAIL; between -> WARN. No figure in the
   profile -> INFO. Findings of the NCCL setup review (NCCL_IB_HCA naming every active RoCE
   device, MTU 9000 on their interfaces, NCCL_SOCKET_IFNAME matching an interface) go into the
-  fix, and into the line when they are all there is to say.
+  fix and the detail; the line gives the figure and the range it was judged against.
 
 Rules:
 
@@ -195,9 +196,11 @@ def judge_launch(review: LaunchReview, profile: Profile, inventory: Optional[Gpu
     findings.sort(key=lambda item: -item[0].rank)
     briefs.sort(key=lambda item: -item[0].rank)
     status = findings[0][0]
-    summary = briefs[0][1] + (f" (+{len(briefs) - 1} more)" if len(briefs) > 1 else "")
-    if len(summary) > 400:
-        summary = summary[:399] + "…"
+    more = f" (+{len(briefs) - 1} more)" if len(briefs) > 1 else ""
+    lead = briefs[0][1]
+    if len(lead) + len(more) > BRIEF_CHARS:  # the count fits in the line too
+        lead = lead[:BRIEF_CHARS - len(more) - 1].rstrip() + "…"
+    summary = lead + more
     detail = "; ".join(text for _, text in findings)
     if len(detail) > 1000:
         detail = detail[:999] + "…"
@@ -357,8 +360,11 @@ def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
     if problems:
         where = f"node {run.node_rank} of {run.nnodes}" if run.mode == "multinode" else "loopback rehearsal"
         fix = FIX_PROBE + ("; then " + "; ".join(steps) if steps else "")
-        return Verdict(G, Status.FAIL, f"collective probe failed ({where}): {problems[0]}"[:300],
-                       detail="; ".join(problems)[:1000], fix=fix, readings=readings)
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        lead = f"collective probe failed ({where}): {problems[0]}"
+        if len(lead) + len(more) > BRIEF_CHARS:  # the line keeps 90 characters, the detail every problem whole
+            lead = lead[:BRIEF_CHARS - len(more) - 1].rstrip() + "…"
+        return Verdict(G, Status.FAIL, lead + more, detail="; ".join(problems)[:1000], fix=fix, readings=readings)
     assert first is not None
     busbw, figures = _figures(first)
     how = f"{first.backend} on {first.device}"
@@ -370,14 +376,14 @@ def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
                        detail=f"{figures}; {link}; this tests the probe, not the link between nodes: run it on every "
                               "node with SPARK_GOTCHAS_NNODES=2 SPARK_GOTCHAS_NODE_RANK=<n> MASTER_ADDR=<node 0>",
                        readings=readings)
-    head = f"{run.nnodes} nodes, {how}: {rate}"
-    more = f"{figures}; {link}" + (f"; {'; '.join(findings)}" if findings else "")
+    head = f"{run.nnodes} nodes, {first.backend}: {rate}"  # the device is in the detail: the line keeps 100 columns
+    more = f"{how}: {figures}; {link}" + (f"; {'; '.join(findings)}" if findings else "")
     if first.backend != "nccl":
-        return Verdict(G, Status.INFO, f"{head} ({first.backend} runs over TCP sockets: not NCCL's figure)",
-                       detail=more, readings=readings)
+        return Verdict(G, Status.INFO, f"{head} (over TCP sockets: not NCCL's figure)", detail=more[:1000],
+                       readings=readings)
     expected = profile.link_busbw_gbps
     if expected is None or busbw is None:
-        return Verdict(G, Status.INFO, f"{head}; no expected link figure for the {profile.key} profile",
+        return Verdict(G, Status.INFO, f"{head}; no link figure in the {profile.key} profile",
                        detail=more[:1000], readings=readings)
     rng = f"{expected.lo:g}-{expected.hi:g} GB/s expected"
     more += f"; {rng} for the {profile.key} profile's link set up right"
@@ -386,6 +392,7 @@ def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
     if busbw >= PASS_FRACTION * expected.lo:
         return Verdict(G, Status.PASS, f"{head}, {rng}", detail=more[:1000], readings=readings)
     if busbw <= SLOW_BUSBW_GBPS:
-        return Verdict(G, Status.FAIL, f"{head}: far below the {rng}, a link set up wrong", detail=more[:1000],
-                       fix=fix, readings=readings)
+        wrong = f"; at most {SLOW_BUSBW_GBPS:g} GB/s is the figure of a link set up wrong"
+        return Verdict(G, Status.FAIL, f"{head}: far below the {rng}", detail=(more + wrong)[:1000], fix=fix,
+                       readings=readings)
     return Verdict(G, Status.WARN, f"{head}: below the {rng}", detail=more[:1000], fix=fix, readings=readings)

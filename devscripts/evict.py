@@ -16,7 +16,6 @@ import sys
 
 from spark_gotchas.microbench.safetensors_load import drop_file_cache as drop
 
-
 files = 0
 for top in sys.argv[1:]:
     if os.path.isfile(top):

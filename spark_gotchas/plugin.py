@@ -275,7 +275,11 @@ def recorded_with(replay: Any, speed: str) -> bool:
 
 
 def check_label(item: pytest.Item) -> str:
-    """``test_g1_first_cuda_launch`` -> ``first cuda launch``: what a check examines, for the lines."""
+    """What a check examines, in a few words, for the lines: its docstring's first line
+    (``first launch``), or else its name (``test_g1_first_cuda_launch`` -> ``first cuda launch``)."""
+    doc = (getattr(getattr(item, "obj", None), "__doc__", None) or "").strip()
+    if doc:
+        return doc.splitlines()[0].strip().rstrip(".")
     name = getattr(item, "originalname", None) or item.name
     return re.sub(r"^test_(g\d+_)?", "", name).replace("_", " ")
 

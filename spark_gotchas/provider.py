@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable
 
 from . import readers as _readers
@@ -90,7 +91,7 @@ class Provider:
             raise ReadingUnavailable(key, "no reader of that name")
         if self.replay is not None:
             if key not in self.replay.readings:
-                self._errors[key] = f"not recorded in the snapshot {self.replay.path}"
+                self._errors[key] = f"not in the snapshot {Path(self.replay.path).name}"  # the line stays short
                 raise ReadingUnavailable(key, self._errors[key])
             data = self.replay.readings[key]
         else:

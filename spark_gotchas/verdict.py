@@ -117,8 +117,8 @@ LINE_COLUMNS = 100  # what a G-line aims to fit in
 def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
     """``; not checked: first cuda launch (torch is a CPU build)`` when a PASS or INFO line stands
     for a gotcha some of whose checks were skipped: a line never hides what it did not check. The
-    reasons are given while the line has room; the checks are always named (each skip's own line
-    is in the report and in pytest's -rs summary)."""
+    reasons are given while the line has room, then the checks' names, then as many names as fit
+    and a count of the others (each skip's own line is in the report and in pytest's -rs summary)."""
     if top.status not in (Status.PASS, Status.INFO):
         return ""
     by_reason: dict[str, list[str]] = {}
@@ -131,7 +131,13 @@ def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
     full = "; not checked: " + "; ".join(f"{', '.join(checks)} ({reason})" for reason, checks in by_reason.items())
     if len(full) <= room:
         return full
-    return "; not checked: " + ", ".join(c for checks in by_reason.values() for c in checks)
+    names = [c for checks in by_reason.values() for c in checks]
+    for shown in range(len(names), 0, -1):  # as many names as fit, then a count of the others
+        more = f" +{len(names) - shown}" if shown < len(names) else ""
+        tail = "; not checked: " + ", ".join(names[:shown]) + more
+        if len(tail) <= room:
+            return tail
+    return f"; not checked: {names[0]} +{len(names) - 1}" if len(names) > 1 else f"; not checked: {names[0]}"
 
 
 def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
@@ -141,7 +147,11 @@ def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
         extra = sum(1 for v in group if v.status == top.status) - 1
         suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
         head = top.line + suffix
-        lines.append(head + _not_checked(top, group, LINE_COLUMNS - len(head)))
+        tail = _not_checked(top, group, LINE_COLUMNS - len(head))
+        if suffix and len(head + tail) > LINE_COLUMNS:  # the count gives way first (the report has them all)
+            head = top.line
+            tail = _not_checked(top, group, LINE_COLUMNS - len(head))
+        lines.append(head + tail)
         if top.status.needs_fix:
             seen: list[str] = []
             for v in group:

@@ -42,7 +42,7 @@ def test_cuda_13_torch_on_a_spark_passes_with_or_without_a_cu_tag(torch_name, in
     verdict = g01.judge_torch(build(torch_name), inventory(inv_name), GB10)
     assert verdict.status is Status.PASS
     b, inv = build(torch_name), inventory(inv_name)
-    assert verdict.line == f"G1 PASS: torch {b.version} is built for CUDA 13.0, matching the driver's CUDA 13.0"
+    assert verdict.line == f"G1 PASS: torch {b.version} (CUDA 13.0) matches the driver's CUDA 13.0"
     assert verdict.detail == f"driver {inv.driver_version} supports CUDA 13.0"
 
 
@@ -65,7 +65,7 @@ def test_cu12_torch_on_an_h200_with_a_cuda_13_driver_warns():
 
 def test_the_h200_measured_here_passes():
     verdict = g01.judge_torch(build("pip_2.11.0+cu130_h200"), inventory("h200_580.159.04"), H200)
-    assert verdict.line == "G1 PASS: torch 2.11.0+cu130 is built for CUDA 13.0, matching the driver's CUDA 13.0"
+    assert verdict.line == "G1 PASS: torch 2.11.0+cu130 (CUDA 13.0) matches the driver's CUDA 13.0"
     assert verdict.detail == "driver 580.159.04 supports CUDA 13.0"
 
 
@@ -235,10 +235,10 @@ def test_one_major_without_a_driver_is_information():
     only13 = ExtensionScan(shared_objects=3, seconds=0.01, linked=mixed_scan().linked[:2])
     verdict = g01.judge_extensions(only13, inventory("no_driver"), NONE)
     assert verdict.line == "G1 INFO: CUDA 13: torch, torchaudio; no driver to compare with"
-    assert verdict.detail == "--spark-profile gb10 judges them as a Spark would load them"
+    assert verdict.detail == "--spark-profile gb10 judges these packages as a Spark would load them"
     nothing = g01.judge_extensions(ExtensionScan(shared_objects=207, seconds=0.14), inventory("no_driver"), NONE)
-    assert nothing.line == "G1 INFO: no package uses CUDA; no driver to compare with"
-    assert nothing.detail == "--spark-profile gb10 judges them as a Spark would load them"
+    assert nothing.line == "G1 INFO: no package uses CUDA"  # nothing to compare with a driver
+    assert nothing.detail == "207 shared objects read"
 
 
 def test_static_cudart_everywhere_is_no_finding_on_a_spark():

@@ -208,7 +208,7 @@ def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, m
     assert "pip install jaxish-cuda13-plugin" in verdict.fix
     info = g01.judge_extensions(reading, None, NONE)
     assert info.line == "G1 INFO: CUDA 12: jaxish-cuda12-plugin; no driver to compare with"
-    assert info.detail == "--spark-profile gb10 judges them as a Spark would load them"
+    assert info.detail == "--spark-profile gb10 judges these packages as a Spark would load them"
 
 
 def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path):

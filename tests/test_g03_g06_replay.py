@@ -81,8 +81,8 @@ def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
             "117.6 GB of 130.7 GB; holds 59.2 GB); pid 44757 vLLM (") in out
     # the soak check replays too: the probe's ratio against the factor
     soak = run(pytester, "-m", "soak", "-v", "--spark-replay", str(snap))
-    assert glines(soak)[0] == "G3 WARN: a 8.0 GB cold safetensors load peaked at 2.30x the file, above the x2 G3 assumes"
-    assert ("    warn: a 8.0 GB cold safetensors load peaked at 2.30x the file, above the x2 G3 assumes (page cache 1.00x, "
+    assert glines(soak)[0] == "G3 WARN: an 8.0 GB cold safetensors load peaked at 2.30x the file, above the x2 G3 assumes"
+    assert ("    warn: an 8.0 GB cold safetensors load peaked at 2.30x the file, above the x2 G3 assumes (page cache 1.00x, "
             "process RSS 0.02x, CUDA 1.00x; 21.5 s)") in soak.stdout.lines
 
 

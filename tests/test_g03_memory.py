@@ -237,10 +237,10 @@ def probe_result(ratio: float, **kw) -> LoadProbe:
 
 def test_probe_within_the_factor_passes_and_above_it_warns():
     ok = g03.judge_load_probe(probe_result(2.01 - 0.02, integrated=True), opts())
-    assert ok.line == "G3 PASS: a 8.0 GB cold safetensors load peaked at 1.99x the file, within the x2 G3 assumes"
+    assert ok.line == "G3 PASS: an 8.0 GB cold safetensors load peaked at 1.99x the file, within the x2 G3 assumes"
     assert ok.detail == "page cache 1.00x, process RSS 0.01x, CUDA 1.00x; 3.2 s"
     high = g03.judge_load_probe(probe_result(2.61, integrated=True), opts())
-    assert high.line == "G3 WARN: a 8.0 GB cold safetensors load peaked at 2.61x the file, above the x2 G3 assumes"
+    assert high.line == "G3 WARN: an 8.0 GB cold safetensors load peaked at 2.61x the file, above the x2 G3 assumes"
     assert high.fix == ("judge plans on this machine with --spark-load-factor 2.7, and drop the page cache between runs "
                         "as root (sync; echo 3 > /proc/sys/vm/drop_caches), never in the middle of training")
     barely = g03.judge_load_probe(probe_result(2.03, integrated=True), opts())
@@ -250,7 +250,7 @@ def test_probe_within_the_factor_passes_and_above_it_warns():
 def test_probe_on_a_discrete_gpu_reports_both_pools_without_judging_them_as_one():
     verdict = g03.judge_load_probe(probe_result(2.03), opts())
     assert verdict.status is Status.INFO
-    assert verdict.line == "G3 INFO: a 8.0 GB cold safetensors load peaked at 2.03x the file, host memory 1.03x"
+    assert verdict.line == "G3 INFO: an 8.0 GB cold safetensors load peaked at 2.03x the file, host memory 1.03x"
     assert verdict.detail == ("page cache 1.00x, process RSS 0.01x, CUDA 1.00x; 3.2 s; the GPU's own memory held the "
                               "rest; on a unified-memory GPU (a Spark) both come out of one pool")
 

@@ -22,7 +22,7 @@ def test_healthy_gb10_passes_with_power_vs_the_brick_max_temperature_and_clock_r
 def test_gb10_stuck_at_700_mhz_fails_with_the_ac_power_cycle_fix():
     v = g04.judge_soak(soak_reading(series(clock=lambda i: 700.0, tflops=lambda i: 27.0)), GB10)
     assert v.status is Status.FAIL
-    assert v.line == "G4 FAIL: SM clock 700 MHz over the soak, below the 1400 MHz floor: stuck in its low-power state"
+    assert v.line == "G4 FAIL: SM clock 700 MHz over the soak, below the 1400 MHz floor: GPU stuck in its low-power state"
     assert v.detail == "SM clock 700 MHz over 0:03:00 of sustained load, below the 1400 MHz floor (gb10 profile)"
     assert "unplug AC power for about 60 s" in v.fix
 

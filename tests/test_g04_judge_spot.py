@@ -124,7 +124,7 @@ def test_a_rate_within_reach_of_the_figure_passes_and_a_profile_without_one_is_n
 
 def test_a_clock_stuck_low_is_still_the_finding_before_the_rate():
     v = g04.judge_spot_check(spot(clock=600.0, power=13.0, tflops=23.2), GB10, GpuProcesses(processes=[ENGINE]))
-    assert v.status is Status.FAIL and "stuck in its low-power state" in v.summary
+    assert v.status is Status.FAIL and "GPU stuck in its low-power state" in v.summary
 
 
 def test_an_h200_judged_as_a_gb10_says_its_clocks_stand_for_nothing():

@@ -177,7 +177,7 @@ def test_spot_check_healthy_gb10_passes(fake_nvml, fake_load, worker):
 def test_spot_check_stuck_gb10_fails(fake_nvml, fake_load, worker):
     fake_nvml(FakeGpu(sm_clock_mhz=695, utilization_pct=96))  # hasso5703/dgx-spark-qwen38 #8: "695 MHz, 96 %"
     v = g04.judge_spot_check(spot(worker), GB10)
-    assert v.line == "G4 FAIL: SM clock 695 MHz under load, below the 1400 MHz floor: stuck in its low-power state"
+    assert v.line == "G4 FAIL: SM clock 695 MHz under load, below the 1400 MHz floor: GPU stuck in its low-power state"
     assert v.detail == "SM clock 695 MHz under 1.0 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile)"
 
 

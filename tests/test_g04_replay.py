@@ -106,12 +106,12 @@ def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
     fast = run(pytester, "-m", "fast", "-v", "--spark-replay", str(snap))  # -v: each check's line with its detail
     fast.assert_outcomes(passed=2, failed=1)
     assert glines(fast) == [
-        "G4 FAIL: SM clock 695 MHz under load, below the 1400 MHz floor: stuck in its low-power state",
+        "G4 FAIL: SM clock 695 MHz under load, below the 1400 MHz floor: GPU stuck in its low-power state",
         "    fix: " + g04.FIX_STUCK_GB10,
     ]
     out = fast.stdout.str()
     assert "Traceback" not in out and "NVIDIA GB10 (cc 12.1), driver 580.95.05 / CUDA 13.0" in out
-    assert ("    fail: SM clock 695 MHz under load, below the 1400 MHz floor: stuck in its low-power state (SM clock "
+    assert ("    fail: SM clock 695 MHz under load, below the 1400 MHz floor: GPU stuck in its low-power state (SM clock "
             "695 MHz under 2.5 s of BF16 GEMM (8192^3), below the 1400 MHz floor (gb10 profile))") in fast.stdout.lines
     soak = run(pytester, "-m", "soak", "-v", "--spark-replay", str(snap))
     soak.assert_outcomes(passed=1)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 G09 = Path(__file__).parent / "fixtures" / "g09"
 H200 = Path(__file__).parent / "fixtures" / "h200" / "preflight-snapshot.json"
 NGC_RUN = "docker run --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
-NO_BASELINE = "; not checked: since baseline"  # its reason does not fit in the line: -rs and the report give it
+NO_BASELINE = "; not checked: baseline"  # its reason does not fit in the line: -rs and the report give it
 
 
 def replay(tmp_path: Path, snapshot: Path) -> tuple[list[str], dict[str, dict]]:

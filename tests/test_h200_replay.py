@@ -40,10 +40,10 @@ def finding(line: str) -> str:
 
 # The lines this snapshot replays to now: each finding in 100 columns, the rest in its detail.
 H200_LINES = [
-    "G1 PASS: torch 2.11.0+cu130 is built for CUDA 13.0, matching the driver's CUDA 13.0 (+3 more PASS)",
+    "G1 PASS: torch 2.11.0+cu130 (CUDA 13.0) matches the driver's CUDA 13.0 (+3 more PASS)",
     "G2 PASS: flash-attn is not installed: attention uses torch SDPA, the right choice on bare pip",
     "G3 PASS: page cache 3.1 GB is host memory only: the NVIDIA H200 has its own (+1 more PASS)",
-    "G4 PASS: 1515 MHz under load (floor 990), 667 TFLOP/s, no throttling; not checked: last soak ended",
+    "G4 PASS: 1515 MHz under load (floor 990), 667 TFLOP/s, no throttling; not checked: last soak",
     "G5 PASS: read 4614, copy 4230 GB/s: at or above H200's measured range; not checked: decode ceiling",
     "G6 PASS: no other GPU workload among NVML's processes and 177 command lines",
     "G7 INFO: capability 9.0 (NVIDIA H200), not SM121: no FP4 kernel library installed (+1 more INFO)",

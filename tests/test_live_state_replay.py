@@ -55,7 +55,7 @@ def replay(snapshot: Path, tmp_path: Path, *args: str) -> Replay:
 def test_a_spark_stuck_at_600_mhz_under_load_fails_g4_with_the_power_cycle(tmp_path):
     r = replay(FIXTURES / "spark-stuck-600mhz.json", tmp_path)
     assert r.of(4) == [
-        "G4 FAIL: SM clock 600 MHz under load, below the 1400 MHz floor: stuck in its low-power state",
+        "G4 FAIL: SM clock 600 MHz under load, below the 1400 MHz floor: GPU stuck in its low-power state",
         "    fix: power-cycle the Spark fully: shut it down, unplug AC power for about 60 s, then boot (a reboot does "
         "not clear the low-power state); if it comes back, contact NVIDIA support"]
     assert "SM clock 600 MHz under 2.5 s of BF16 GEMM (8192^3)" in r.detail(r.of(4)[0])
@@ -83,7 +83,7 @@ def test_a_ci_box_judged_as_a_gb10_reports_its_live_state_as_information_only(tm
     assert r.of(3) == ["G3 INFO: not a GB10 (no GPU): memory not judged (+2 more INFO)"]
     assert r.of(5) == ["G5 INFO: not a GB10 (no GPU): bandwidth not judged (+1 more INFO)"]
     assert r.of(6) == ["G6 INFO: not a GB10 (no GPU): processes not judged"]
-    assert r.of(4) == ["G4 INFO: not a GB10 (no GPU): clocks not judged; not checked: clocks at rest, last soak ended"]
+    assert r.of(4) == ["G4 INFO: not a GB10 (no GPU): clocks not judged; not checked: clocks at rest, last soak"]
     for gotcha, thing in (("G3", "memory"), ("G4", "clocks under load"), ("G5", "bandwidth"), ("G6", "processes")):
         line = f"{gotcha} INFO: not a GB10 (no GPU): {thing.split()[0]} not judged"
         assert (line, f"this machine is not a GB10 (no GPU): its {thing} cannot stand for a Spark's") in r.details

@@ -123,3 +123,18 @@ def test_a_line_never_hides_what_was_not_checked():
     warned = [Verdict(1, Status.WARN, "two CUDA runtimes", fix="install cupy-cuda13x"), *group[1:]]
     assert summary_lines(warned)[0] == "G1 WARN: two CUDA runtimes"  # a WARN or FAIL speaks for itself
     assert summary_lines(group[1:])[0].startswith("G1 SKIP: ")
+
+
+def test_a_long_line_keeps_its_not_checked_tail_within_100_columns():
+    """Where the names do not all fit, as many as fit and a count of the others; before that, the
+    count of more verdicts of the same status gives way (the report lists them all)."""
+    finding = "x" * 50
+    skips = [Verdict(4, Status.SKIP, f"not run: {why}", check=check)
+             for why, check in (("a", "clocks at rest"), ("b", "clocks under load"), ("c", "last soak"))]
+    (line,) = summary_lines([Verdict(4, Status.PASS, finding), Verdict(4, Status.PASS, "y"), *skips])
+    assert line == f"G4 PASS: {finding}; not checked: clocks at rest +2"
+    assert len(line) <= 100
+    (line,) = summary_lines([Verdict(4, Status.PASS, "x" * 20), Verdict(4, Status.PASS, "y"), *skips])
+    assert line == f"G4 PASS: {'x' * 20} (+1 more PASS); not checked: clocks at rest, clocks under load +1"
+    (line,) = summary_lines([Verdict(4, Status.PASS, "x" * 88), *skips])  # no room: one name and the count
+    assert line == f"G4 PASS: {'x' * 88}; not checked: clocks at rest +2"

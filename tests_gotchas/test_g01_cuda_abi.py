@@ -10,20 +10,24 @@ pytestmark = pytest.mark.fast
 
 @pytest.mark.gpu
 def test_g1_torch_cuda_matches_driver(spark):
+    """torch build"""
     spark.report(g01.judge_torch(spark.read("torch.build"), spark.try_read("gpu.inventory"), spark.profile))
 
 
 @pytest.mark.scan
 def test_g1_extensions_link_driver_cuda(spark):
+    """extensions"""
     spark.report(g01.judge_extensions(spark.read("env.cuda_extensions"), spark.try_read("gpu.inventory"), spark.profile))
 
 
 @pytest.mark.gpu
 def test_g1_first_cuda_launch(spark):
+    """first launch"""
     spark.report(g01.judge_first_launch(spark.read("torch.first_launch")))
 
 
 @pytest.mark.gpu
 def test_g1_gpu_visible_here(spark):
+    """GPU visible here"""
     spark.report(g01_visibility.judge_gpu_visible(spark.try_read("gpu.visibility"), spark.try_read("gpu.inventory"),
                                                   spark.try_read("torch.build")))

@@ -9,5 +9,6 @@ pytestmark = pytest.mark.fast
 
 @pytest.mark.gpu
 def test_g2_flash_attn_and_unsloth(spark):
+    """flash-attn"""
     spark.report(g02.judge_flash_attn(spark.read("attention.flash_attn"), spark.try_read("attention.unsloth"),
                                       spark.try_read("attention.sdpa")))

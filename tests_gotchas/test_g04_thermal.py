@@ -8,12 +8,14 @@ from spark_gotchas.soak.finish import finish
 
 @pytest.mark.fast
 def test_g4_clocks_at_rest(spark):
+    """clocks at rest"""
     spark.report(g04.judge_snapshot(spark.read("thermal.snapshot"), spark.profile, spark.here))
 
 
 @pytest.mark.fast
 @pytest.mark.gpu
 def test_g4_clocks_under_load(spark):
+    """clocks under load"""
     spark.report(g04.judge_spot_check(spark.read("thermal.spot_check"), spark.profile, spark.try_read("gpu.processes"),
                                       spark.here))
 
@@ -21,12 +23,14 @@ def test_g4_clocks_under_load(spark):
 @pytest.mark.fast
 @pytest.mark.scan
 def test_g4_last_soak_ended(spark):
+    """last soak"""
     spark.report(g04.judge_reboot(spark.read("thermal.reboot")))
 
 
 @pytest.mark.soak
 @pytest.mark.gpu
 def test_g4_soak(spark):
+    """soak"""
     reading = spark.read("thermal.soak")
     verdict = g04.judge_soak(reading, spark.profile)
     spark.report(finish(spark, reading, verdict))  # live: the PNG titled with the verdict line, the files named

@@ -9,10 +9,12 @@ pytestmark = pytest.mark.fast
 
 @pytest.mark.gpu
 def test_g7_fp4_kernels_target_sm121a(spark):
+    """FP4 kernels"""
     spark.report(g07.judge_kernel_targets(spark.read("env.fp4_kernels"), spark.try_read("gpu.inventory"),
                                           spark.try_read("torch.build"), spark.profile, spark.plan))
 
 
 @pytest.mark.gpu
 def test_g7_nvfp4_vs_fp8_rate(spark):
+    """NVFP4 rate"""
     spark.report(g07.judge_gemm_rates(spark.read("bench.gemm"), spark.profile, spark.plan))

@@ -9,4 +9,5 @@ pytestmark = pytest.mark.fast
 
 @pytest.mark.scan
 def test_g8_playbook_open_issues(spark):
+    """playbook issues"""
     spark.report(g08.judge_playbooks(spark.read("github.playbook_issues")))

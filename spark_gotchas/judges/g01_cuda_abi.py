@@ -171,7 +171,7 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                        detail="--spark-profile gb10 judges it against a Spark's CUDA 13", readings=readings)
     short = _expected_short(inventory, profile)
     if build.cuda_major == major:
-        return Verdict(G, Status.PASS, f"torch {build.version} is built for CUDA {build.cuda}, matching {short}",
+        return Verdict(G, Status.PASS, f"torch {build.version} (CUDA {build.cuda}) matches {short}",
                        detail=source, readings=readings)
     if build.cuda_major > major or profile.key == "gb10":
         return Verdict(G, Status.FAIL, f"torch {build.version} is built for CUDA {build.cuda} but {source}",
@@ -572,10 +572,12 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
         parts = [f"{k}: {_names(v, 2).replace('; ', ', ')}" for k, v in sorted(by_major.items())]
         several = [f.clause if not parts else f.short for f in findings if f.status is Status.INFO]
         found = "; ".join(parts + several[:2])
-        hint = "--spark-profile gb10 judges them as a Spark would load them" \
+        if not found:  # nothing to compare with a driver, whether one was read or not
+            return Verdict(G, Status.INFO, "no package uses CUDA", detail=f"{scan.shared_objects} shared objects read",
+                           readings=readings)
+        hint = "--spark-profile gb10 judges these packages as a Spark would load them" \
             if profile.key in ("none", "generic") else ""
-        return Verdict(G, Status.INFO, f"{found or 'no package uses CUDA'}; no driver to compare with", detail=hint,
-                       readings=readings)
+        return Verdict(G, Status.INFO, f"{found}; no driver to compare with", detail=hint, readings=readings)
     if not users:
         return Verdict(G, Status.PASS, f"no package uses CUDA ({scan.shared_objects} shared objects read); "
                                        f"{ctx.expect_text}", readings=readings)

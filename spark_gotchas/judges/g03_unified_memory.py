@@ -48,6 +48,7 @@ within F → **PASS**; the load failing, crashing or hanging → **FAIL**.
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from ..plan import Plan
@@ -308,16 +309,18 @@ def judge_load_probe(probe: LoadProbe, plan: Plan, profile: Optional[Profile] = 
                 "load_seconds": probe.load_seconds, "directory": probe.directory}
     if not probe.attempted:
         return Verdict(G, Status.SKIP, f"safetensors load probe not run: {probe.reason}", readings=readings)
-    size = gb(probe.size_bytes) if probe.size_bytes else "a"
+    size = gb(probe.size_bytes) if probe.size_bytes else ""
+    article = "an" if re.match(r"8|1[18][ .]", size) else "a"  # "an 8.0 GB", "an 11 GB", "a 4.0 GB"
+    load = f"{article} {size} " if size else "a "
     if not probe.ok or probe.peak_extra_ratio is None:
-        return Verdict(G, Status.FAIL, f"{size} safetensors load to the GPU failed: {probe.reason}"[:300],
+        return Verdict(G, Status.FAIL, f"{load}safetensors load to the GPU failed: {probe.reason}"[:300],
                        fix="reproduce it alone with spark-gotchas microbench safetensors_load --size-gb 8; free "
                            "memory first (G6 names what holds it) and drop the page cache between runs",
                        readings=readings)
     parts = ", ".join(f"{name} {value:.2f}x" for name, value in (
         ("page cache", probe.cache_ratio), ("process RSS", probe.rss_ratio), ("CUDA", probe.cuda_ratio))
         if value is not None)
-    head = (f"a {size} {'cold' if probe.cold else 'warm'} safetensors load peaked at {probe.peak_extra_ratio:.2f}x "
+    head = (f"{load}{'cold' if probe.cold else 'warm'} safetensors load peaked at {probe.peak_extra_ratio:.2f}x "
             "the file")
     split = f"{parts}; {probe.load_seconds:.1f} s"
     if not probe.integrated:

@@ -166,7 +166,7 @@ def _busy(load_busy: Optional[float], utilization_pct: Optional[float]) -> Optio
 
 def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profile: Profile,
                    readings: dict[str, Any], short: str = "under load") -> Verdict:
-    state = "stuck in its low-power state" if profile.key == "gb10" else "clocks held far below max"
+    state = "GPU stuck in its low-power state" if profile.key == "gb10" else "clocks held far below max"
     return Verdict(G, Status.FAIL, f"SM clock {clock:.0f} MHz {short}, below the {floor:.0f} MHz floor: {state}",
                    detail=f"SM clock {clock:.0f} MHz {where}, below the {floor:.0f} MHz floor ({floor_src})",
                    fix=FIX_STUCK_GB10 if profile.key == "gb10" else FIX_STUCK, readings=readings)

@@ -114,8 +114,8 @@ def test_engines_join_their_launcher_and_two_capped_servers_together_fail():
     assert verdict.status is Status.FAIL
     assert verdict.summary == "together they claim 111.5 GB of 130.7 GB, more than half: pid 6001 vLLM, pid 44700 vLLM"
     assert verdict.detail == (
-        "pid 6001 vLLM +1 process(es) (--gpu-memory-utilization 0.45 = 58.8 GB of 130.7 GB; holds 59.2 GB); "
-        "pid 44700 vLLM +1 process(es) (--gpu-memory-utilization 0.4 = 52.3 GB of 130.7 GB; holds 51.2 GB); "
+        "pid 6001 vLLM +1 process (--gpu-memory-utilization 0.45 = 58.8 GB of 130.7 GB; holds 59.2 GB); "
+        "pid 44700 vLLM +1 process (--gpu-memory-utilization 0.4 = 52.3 GB of 130.7 GB; holds 51.2 GB); "
         "together they claim 111.5 GB of 130.7 GB, more than half")
     assert verdict.fix.endswith("(kill 6001 44700)")
 
@@ -136,8 +136,8 @@ def test_an_unknown_process_holding_most_of_the_pool_fails():
 
 def test_an_ollama_runner_holding_34_gb_fails_as_uncapped():
     verdict = judge(table("gb10_ollama"))
-    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 1790 Ollama +1 process(es) (holds 34.5 GB, no memory cap)"
-    assert verdict.detail == "pid 1790 Ollama +1 process(es) (holds 34.5 GB; user ollama): no memory cap"
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 1790 Ollama +1 process (holds 34.5 GB, no memory cap)"
+    assert verdict.detail == "pid 1790 Ollama +1 process (holds 34.5 GB; user ollama): no memory cap"
     assert verdict.fix.startswith("run one heavy job at a time: stop Ollama while training (sudo systemctl stop ollama)")
 
 
@@ -175,8 +175,8 @@ def test_a_trainer_and_its_worker_are_one_uncapped_workload():
     reading = GpuProcesses(processes=[proc(100, ["torchrun", "--nproc_per_node=1", "train.py"]),
                                       proc(101, ["/usr/bin/python3", "-u", "train.py"], 30.0, ppid=100)], scanned=90)
     verdict = judge(reading)
-    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 100 torchrun +1 process(es) (holds 30.0 GB, no memory cap)"
-    assert verdict.detail == "pid 100 torchrun +1 process(es) (holds 30.0 GB): no memory cap"
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 100 torchrun +1 process (holds 30.0 GB, no memory cap)"
+    assert verdict.detail == "pid 100 torchrun +1 process (holds 30.0 GB): no memory cap"
 
 
 def test_a_process_we_may_not_inspect_is_still_judged_by_its_memory():
@@ -361,9 +361,9 @@ def test_the_reader_joins_nvml_and_psutil_and_leaves_out_its_own_tree():
     assert by_pid[999].problem.startswith("pid not visible here") and by_pid[999].gpu_memory_bytes is None
     assert reading.scan_denied == 1 and reading.scanned == 3  # 30, 31, 50 (our tree 1, 10, 20, 21 is skipped)
     verdict = judge(reading)  # vLLM capped at 0.5 (65.3 GB) plus alice's 3 GB: more than half the pool together
-    assert verdict.summary == "together they claim 68.3 GB of 130.7 GB, more than half: pid 30 vLLM"
+    assert verdict.summary == "together they claim 68.3 GB of 130.7 GB, more than half: pid 30 vLLM +1 process (cap 0.5)"
     assert verdict.detail == (
-        "pid 30 vLLM +1 process(es) (--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; holds 60.0 GB; user svc); "
+        "pid 30 vLLM +1 process (--gpu-memory-utilization 0.5 = 65.3 GB of 130.7 GB; holds 60.0 GB; user svc); "
         "together they claim 68.3 GB of 130.7 GB, more than half (1 command line(s) unreadable)")
     assert from_jsonable(GpuProcesses, json.loads(json.dumps(to_jsonable(reading)))) == reading
 

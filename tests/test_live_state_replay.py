@@ -117,10 +117,10 @@ def test_vllm_at_its_default_beside_a_planned_load_is_named_by_g3_g4_g5_and_g6(t
                                            "triad below GB10's measured range (copy 180-210, read 231-253, triad "
                                            "180-210 GB/s)")
     assert r.of(6) == [
-        "G6 FAIL: 1 workload in the way: pid 5990 vLLM +1 process(es) (cap 0.9)",
+        "G6 FAIL: 1 workload in the way: pid 5990 vLLM +1 process (cap 0.9)",
         "    fix: run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; or stop what you "
         "do not need (kill 5990)"]
-    assert ("pid 5990 vLLM +1 process(es) (--gpu-memory-utilization 0.9 = 117.6 GB of 130.7 GB; holds 59.2 GB; user "
+    assert ("pid 5990 vLLM +1 process (--gpu-memory-utilization 0.9 = 117.6 GB of 130.7 GB; holds 59.2 GB; user "
             "spark); they claim 117.6 GB of 130.7 GB, leaving 13.0 GB for the planned load peak of 80.0 GB (67.0 GB "
             "short)") in r.detail(r.of(6)[0])
 

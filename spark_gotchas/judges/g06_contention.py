@@ -118,7 +118,8 @@ class Group:
 
     @property
     def label(self) -> str:
-        extra = f" +{len(self.members) - 1} process(es)" if len(self.members) > 1 else ""
+        n = len(self.members) - 1
+        extra = f" +{n} process{'es' if n > 1 else ''}" if n else ""
         return f"{self.name}{extra}"
 
 

@@ -118,7 +118,8 @@ def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
     """``; not checked: first cuda launch (torch is a CPU build)`` when a PASS or INFO line stands
     for a gotcha some of whose checks were skipped: a line never hides what it did not check. The
     reasons are given while the line has room, then the checks' names, then as many names as fit
-    and a count of the others (each skip's own line is in the report and in pytest's -rs summary)."""
+    and a count of the others, at the least a count (each skip's own line is in the report and
+    in pytest's -rs summary)."""
     if top.status not in (Status.PASS, Status.INFO):
         return ""
     by_reason: dict[str, list[str]] = {}
@@ -137,7 +138,7 @@ def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
         tail = "; not checked: " + ", ".join(names[:shown]) + more
         if len(tail) <= room:
             return tail
-    return f"; not checked: {names[0]} +{len(names) - 1}" if len(names) > 1 else f"; not checked: {names[0]}"
+    return f"; {len(names)} not checked"  # no room for a name: the count still says the line is not all
 
 
 def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
@@ -148,7 +149,10 @@ def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
         suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
         head = top.line + suffix
         tail = _not_checked(top, group, LINE_COLUMNS - len(head))
-        if suffix and len(head + tail) > LINE_COLUMNS:  # the count gives way first (the report has them all)
+        if suffix and not top.status.needs_fix and (len(head + tail) > LINE_COLUMNS
+                                                    or (tail and not tail.startswith("; not checked:"))):
+            # the line's width and the names of the checks not run matter more than the count of more
+            # verdicts (a FAIL or WARN line keeps its count: each of those verdicts' fixes is listed under it)
             head = top.line
             tail = _not_checked(top, group, LINE_COLUMNS - len(head))
         lines.append(head + tail)

@@ -18,9 +18,9 @@ from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
 
 FIXES = [
     ("g01_cuda_abi", "FIX_INDEX",
-     "reinstall torch for the driver's CUDA: pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu130 (or use a matched NGC container)"),
+     "reinstall torch built for CUDA 13: pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu130 (or use a matched NGC container)"),
     ("g01_cuda_abi", "FIX_NO_TORCH",
-     'run the preflight with the Python of the environment you train in (its torch is the one to check), or install torch built for CUDA {major}: pip install torch --index-url https://download.pytorch.org/whl/cu{major}0'),
+     'run the preflight with the Python of the environment you train in (its torch is the one to check), or install torch built for CUDA {major}: pip install torch --index-url https://download.pytorch.org/whl/{index}'),
     ("g01_visibility", "FIX_CONTAINER",
      'start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all --ipc=host IMAGE; in Kubernetes request nvidia.com/gpu with runtimeClassName: nvidia'),
     ("g01_visibility", "FIX_HOST",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -59,8 +60,20 @@ def test_cu12_torch_on_an_h200_with_a_cuda_13_driver_warns():
     assert verdict.summary == "torch 2.8.0+cu128 is built for CUDA 12.8, older than the driver's CUDA 13.0"
     assert verdict.detail == ("driver 580.159.04 supports CUDA 13.0: torch runs through backward compatibility, "
                               "but extensions built for the driver's CUDA will not match it")
-    assert verdict.fix.startswith("reinstall torch for the driver's CUDA: pip install --force-reinstall torch "
+    assert verdict.fix.startswith("reinstall torch built for CUDA 13: pip install --force-reinstall torch "
                                   "--index-url https://download.pytorch.org/whl/cu130")
+
+
+def test_cu130_torch_on_a_cuda_12_driver_is_told_to_take_the_cuda_12_index():
+    """The index the fix names is the driver's major's (cu128), not always cu130; so is the no-torch fix's."""
+    old_driver = dataclasses.replace(inventory("h200_580.159.04"), cuda_driver_version=12080)
+    verdict = g01.judge_torch(made_up_build("2.11.0+cu130", "13.0"), old_driver, H200)
+    assert verdict.status is Status.FAIL
+    assert verdict.fix == ("reinstall torch built for CUDA 12: pip install --force-reinstall torch --index-url "
+                           "https://download.pytorch.org/whl/cu128 (or use a matched NGC container)")
+    missing = g01.judge_torch(dataclasses.replace(made_up_build("2.11.0+cu130", "13.0"), installed=False), old_driver, H200)
+    assert missing.fix.endswith("install torch built for CUDA 12: pip install torch --index-url "
+                                "https://download.pytorch.org/whl/cu128")
 
 
 def test_the_h200_measured_here_passes():

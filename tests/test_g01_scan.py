@@ -74,6 +74,9 @@ def make_site(root: Path, built: dict[str, Path], *packages: str) -> Path:
                            "nvidia-nvjitlink>=13; extra == 'cu13'")),
         "jaxish-cuda12-plugin": ("jaxish-cuda12-plugin", "0.10.2",
                                  {"jaxish_cuda12_plugin/_plugin.so": built["rpath12"]}, ()),
+        "jaxish-with-cuda": ("jaxish-cuda12-plugin", "0.10.2", {"jaxish_cuda12_plugin/_plugin.so": built["rpath12"]},
+                             ("jaxish-cuda12-pjrt==0.10.2", "nvidia-cublas-cu12>=12.1.3.1; extra == 'with-cuda'",
+                              "nvidia-cuda-runtime-cu12>=12.1.105; extra == 'with-cuda'")),
         "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79",
                                      {"nvidia/cuda_runtime/lib/libcudart.so.12": built["cudart12"]}, ()),
         "nvidia-cublas-cu12": ("nvidia-cublas-cu12", "12.9.1.4",
@@ -179,8 +182,8 @@ def test_a_package_that_loads_cuda_12_by_name_is_judged_too(built, tmp_path, mon
     reading = scan(sp, monkeypatch)
     (ext,) = reading.linked
     assert ext.needs == [] and [lib.soname for lib in ext.loads] == ["libcublas.so.12"]
-    verdict = g01.judge_extensions(reading, None, GB10)
-    assert verdict.line == "G1 FAIL: loader-cuda12: CUDA 12 libraries it loads not found: libcublas.so.12"
+    verdict = g01.judge_extensions(reading, None, GB10)  # the with-cuda extra's wheel ships both
+    assert verdict.line == "G1 FAIL: loader-cuda12: CUDA 12 libraries it loads not found: libcublas.so.12, libcublasLt.so.12"
     assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y loader-cuda12 && "
                                   "pip install loader-cuda13")
     with_libs = make_site(tmp_path / "b", built, "loader-cuda12", "nvidia-cublas-cu12")
@@ -209,6 +212,18 @@ def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, m
     info = g01.judge_extensions(reading, None, NONE)
     assert info.line == "G1 INFO: CUDA 12: jaxish-cuda12-plugin; no driver to compare with"
     assert info.detail == "--spark-profile gb10 judges these packages as a Spark would load them"
+
+
+def test_the_one_extra_that_brings_cuda_libraries_names_what_the_package_loads(built, tmp_path, monkeypatch):
+    """jax-cuda12-plugin's only CUDA extra (with-cuda) lists the CUDA 12 wheels it loads by name: not
+    installed and found nowhere, the plugin will not load (FAIL); installed, it runs beside CUDA 13."""
+    verdict = g01.judge_extensions(scan(make_site(tmp_path, built, "jaxish-with-cuda"), monkeypatch), None, GB10)
+    assert verdict.line == ("G1 FAIL: jaxish-cuda12-plugin: CUDA 12 libraries it loads not found: libcublas.so.12 +2")
+    assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y jaxish-cuda12-plugin && "
+                                  "pip install jaxish-cuda13-plugin; or keep this build and add its libraries")
+    with_libs = make_site(tmp_path / "b", built, "jaxish-with-cuda", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12")
+    verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
+    assert verdict.status is Status.WARN and "jaxish-cuda12-plugin uses CUDA 12" in verdict.line
 
 
 def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path):

@@ -136,5 +136,13 @@ def test_a_long_line_keeps_its_not_checked_tail_within_100_columns():
     assert len(line) <= 100
     (line,) = summary_lines([Verdict(4, Status.PASS, "x" * 20), Verdict(4, Status.PASS, "y"), *skips])
     assert line == f"G4 PASS: {'x' * 20} (+1 more PASS); not checked: clocks at rest, clocks under load +1"
-    (line,) = summary_lines([Verdict(4, Status.PASS, "x" * 88), *skips])  # no room: one name and the count
-    assert line == f"G4 PASS: {'x' * 88}; not checked: clocks at rest +2"
+    (line,) = summary_lines([Verdict(4, Status.PASS, "x" * 55), *skips])  # room for one name and the count
+    assert line == f"G4 PASS: {'x' * 55}; not checked: clocks at rest +2"
+    (line,) = summary_lines([Verdict(4, Status.PASS, "x" * 80), *skips])  # room for the count alone
+    assert line == f"G4 PASS: {'x' * 80}; 3 not checked"
+
+
+def test_a_fail_line_keeps_its_count_of_more_fails_whose_fixes_it_lists():
+    fails = [Verdict(1, Status.FAIL, "x" * 95, fix="fix one"), Verdict(1, Status.FAIL, "cupy", fix="fix two"),
+             Verdict(1, Status.SKIP, "not run: no driver", check="first launch")]
+    assert summary_lines(fails) == [f"G1 FAIL: {'x' * 95} (+1 more FAIL)", "    fix: fix one", "    fix: fix two"]

@@ -101,15 +101,22 @@ def _is_pynvml(path: str) -> bool:
     return parts[-1:] == ("pynvml.py",) or parts[-2:] == ("pynvml", "__init__.py")
 
 
-FIX_INDEX = (
-    "reinstall torch for the driver's CUDA: pip install --force-reinstall torch "
-    "--index-url https://download.pytorch.org/whl/cu130 (or use a matched NGC container)"
-)
+INDEX_OF_MAJOR = {12: "cu128", 13: "cu130"}  # PyTorch's wheel index for a CUDA major (12.8 runs on any 12.x driver)
+
+
+def index_fix(major: Optional[int]) -> str:
+    """Reinstall torch from the index of the CUDA major the run expects (13 where none is known)."""
+    major = major if major in INDEX_OF_MAJOR else 13
+    return (f"reinstall torch built for CUDA {major}: pip install --force-reinstall torch "
+            f"--index-url https://download.pytorch.org/whl/{INDEX_OF_MAJOR[major]} (or use a matched NGC container)")
+
+
+FIX_INDEX = index_fix(13)
 
 
 FIX_NO_TORCH = (
     "run the preflight with the Python of the environment you train in (its torch is the one to check), "
-    "or install torch built for CUDA {major}: pip install torch --index-url https://download.pytorch.org/whl/cu{major}0"
+    "or install torch built for CUDA {major}: pip install torch --index-url https://download.pytorch.org/whl/{index}"
 )
 
 
@@ -136,7 +143,8 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
         if major is None:
             return Verdict(G, Status.SKIP, "torch is not installed: no torch CUDA build to check", readings=readings)
         return Verdict(G, Status.WARN, "torch is not installed: the CUDA ABI of torch cannot be checked",
-                       fix=FIX_NO_TORCH.format(major=major), readings=readings)
+                       fix=FIX_NO_TORCH.format(major=major, index=INDEX_OF_MAJOR.get(major, "cu130")),
+                       readings=readings)
     shadow = inventory.pynvml_shadow if inventory is not None else None
     if build.worker_problem:
         if shadow:  # torch imports pynvml: the foreign one is the likelier culprit
@@ -144,7 +152,7 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                                            f"(torch imports pynvml, and {shadow} is not nvidia-ml-py's)"[:300],
                            fix=shadow_fix(shadow), readings=readings)
         return Verdict(G, Status.FAIL, f"import torch crashed or hung in a child process: {build.worker_problem}",
-                       fix=FIX_INDEX, readings=readings)
+                       fix=index_fix(major), readings=readings)
     if build.import_error:
         elsewhere = _outside_torch(build.import_error_file)
         if elsewhere and shadow and _is_pynvml(elsewhere):
@@ -157,13 +165,13 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                                f"reinstalling torch will not help",
                            readings=readings)
         hint = " (a CUDA 12 build on a CUDA 13 system)" if "so.12" in build.import_error else ""
-        return Verdict(G, Status.FAIL, f"import torch fails{hint}: {build.import_error}"[:300], fix=FIX_INDEX,
+        return Verdict(G, Status.FAIL, f"import torch fails{hint}: {build.import_error}"[:300], fix=index_fix(major),
                        readings=readings)
     if build.cuda_major is None:
         if major is None:
             return Verdict(G, Status.SKIP, f"torch {build.version} is a CPU build and no NVIDIA driver is present",
                            readings=readings)
-        return Verdict(G, Status.FAIL, f"torch {build.version} is a CPU build; {source}", fix=FIX_INDEX,
+        return Verdict(G, Status.FAIL, f"torch {build.version} is a CPU build; {source}", fix=index_fix(major),
                        readings=readings)
     if major is None:
         return Verdict(G, Status.SKIP,
@@ -175,11 +183,11 @@ def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: P
                        detail=source, readings=readings)
     if build.cuda_major > major or profile.key == "gb10":
         return Verdict(G, Status.FAIL, f"torch {build.version} is built for CUDA {build.cuda} but {source}",
-                       fix=FIX_INDEX, readings=readings)
+                       fix=index_fix(major), readings=readings)
     return Verdict(G, Status.WARN, f"torch {build.version} is built for CUDA {build.cuda}, older than {short}",
                    detail=f"{source}: torch runs through backward compatibility, but extensions built for the "
                           "driver's CUDA will not match it",
-                   fix=FIX_INDEX, readings=readings)
+                   fix=index_fix(major), readings=readings)
 
 
 # -- extensions: will each package that uses CUDA load? ----------------------------------------------
@@ -493,13 +501,14 @@ def _remedy(pkg: Package, major: Optional[int]) -> str:
     name = pkg.name
     if name in PYTORCH:
         return (f"reinstall {name} for CUDA {major}: pip install --force-reinstall {name} "
-                f"--index-url https://download.pytorch.org/whl/cu{major}0")
+                f"--index-url https://download.pytorch.org/whl/{INDEX_OF_MAJOR.get(major, f'cu{major}0')}")
     if name.startswith("(no distribution)"):
         path = name.split(" ", 2)[-1]
         return f"rebuild {path} against CUDA {major} or remove it (no installed distribution owns it)"
     if any(_tag_major(e) == major for group in builds(pkg).values() for e in group):
         return (f"reinstall torch for CUDA {major} (pip install --force-reinstall torch --index-url "
-                f"https://download.pytorch.org/whl/cu{major}0): {name} then loads its CUDA {major} build")
+                f"https://download.pytorch.org/whl/{INDEX_OF_MAJOR.get(major, f'cu{major}0')}): {name} then loads "
+                f"its CUDA {major} build")
     other = sibling(name, major)
     if other and other != name:
         return f"install its CUDA {major} build instead: pip uninstall -y {name} && pip install {other}"

@@ -389,18 +389,32 @@ def is_library_file(path: str, info: elf.Dynamic, dirs: list[str]) -> bool:
 
 # -- distributions -------------------------------------------------------------------------------
 REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9._-]+)\s*(?:\[[^\]]*\])?\s*([^;\n]*)(?:;([^\n]*))?", re.MULTILINE)
-EXTRA = re.compile(r"\bextra\s*==")
+EXTRA = re.compile(r"""\bextra\s*==\s*['"]?([\w.-]+)""")
 HEADER = re.compile(r"^(Name|Version):\s*(.+?)\s*$", re.MULTILINE)
 
 
 def _metadata(dist: md.Distribution, installed: set[str]) -> tuple[str, str, list[tuple[str, str]]]:
     """Name, version and requirements (name, specifier) from METADATA, without the email parser.
-    A requirement of an extra (``; extra == "cu12"``) counts only when it is installed: numba-cuda
-    offers a cu12 and a cu13 extra, and what it needs is the one the user chose."""
+    A requirement of an extra (``; extra == "cu12"``) counts when it is installed, and otherwise
+    only when one extra alone brings CUDA libraries, of one major: numba-cuda offers a cu12 and a
+    cu13 extra, and what it needs is the one the user chose; jax-cuda12-plugin's one with-cuda
+    extra names the CUDA 12 libraries it loads, installed from pip or not."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     head = dict(HEADER.findall(text[:4000]))
-    requires = [(canonicalize_name(n), spec.strip().strip("()")) for n, spec, marker in REQUIRES.findall(text)
-                if not EXTRA.search(marker or "") or canonicalize_name(n) in installed]
+    base: list[tuple[str, str]] = []
+    extras: list[tuple[str, str, str]] = []  # (name, specifier, the extra's name)
+    for n, spec, marker in REQUIRES.findall(text):
+        req = (canonicalize_name(n), spec.strip().strip("()"))
+        extra = EXTRA.search(marker or "")
+        if extra:
+            extras.append((*req, extra.group(1)))
+        else:
+            base.append(req)
+    cuda_extras = {x for name, _, x in extras if CUDA_RELATED.search(name)}
+    majors = {m for name, spec, _ in extras if (m := cuda_libs.requirement_major(name, spec)) is not None}
+    one_choice = len(cuda_extras) == 1 and len(majors) == 1  # no other CUDA to choose instead
+    requires = base + [(name, spec) for name, spec, _ in extras if name in installed
+                       or (one_choice and cuda_libs.requirement_major(name, spec) is not None)]
     return head.get("Name", ""), head.get("Version", ""), requires
 
 

@@ -146,6 +146,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if speed in ("soak", "multinode") and speed not in markexpr:
             drop.append(item)  # hours of load or a torchrun launch only when asked for by name
             if state.replay is not None and recorded_with(state.replay, speed):
+                state.not_judged.add(item.nodeid)
                 state.reported.append(Reported(item.nodeid, Verdict(
                     gotcha_of(item), Status.SKIP, f"{speed} check not judged: judged only with -m {speed}",
                     check=check_label(item)), item.stash.get(ORDER_KEY, 1 << 30)))
@@ -172,9 +173,16 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Plan the head start for the GPU checks collected (live runs only)."""
+    """Plan the head start for the GPU checks collected (live runs only). A replay's note that a
+    soak or multinode check was not judged stays only for a gotcha this run judges (``-k g04``
+    leaves G3's and G5's out), now that every plugin's selection (-k, -m) is applied."""
     state = session.config.stash.get(STATE_KEY, None)
-    if state is None or not state.active or state.head_start is None:
+    if state is None:
+        return
+    if state.replay is not None:
+        judged = {gotcha_of(item) for item in session.items}
+        state.reported = [r for r in state.reported if r.nodeid not in state.not_judged or r.verdict.gotcha in judged]
+    if not state.active or state.head_start is None:
         return
     state.head_start.plan({gotcha_of(item) for item in session.items
                            if gotcha_of(item) is not None and item.get_closest_marker("gpu") is not None})

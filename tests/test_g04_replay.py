@@ -244,6 +244,9 @@ def test_a_replay_says_what_the_snapshot_holds_that_it_does_not_judge(pytester):
     assert g4[0].startswith("G4 PASS: ") and re.search(r"; not checked: .*\bsoak\b", g4[0])
     skipped = [v for v in ordinary_verdicts(ordinary) if v.get("check") == "soak"]
     assert skipped and skipped[0]["summary"] == "soak check not judged: judged only with -m soak"
+    only_g4 = run(pytester, "-m", "fast", "-k", "g4", "--spark-replay", str(path))  # -k leaves G3's and G5's out
+    assert [line[:3] for line in glines(only_g4) if line.startswith("G")] == ["G4 "]
+    assert re.search(r"; not checked: .*\bsoak\b", glines(only_g4)[0])
     soaked = run(pytester, "-m", "soak", "--spark-replay", str(path))
     assert glines(soaked)[0].startswith("G4 FAIL: throughput fell")
     del recorded["markers"]  # a snapshot that predates the recorded selection: its readings tell

@@ -130,8 +130,8 @@ def test_a_redirect_to_another_host_is_not_followed_and_never_sees_the_token(ser
     assert [s.authorization for s in a.seen] == [f"Bearer {TOKEN}"]  # one request, to the API, with the token
     assert b.seen == []
     v = g08.judge_playbooks(reading)
-    assert v.status is Status.SKIP and v.line.startswith("G8 SKIP: cannot list open issues of "
-                                                         "NVIDIA/dgx-spark-playbooks: GitHub answered with an error")
+    assert v.status is Status.SKIP and v.line.startswith("G8 SKIP: GitHub answered with an error; check by hand: ")
+    assert v.detail == f"cannot list open issues of NVIDIA/dgx-spark-playbooks: {reading.error}"
     nowhere_the_token(reading)
 
 
@@ -222,9 +222,10 @@ def test_the_token_and_an_echo_stay_out_of_the_line_the_report_and_the_snapshot(
                              reason=f"Bad {TOKEN}")
     snapshot = pytester.path / "snap.json"
     result, seconds, verdict = run_check(pytester, f"--spark-snapshot={snapshot}")
-    assert g8_lines(result) == ["G8 SKIP: cannot list open issues of NVIDIA/dgx-spark-playbooks: GitHub answered with "
-                                "an error (HTTP 401 Unauthorized: Bad credentials *** ***); check by hand: "
+    assert g8_lines(result) == ["G8 SKIP: GitHub answered with an error; check by hand: "
                                 "https://github.com/NVIDIA/dgx-spark-playbooks/issues?q=is%3Aissue+is%3Aopen+vllm"]
+    assert verdict["detail"] == ("cannot list open issues of NVIDIA/dgx-spark-playbooks: HTTP 401 Unauthorized: "
+                                 "Bad credentials *** ***")
     for text in (result.stdout.str(), (pytester.path / "report.json").read_text(), snapshot.read_text()):
         assert TOKEN not in text and OTHER_SECRET not in text
 
@@ -246,7 +247,7 @@ def test_a_server_that_never_finishes_gives_a_g8_skip_within_the_budget(pytester
     assert seconds < CHECK_WITHIN_S, f"the G8 check took {seconds:.1f} s with a {BUDGET_S:g} s budget"
     assert verdict["status"] == "SKIP" and verdict["readings"]["error_kind"] == kind
     lines = g8_lines(result)
-    assert len(lines) == 1 and lines[0].startswith("G8 SKIP: cannot list open issues of NVIDIA/dgx-spark-playbooks: ")
+    assert len(lines) == 1 and verdict["detail"].startswith("cannot list open issues of NVIDIA/dgx-spark-playbooks: ")
     assert lines[0].endswith("check by hand: https://github.com/NVIDIA/dgx-spark-playbooks/issues?q=is%3Aissue"
                              "+is%3Aopen+vllm")
     assert helpers_end(), "the fetch's helper thread is still blocked after the budget"
@@ -315,8 +316,9 @@ def test_an_api_that_is_not_an_http_url_skips_with_a_clear_reason(monkeypatch, a
     assert reading.error_kind == "config" and seconds < 1
     assert reading.error.startswith("SPARK_GOTCHAS_GITHUB_API is not an http(s) URL: ")
     assert "hunter2secret" not in json.dumps(to_jsonable(reading))
-    assert g08.judge_playbooks(reading).line.startswith("G8 SKIP: cannot list open issues of NVIDIA/dgx-spark-playbooks: "
-                                                        "a bad API address (SPARK_GOTCHAS_GITHUB_API is not")
+    v = g08.judge_playbooks(reading)
+    assert v.line.startswith("G8 SKIP: a bad API address; check by hand: ")
+    assert v.detail.startswith("cannot list open issues of NVIDIA/dgx-spark-playbooks: SPARK_GOTCHAS_GITHUB_API is not")
 
 
 def test_a_damaged_cache_is_fetched_afresh(servers):

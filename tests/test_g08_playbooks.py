@@ -101,8 +101,9 @@ def test_rate_limited_skips_with_the_reset_time_and_the_url(server):
     assert reading.error_kind == "rate_limited" and reading.http_status == 403
     v = g08.judge_playbooks(reading)
     assert v.status is Status.SKIP
-    assert v.line.startswith(f"G8 SKIP: cannot list open issues of NVIDIA/dgx-spark-playbooks: GitHub's rate limit is "
-                             f"used up until {github._iso(reset)} (set GITHUB_TOKEN) (HTTP 403: API rate limit exceeded")
+    assert v.line.startswith(f"G8 SKIP: GitHub's rate limit is used up until {github._iso(reset)} (set GITHUB_TOKEN); "
+                             "check by hand: ")
+    assert v.detail.startswith("cannot list open issues of NVIDIA/dgx-spark-playbooks: HTTP 403: API rate limit exceeded")
     assert v.line.endswith("check by hand: https://github.com/NVIDIA/dgx-spark-playbooks/issues?q=is%3Aissue+is%3Aopen"
                            "+vllm")
     assert seconds < 1.5

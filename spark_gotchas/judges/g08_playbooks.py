@@ -5,7 +5,8 @@ Rules:
 - no playbook named → **INFO** saying how to name one.
 - the listing failed — offline, timed out, HTTP error (a redirect elsewhere included), rate
   limited (with the reset time), a malformed answer, or `SPARK_GOTCHAS_GITHUB_API` not an
-  http(s) URL → **SKIP** with the reason and the URL to check by hand.
+  http(s) URL → **SKIP** with the reason and the URL to check by hand (the error itself in the
+  detail).
 - open issues concern a named playbook → **WARN** listing them (the newest three per playbook in
   the line by number, with their titles in the detail, all in the JSON report): read these
   before trusting the recipe.
@@ -74,8 +75,8 @@ def judge_playbooks(reading: PlaybookIssues) -> Verdict:
             what = "the server's TLS certificate is not trusted here (a proxy? set SSL_CERT_FILE)"
         until = f" until {reading.rate_limit_reset_utc}" if reading.rate_limit_reset_utc else ""
         token = "" if reading.authenticated or reading.error_kind != "rate_limited" else " (set GITHUB_TOKEN)"
-        return Verdict(G, Status.SKIP, f"cannot list open issues of {reading.repo}: {what}{until}{token} "
-                                       f"({reading.error}); check by hand: {url}", readings=readings)
+        return Verdict(G, Status.SKIP, f"{what}{until}{token}; check by hand: {url}",
+                       detail=f"cannot list open issues of {reading.repo}: {reading.error}", readings=readings)
     parts, listed = _issue_list(reading)
     unknown = reading.unknown
     for name in unknown:

@@ -3,13 +3,19 @@
 **An option's value taken for a path.** pytest chooses its rootdir and ini file from the words of
 the command line that look like paths *before* any plugin's options are known: the ``pytest11``
 entry points load after that choice, because the ini file may turn plugins off. So in
-``pytest -m fast --spark-replay ~/runs/x.json`` (a space before the path) the snapshot looks like a
-path to collect: pytest roots the run in ``~/runs``, finds no ini file there and drops the
-suite's configuration (``addopts``, ``testpaths``), writes a ``.pytest_cache`` beside the snapshot
-and names the checks ``../../…/tests_gotchas/…``. When the command line holds such a value, the
-run starts again at once, in this process and before anything was configured, with the suite's
-plugin registered before pytest parses a word: then the path is known as the option's value.
-(``spark-gotchas`` always registers it that way, and ``--spark-replay=PATH`` never misleads.)
+``pytest -m fast --spark-replay ~/runs/x.json`` or ``--json-report-file /tmp/r.json`` (a space
+before a path that exists, as a report of the last run does) the value looks like a path to
+collect: pytest roots the run in ``~/runs`` or ``/tmp``, finds no ini file there and drops the
+suite's configuration (``addopts``, ``testpaths``), collects the wrong tests, writes a
+``.pytest_cache`` beside the file and names the checks ``../../…/tests_gotchas/…``. Once every
+plugin is registered, pytest's own parser knows which words are an option's value: when one of
+them, given after a space to an option pytest does not define itself (the suite's, or any
+plugin's: ``--json-report-file``, ``--cov-config``, ``--metadata-from-json-file``...), names an
+existing path, the run starts again at once, in this process and before anything was configured,
+with those options written ``--flag=VALUE`` (in ``PYTEST_ADDOPTS`` too), which pytest never takes
+for a path. pytest's own options (``--junitxml``, ``--basetemp``, ``--log-file``, ``-c``...)
+are known from the start and never mislead. (``spark-gotchas`` gives pytest its ini file and
+rootdir, so no value can move them.)
 
 **pytest-xdist's ``-n``** (say from a ``PYTEST_ADDOPTS`` meant for other projects) would split the
 checks over worker processes, each with a GPU worker of its own and none printing the G-lines:
@@ -18,57 +24,107 @@ the checks run in one process instead, and a line on stderr says so.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 import pytest
-
-from .options import declared, kind
 
 PLUGIN = "spark_gotchas.plugin"
 
 
-def value_flags() -> set[str]:
-    """The suite's flags that take a value (``--spark-replay PATH``, not ``--spark-strict``)."""
-    return {f.metadata["flag"] for f in declared() if kind(f) is not bool}
+def option_actions(config: pytest.Config) -> dict[str, argparse.Action]:
+    """Every option string pytest's parser knows by now (``--json-report-file``, ``-c``), with how
+    many words it takes."""
+    parser = config._parser
+    optparser = getattr(parser, "optparser", None) or parser._getparser()  # pytest 9, pytest 8
+    return dict(optparser._option_string_actions)
 
 
-def values_taken_for_paths(args: list[str]) -> list[str]:
-    """Values given to the suite's options with a space that pytest's first look took for paths
-    (it roots the run in the folder of any that exists)."""
-    flags = value_flags()
-    taken = []
-    for flag, value in zip(args, args[1:], strict=False):
-        if flag == "--":
+def pytests_own_options(args: list[str]) -> set[str]:
+    """The option strings pytest knows before it chooses its rootdir: those of its built-in plugins
+    (less any turned off with ``-p no:NAME``), not those of the plugins loaded after."""
+    from _pytest.config import get_config
+
+    return set(option_actions(get_config(args)))
+
+
+def values_given_apart(words: list[str], actions: dict[str, argparse.Action]) -> list[int]:
+    """Where an option's one value follows it as a word of its own (``--flag VALUE``), read as
+    pytest's full parser reads them: an option that takes no value leaves the next word a path,
+    ``--flag=VALUE`` and a value starting with ``-`` are never taken for one."""
+    found, i = [], 0
+    while i < len(words) - 1:
+        word, i = words[i], i + 1
+        if word == "--":
             break
-        if flag in flags and not value.startswith("-") and Path(value.split("::")[0]).exists():
-            taken.append(value)
-    return taken
+        action = actions.get(word)
+        if action is not None and action.nargs in (None, "?", 1) and not words[i].startswith("-"):
+            found.append(i)
+            i += 1
+    return found
 
 
-def invocation_words(config: pytest.Config) -> list[str]:
-    """The words pytest chose its rootdir from: ``PYTEST_ADDOPTS``, then the command line."""
+def names_a_path(word: str) -> bool:
+    """As pytest's first look decides (a node id's file, ``safe_exists``)."""
     try:
-        addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
-    except ValueError:
-        addopts = []
-    return addopts + [str(a) for a in config.invocation_params.args]
+        return Path(word.split("::")[0]).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def taken_for_paths(words: list[str], actions: dict[str, argparse.Action], own: set[str]) -> list[int]:
+    """The values of ``values_given_apart`` that pytest's first look took for paths."""
+    return [i for i in values_given_apart(words, actions) if words[i - 1] not in own and names_a_path(words[i])]
+
+
+def joined(words: list[str], where: list[int]) -> list[str]:
+    """``--flag VALUE`` written ``--flag=VALUE`` at each value's index (``-n=auto`` for a short one)."""
+    out = list(words)
+    for i in sorted(where, reverse=True):
+        out[i - 1: i + 1] = [f"{words[i - 1]}={words[i]}"]
+    return out
+
+
+@contextmanager
+def environ(name: str, value: Optional[str]):
+    """``os.environ[name]`` set to ``value`` (unchanged for None), as it was afterwards."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config):
-    """Run again with the suite's options known from the start when pytest rooted the run in the
-    folder of an option's value (see the module docstring); None lets the run go on."""
+    """Run again with every option's value joined to it when pytest rooted the run in the folder
+    of such a value (see the module docstring); None lets the run go on."""
     plugin = config.pluginmanager.get_plugin(PLUGIN)
     if plugin is None or plugin in (config.invocation_params.plugins or ()):
-        return None  # the suite is turned off, or was registered before parsing (no wrong guess)
+        return None  # the suite is turned off, or this is the run started again (or spark-gotchas)
     if getattr(config.option, "inifilename", None):
         return None  # -c FILE: the ini file and rootdir do not come from the paths
-    if not values_taken_for_paths(invocation_words(config)):
+    args = [str(a) for a in config.invocation_params.args]
+    try:
+        addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        addopts = []
+    actions, own = option_actions(config), pytests_own_options(args)
+    in_args, in_addopts = taken_for_paths(args, actions, own), taken_for_paths(addopts, actions, own)
+    if not in_args and not in_addopts:
         return None
-    return pytest.main(list(config.invocation_params.args), plugins=[*(config.invocation_params.plugins or ()), plugin])
+    with environ("PYTEST_ADDOPTS", shlex.join(joined(addopts, in_addopts)) if in_addopts else None):
+        return pytest.main(joined(args, in_args), plugins=[*(config.invocation_params.plugins or ()), plugin])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -8,6 +8,7 @@ behind.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -96,3 +97,111 @@ def test_xdist_leaves_the_checks_in_one_process(runs, words):
     ten_lines(proc)
     if "-n" in words:
         assert "spark-gotchas: -n 2 ignored: the checks run in one process" in proc.stderr
+
+
+# Any option's value given after a space, not only the suite's: pytest takes the value for a path to
+# root the run in whenever the option is a plugin's (unknown when pytest picks its rootdir) and the
+# path exists, as the report of the last run does. The same run, space or '=', and only the file
+# named is written in its folder.
+
+def the_checkouts_run(proc: subprocess.CompletedProcess) -> None:
+    """The run kept the checkout's configuration and ran the ten checks, and only them."""
+    assert f"rootdir: {ROOT}\n" in proc.stdout and "configfile: pyproject.toml" in proc.stdout, proc.stdout[:2000]
+    assert "import file mismatch" not in proc.stdout, proc.stdout[:2000]
+    ten_lines(proc)
+
+
+@pytest.mark.parametrize("how", ["space", "equals", "PYTEST_ADDOPTS"])
+def test_a_json_report_file_given_with_a_space_is_written_again_by_the_next_run(tmp_path, how):
+    report = tmp_path / "out" / "r.json"
+    report.parent.mkdir()
+    words = {"space": ["--json-report-file", str(report)], "equals": [f"--json-report-file={report}"],
+             "PYTEST_ADDOPTS": []}[how]
+    env = {"PYTEST_ADDOPTS": f"--json-report-file {report}"} if how == "PYTEST_ADDOPTS" else None
+    for run in ("first", "second"):  # the second finds the first one's report where it writes its own
+        if run == "second":
+            assert report.exists()
+        proc = run_pytest("-m", "fast", "--json-report", *words, "--spark-replay", str(H200_SNAPSHOT), cwd=ROOT,
+                          extra_env=env)
+        the_checkouts_run(proc)
+        written = json.loads(report.read_text())
+        assert written["root"] == str(ROOT) and written["exitcode"] == proc.returncode, (run, written.get("root"))
+        ids = [test["nodeid"] for test in written["tests"]]
+        assert ids and all(i.startswith("tests_gotchas/test_g") for i in ids), (run, ids)
+        assert listing(report.parent) == ["r.json"], (run, "the run wrote beside the report (a .pytest_cache?)")
+
+
+def cov_config(folder: Path) -> tuple[Path, list[str]]:
+    (folder / "covrc").write_text("[report]\nshow_missing = True\n")
+    return folder / "covrc", ["--cov=spark_gotchas", "--cov-report=term"]
+
+
+def cov_source(folder: Path) -> tuple[Path, list[str]]:
+    (folder / "src").mkdir()
+    (folder / "src" / "elsewhere_module.py").write_text("VALUE = 1\n")
+    return folder / "src", ["--cov-report=term"]
+
+
+# option, what the folder holds before the run (the path given, words before it), what shows it was read
+PATH_OPTIONS = {
+    "--metadata-from-json-file": (lambda f: (f / "meta.json", ["-v"]), "'site': 'spark1'"),  # pytest-metadata
+    "--cov-config": (cov_config, "Missing"),  # pytest-cov: show_missing adds the column
+    "--cov": (cov_source, "elsewhere_module.py"),  # pytest-cov's optional value: a source folder
+    "--junitxml": (lambda f: (f / "j.xml", []), None),  # pytest's own options are known from the start
+    "--log-file": (lambda f: (f / "l.log", []), None),
+}
+
+
+@pytest.mark.parametrize("option", list(PATH_OPTIONS))
+def test_a_plugins_path_given_with_a_space_outside_the_checkout(tmp_path, option):
+    if option.startswith("--cov") and importlib.util.find_spec("pytest_cov") is None:
+        pytest.skip("needs pytest-cov (the test extra)")
+    folder, out = tmp_path / "given", tmp_path / "out"
+    folder.mkdir()
+    out.mkdir()
+    prepare, shown = PATH_OPTIONS[option]
+    path, before = prepare(folder)
+    if not path.exists():
+        path.write_text('{"site": "spark1"}\n' if path.suffix == ".json" else "from the last run\n")
+    held = listing(folder)
+    proc = run_pytest("-m", "fast", "--spark-replay", str(H200_SNAPSHOT), "--json-report",
+                      f"--json-report-file={out / 'r.json'}", *before, option, str(path), cwd=ROOT,
+                      extra_env={"COVERAGE_FILE": str(out / ".coverage")})
+    the_checkouts_run(proc)
+    assert listing(folder) == held, "the run wrote beside the path given (a .pytest_cache?)"
+    if shown is not None:
+        assert shown in proc.stdout, proc.stdout[-3000:]
+    elif option == "--junitxml":
+        assert 'name="pytest" errors="0"' in path.read_text(), path.read_text()[:500]
+
+
+def test_a_flag_that_takes_no_value_leaves_the_path_after_it_a_path(tmp_path):
+    """Only an option's value is joined to it: after --json-report (no value) a check's file is
+    still the one file collected."""
+    proc = run_pytest("-m", "fast", "-v", "--spark-replay", str(H200_SNAPSHOT), f"--json-report-file={tmp_path / 'r.json'}",
+                      "--json-report", "tests_gotchas/test_g10_parallelism.py", cwd=ROOT)
+    assert f"rootdir: {ROOT}\n" in proc.stdout and proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    ids = {line.split(" ")[0].split("::")[0] for line in proc.stdout.splitlines() if "::test_g" in line}
+    assert ids == {"tests_gotchas/test_g10_parallelism.py"}, ids
+    assert [line[:4] for line in glines(proc.stdout) if GLINE.match(line)] == ["G10 "]
+
+
+def test_the_installed_command_writes_a_json_report_given_with_a_space_from_another_folder(tmp_path):
+    from spark_gotchas.cli import INI, checks_dir
+
+    command = Path(sys.executable).parent / "spark-gotchas"
+    argv = [str(command)] if command.exists() else [sys.executable, "-m", "spark_gotchas"]
+    here, report = tmp_path / "project", tmp_path / "out" / "r.json"
+    here.mkdir()
+    report.parent.mkdir()
+    (here / "test_someone_elses.py").write_text("def test_someone_elses():\n    assert False\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
+    for run in ("first", "second"):
+        proc = subprocess.run([*argv, "-m", "fast", "--json-report", "--json-report-file", str(report),
+                               "--spark-replay", str(H200_SNAPSHOT)], cwd=here, env=env, capture_output=True,
+                              text=True, timeout=180, stdin=subprocess.DEVNULL)
+        assert f"rootdir: {checks_dir().parent}\n" in proc.stdout, (run, proc.stdout[:2000])
+        assert f"configfile: {os.path.relpath(INI, checks_dir().parent)}" in proc.stdout, (run, proc.stdout[:2000])
+        ten_lines(proc)
+        assert json.loads(report.read_text())["exitcode"] == proc.returncode, run
+        assert listing(report.parent) == ["r.json"] and listing(here) == ["test_someone_elses.py"], run

@@ -68,11 +68,13 @@ def checks_dir() -> Path:
 
 
 def pytest_args(user_args: list[str]) -> list[str]:
-    """The installed suite's configuration, then the user's arguments, then the checks. The rootdir
-    is the checks' parent, so test ids read ``checks/test_g05_…`` installed and
-    ``tests_gotchas/test_g05_…`` from a checkout, as ``pytest -m fast`` names them there."""
+    """The installed suite's configuration, then the checks, then the user's arguments: an option
+    of the user's that takes a list or an optional value (``--json-report-omit log``, ``--cov``)
+    ends the command and cannot swallow the checks. The rootdir is the checks' parent, so test ids
+    read ``checks/test_g05_…`` installed and ``tests_gotchas/test_g05_…`` from a checkout, as
+    ``pytest -m fast`` names them there."""
     checks = checks_dir()
-    return ["-c", str(INI), "--rootdir", str(checks.parent), "-p", "no:cacheprovider", *user_args, str(checks)]
+    return ["-c", str(INI), "--rootdir", str(checks.parent), "-p", "no:cacheprovider", str(checks), *user_args]
 
 
 def run_checks(user_args: list[str]) -> int:

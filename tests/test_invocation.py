@@ -205,3 +205,15 @@ def test_the_installed_command_writes_a_json_report_given_with_a_space_from_anot
         ten_lines(proc)
         assert json.loads(report.read_text())["exitcode"] == proc.returncode, run
         assert listing(report.parent) == ["r.json"] and listing(here) == ["test_someone_elses.py"], run
+
+
+@pytest.mark.parametrize("last", [["--json-report", "--json-report-omit", "log"], ["--debug"]])
+def test_the_installed_command_keeps_its_checks_whatever_option_ends_the_command(tmp_path, last):
+    """An option that takes a list or an optional value, last on the command line, cannot take the
+    checks for its own (it once collected nothing, or opened the checks' folder as a file)."""
+    command = Path(sys.executable).parent / "spark-gotchas"
+    argv = [str(command)] if command.exists() else [sys.executable, "-m", "spark_gotchas"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
+    proc = subprocess.run([*argv, "-m", "fast", "--spark-replay", str(H200_SNAPSHOT), *last], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    ten_lines(proc)

@@ -19,8 +19,10 @@ Rules:
 - Rates on 12.1: NVFP4 slower than FP8 → **FAIL** with the ratio; not slower → **PASS**;
   NVFP4 not runnable through torch → **WARN** "stay on FP8" (**FAIL** with nvfp4 planned).
 - Any GPU: the precision named by `--spark-precision` not runnable → **FAIL**. Otherwise
-  **INFO** listing the precisions that run and their TFLOP/s (an H200: BF16 ≈ 763, FP8 ≈ 1290,
-  NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`).
+  **INFO** listing the precisions that run and their TFLOP/s (an H200 at 8192³: BF16 ≈ 686–688,
+  FP8 ≈ 1258–1412, NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`; the preflight's probe gave 688 and 1258
+  in the recorded H200 snapshot, `tests/fixtures/h200/preflight-snapshot.json`, the longer
+  measurement of `docs/benchmarks.md` 685.6 and 1412.4).
 - A GEMM outside its tolerance, or the probe crashing or hanging → **FAIL**; not measurable
   (no torch, a CPU build, no device) → **SKIP**.
 """

@@ -1,18 +1,26 @@
 """The real runs whose G-lines must fit in 100 columns: this machine's fast preflight, the H200
-preflight replayed plain, as a Spark and for NVFP4, the live-state and G9 snapshots, a GB10's memory
-and process tables, every G10 launch file and G8 against a loopback GitHub.
+preflight replayed plain, as a Spark, for NVFP4 and with its torch reading refused, the live-state
+and G9 snapshots, a GB10's memory and process tables, G3's memory view and G4's last-soak check
+alone (the heartbeat looked for in a deep --soak-dir), a soak cut short by Ctrl-C on the G4 tests'
+fake machine, every G10 launch file and G8 against a loopback GitHub.
 
 ``python tests/line_widths.py`` prints each run's widths (max and median) and the lines over 100.
+Loaded as a plugin (``-p line_widths``, with ``FAKE_SOAK`` set to a soak folder), this module puts the
+soak on the fake machine and cuts it short (:func:`pytest_configure`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 H200 = FIXTURES / "h200" / "preflight-snapshot.json"
 COLUMNS = 100
+FAKE_SOAK = "LINE_WIDTHS_FAKE_SOAK"  # the soak folder of a run whose soak is on the fake machine
 
 
 @dataclass
@@ -65,6 +74,54 @@ def gb10_snapshots(folder: Path) -> list[Run]:
     return runs
 
 
+def uncommon_runs(folder: Path) -> list[Run]:
+    """The lines of less common paths: the H200 snapshot with the torch reading refused (a device's
+    capability recorded as "12.1"), G3's GPU memory view and G4's last-soak check alone (the SKIP
+    lines that stand for the gotcha when nothing else ran), the heartbeat looked for in a deep
+    --soak-dir, and a 30 s soak cut short by a real SIGINT on the G4 tests' fake machine."""
+    snap = json.loads(H200.read_text())
+    snap["readings"]["torch.build"]["devices"][0]["capability"] = "12.1"
+    refused = folder / "h200-torch-refused.json"
+    refused.write_text(json.dumps(snap))
+    deep = folder.joinpath(*["a-checkout-several-folders-down"] * 5, "reports")
+    out = [Run("h200, torch reading refused", ["-m", "fast", "--spark-replay", str(refused)]),
+           Run("g3 GPU memory view alone", ["-m", "fast", "-k", "g3_gpu_memory_view"], (3,)),
+           Run("g4 last soak, deep --soak-dir", ["-m", "fast", "-k", "g4_last_soak", "--soak-dir", str(deep)], (4,))]
+    if importlib.util.find_spec("torch") is not None:  # as the Ctrl-C test of tests/test_g04_replay.py needs
+        soak_dir = folder / "soak"
+        out.append(Run("g4 soak cut short by SIGINT", ["-p", "line_widths", "-m", "soak", "-k", "g4_soak",
+                                                       "--soak-duration", "30s", "--soak-dir", str(soak_dir)], (4,),
+                       {FAKE_SOAK: str(soak_dir),
+                        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}))
+    return out
+
+
+def pytest_configure(config) -> None:
+    """With ``-p line_widths`` and FAKE_SOAK set: the soak runs on the G4 tests' fake machine (a fake
+    GB10 through NVML, a fake load in a real worker, as tests/test_g04_replay.py sets it up) and a real
+    SIGINT cuts it short 1 s after its CSV appears, as a user's Ctrl-C would."""
+    soak_dir = os.environ.get(FAKE_SOAK)
+    if not soak_dir:
+        return
+    import pytest
+    from test_g04_replay import fake_soak_machine
+
+    patch = pytest.MonkeyPatch()  # never undone: the run's process ends with the run
+    fake_soak_machine(patch)
+    patch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)  # a worker without torch
+
+    def ctrl_c_once_the_soak_records() -> None:
+        deadline = time.monotonic() + 60
+        while not list(Path(soak_dir).glob("g4-soak-*.csv")):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_the_soak_records, daemon=True).start()
+
+
 def runs(folder: Path, github: str = "") -> list[Run]:
     """Every run measured; ``github`` is the loopback GitHub's address for G8 (none: G8 runs left out)."""
     out = [Run("this machine", ["-m", "fast"]),
@@ -83,6 +140,7 @@ def runs(folder: Path, github: str = "") -> list[Run]:
         if "readings" in json.loads(snap.read_text()):
             out.append(Run(f"g09 {snap.stem}", ["-m", "fast", "--spark-replay", str(snap)]))
     out.extend(gb10_snapshots(folder))
+    out.extend(uncommon_runs(folder))
     for config in sorted((FIXTURES / "g10").iterdir()):
         if config.name != "README.md":
             out.append(Run(f"g10 {config.name}", ["-m", "fast", "-k", "g10", "--spark-replay", str(H200),

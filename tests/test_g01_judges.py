@@ -214,6 +214,19 @@ def test_cu12_extension_judged_as_a_spark_without_a_driver_fails():
 def test_the_h200_extensions_match_its_driver():
     verdict = g01.judge_extensions(scan("h200_torch_cu130"), inventory("h200_580.159.04"), H200)
     assert verdict.line == ("G1 PASS: 2 packages use CUDA 13 (the driver supports CUDA 13.0): torch; torchaudio")
+    assert verdict.detail == ""  # every package is in the line
+
+
+def test_packages_whose_names_would_pass_100_columns_are_counted_and_named_in_the_detail():
+    """The recorded H200's seven CUDA 13 packages: three names and a count were 117 columns; the line
+    keeps the count and the driver, so a not-checked tail still fits; the detail names every package."""
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
+    readings = recorded["readings"]
+    verdict = g01.judge_extensions(from_jsonable(ExtensionScan, readings["env.cuda_extensions"]),
+                                   from_jsonable(GpuInventory, readings["gpu.inventory"]), H200)
+    assert verdict.line == "G1 PASS: 7 packages use CUDA 13 (the driver supports CUDA 13.0)"
+    assert verdict.detail == ("cupy-cuda13x; nvidia-cublas; nvidia-cusolver; nvidia-cusparse; torch; torchaudio; "
+                              "torchvision")
 
 
 def test_without_a_driver_the_line_says_the_profile_expects_cuda_13_not_the_driver():

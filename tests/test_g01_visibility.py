@@ -142,7 +142,23 @@ def test_a_cpu_torch_or_none_leaves_the_question_to_g1s_torch_line():
     vis = GpuVisibility(pci_gpus=SPARK_PCI, dev_nodes=NODES)
     cpu = g01v.judge_gpu_visible(vis, GB10, torch(devices=0, version="2.13.0+cpu", cuda=None))
     assert cpu.status is Status.INFO and "torch 2.13.0+cpu is a CPU build (see G1's torch line)" in cpu.summary
-    assert g01v.judge_gpu_visible(vis, GB10, TorchBuild(installed=False)).status is Status.INFO
+    absent = g01v.judge_gpu_visible(vis, GB10, TorchBuild(installed=False))
+    assert absent.line == "G1 INFO: NVML sees 1 GPU(s) (NVIDIA GB10); torch is not installed"
+
+
+def test_a_reading_that_could_not_be_had_is_unread_not_absent():
+    """spark.try_read gives None for a reading refused in a replay (or not in the snapshot): torch
+    may be installed and NVML may list a GPU; the line says the reading could not be read."""
+    vis = GpuVisibility(pci_gpus=SPARK_PCI, dev_nodes=NODES)
+    unread_torch = g01v.judge_gpu_visible(vis, GB10, None)
+    assert unread_torch.line == ("G1 INFO: NVML sees 1 GPU(s) (NVIDIA GB10); torch's reading could not be read "
+                                 "(see G1's torch line)")
+    assert unread_torch.readings["torch_devices"] is None
+    unread_nvml = g01v.judge_gpu_visible(vis, None, torch())
+    assert unread_nvml.line == "G1 PASS: torch sees NVIDIA GB10; NVML's reading could not be read"
+    neither = g01v.judge_gpu_visible(GpuVisibility(pci_error="cannot list /sys/bus/pci/devices"), None, None)
+    assert neither.line == "G1 INFO: no GPU visible here, and the PCI bus cannot be read"
+    assert neither.detail == "NVML: its reading could not be read; PCI bus: cannot list /sys/bus/pci/devices"
 
 
 def test_torch_sees_the_gpu_without_nvml_a_compute_only_container():
@@ -214,3 +230,28 @@ def test_hostile_variable_values_stay_on_one_line():
     v = g01v.judge_gpu_visible(GpuVisibility(dev_nodes=NODES, cuda_visible_devices=forged), GB10, torch(devices=0))
     assert "\n" not in v.line and "\r" not in v.line and "\x1b" not in v.line
     assert v.line.startswith("G1 FAIL: NVML sees 1 GPU(s) (NVIDIA GB10) but torch sees none: CUDA_VISIBLE_DEVICES='\\x1b[2J\\x0aG1 PASS")
+
+
+def test_a_replayed_torch_reading_that_is_refused_is_not_called_torch_not_installed(pytester, tmp_path, clean_env):
+    """The H200 snapshot with a device's capability recorded as "12.1" (not [12, 1]): the torch reading
+    is refused, so G1's torch build check skips with the reason; the visibility check says the
+    reading could not be read, and the extensions line that stands for G1 fits 100 columns."""
+    clean_env.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    snap = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
+    snap["readings"]["torch.build"]["devices"][0]["capability"] = "12.1"
+    (tmp_path / "refused.json").write_text(json.dumps(snap))
+    import pytest_timeout
+
+    import spark_gotchas.plugin
+
+    pytester.makepyfile(test_g01_here=(ROOT / "tests_gotchas" / "test_g01_cuda_abi.py").read_text())
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "fast", "-v", "--spark-replay",
+                                str(tmp_path / "refused.json"), plugins=[spark_gotchas.plugin, pytest_timeout])
+    assert glines(result) == ["G1 PASS: 7 packages use CUDA 13 (the driver supports CUDA 13.0); not checked: torch build"]
+    result.stdout.fnmatch_lines([
+        "    skip: could not read torch.build: recorded reading does not fit TorchBuild: devices[0].capability: "
+        "needs tuple[int, int], got string '12.1'",
+        "    pass: 7 packages use CUDA 13 (the driver supports CUDA 13.0) (cupy-cuda13x; nvidia-cublas; "
+        "nvidia-cusolver; nvidia-cusparse; torch; torchaudio; torchvision)",
+        "    info: NVML sees 1 GPU(s) (NVIDIA H200); torch's reading could not be read (see G1's torch line)"])
+    assert "torch is not installed" not in result.stdout.str()

@@ -224,7 +224,8 @@ def test_nvml_not_supported_on_a_discrete_gpu_warns():
 def test_no_nvml_and_cpu_torch_skips_with_both_reasons():
     verdict = g03.judge_gpu_memory_view(meminfo("h200"), NONE, GpuInventory(nvml_error="NVML library not found"),
                                         CudaMemory(attempted=False, reason="torch is a CPU build"))
-    assert verdict.line == ("G3 SKIP: no GPU memory to read (NVML: NVML library not found; CUDA: torch is a CPU build)")
+    assert verdict.line == "G3 SKIP: no GPU memory to read: neither NVML nor CUDA sees a GPU"
+    assert verdict.detail == "NVML: NVML library not found; CUDA: torch is a CPU build"
 
 
 # -- the load probe ----------------------------------------------------------------------------------

@@ -107,8 +107,8 @@ def test_an_interrupted_run_is_judged_on_what_it_measured_and_cannot_pass():
                            planned_s=10800.0)
     v = g04.judge_soak(reading, GB10)
     assert v.status is Status.WARN
-    assert v.line.startswith("G4 WARN: cut short by SIGINT after 0:12:34 of 3:00:00; 0:12:34 of BF16 GEMM held over "
-                             "what ran: ")
+    assert v.line == "G4 WARN: cut short by SIGINT after 0:12:34 of 3:00:00; 0:12:34 of BF16 GEMM held over what ran"
+    assert v.detail.startswith("95.0 -> 95.0 TFLOP/s (+0.0%); sustained 98 W vs the 240 W brick")
     assert v.fix == ("run the soak again for its whole planned length (spark-gotchas -m soak --soak-duration 3h) "
                      "before trusting a long run to this machine")
 
@@ -131,8 +131,10 @@ def test_a_run_cut_short_before_a_full_window_is_too_short_to_judge():
 
 def test_a_record_without_end_marker_says_so():
     reading = soak_reading(series(n=10), end_reason="no end marker: the run was killed or the machine lost power")
-    assert g04.judge_soak(reading, GB10).line.startswith(
-        "G4 PASS: no end marker: the run was killed or the machine lost power (after 0:00:50); ")
+    v = g04.judge_soak(reading, GB10)
+    assert v.line == "G4 PASS: no end marker (after 0:00:50); 0:00:50 of BF16 GEMM held its throughput"
+    assert v.detail.startswith("no end marker: the run was killed or the machine lost power; 95.0 -> 95.0 TFLOP/s "
+                               "(+0.0%); sustained 98 W")
 
 
 def test_load_failures():

@@ -86,7 +86,8 @@ def test_a_soak_still_running_is_said_so(tmp_path, monkeypatch):
 
 def test_no_heartbeat_and_a_broken_one_are_skips_with_the_reason(tmp_path, this_boot):
     missing = g04.judge_reboot(check_heartbeat(tmp_path / HEARTBEAT_NAME))
-    assert missing.line == f"G4 SKIP: no earlier soak recorded ({tmp_path / HEARTBEAT_NAME}): nothing to check for a reboot"
+    assert missing.line == "G4 SKIP: no earlier soak recorded: nothing to check for a reboot"
+    assert missing.detail == f"no heartbeat at {tmp_path / HEARTBEAT_NAME}"
     (tmp_path / HEARTBEAT_NAME).write_text('{"format": "spark-gotchas-soak-heartb')
     broken = g04.judge_reboot(check_heartbeat(tmp_path / HEARTBEAT_NAME))
     assert broken.status is Status.SKIP and "is not JSON" in broken.line

@@ -155,7 +155,10 @@ def test_a_sigkilled_soak_leaves_a_whole_csv_and_the_next_run_knows(tmp_path):
     record = read_csv(csv_path)
     assert record.torn_lines == 0 and record.reading.end_reason == NO_END
     assert record.reading.samples >= 40 and len(record.reading.windows) >= 3
-    assert g04.judge_soak(record.reading, GB10).line.startswith(f"G4 PASS: {NO_END} (after 0:00:0")
+    judged = g04.judge_soak(record.reading, GB10)
+    assert re.fullmatch(r"G4 PASS: no end marker \(after 0:00:0(\d)\); 0:00:0\1 of BF16 GEMM held its throughput",
+                        judged.line)
+    assert judged.detail.startswith(f"{NO_END}; 95.0 -> 95.0 TFLOP/s (+0.0%); ")
     check = check_heartbeat(tmp_path / HEARTBEAT_NAME)  # same boot, process gone
     assert check.heartbeat.end_reason is None and check.soak_pid_alive is False
     v = g04.judge_reboot(check)

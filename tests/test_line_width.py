@@ -1,7 +1,9 @@
 """Every G-line of the real runs (tests/line_widths.py: this machine's preflight, the H200 preflight
-replayed plain, as a Spark and for NVFP4, the live-state, G9, GB10 memory and process, G10 launch
-file and G8 snapshots and servers) fits in 100 columns, except the uncommon case allowed below;
-and every fix line those runs print reads as an instruction."""
+replayed plain, as a Spark, for NVFP4 and with its torch reading refused, the live-state, G9, GB10
+memory and process, G10 launch file and G8 snapshots and servers, G3's memory view and G4's last-soak
+check alone with a deep --soak-dir, a soak cut short by Ctrl-C on a fake machine) fits in 100
+columns, except the uncommon case allowed below; and every fix line those runs print reads as an
+instruction."""
 
 from __future__ import annotations
 
@@ -54,3 +56,15 @@ def test_every_fix_the_runs_print_is_an_instruction(printed):
 
 def test_the_h200_preflight_lines_fit(printed):
     assert [len(line) <= COLUMNS for line in printed["h200"] if line[:1] == "G"] == [True] * 10
+
+
+def test_the_uncommon_runs_print_the_lines_they_are_there_for(printed):
+    """Each run of tests/line_widths.py's uncommon_runs reaches the line it measures (a run that printed
+    something else would measure nothing)."""
+    assert printed["h200, torch reading refused"][0] == (
+        "G1 PASS: 7 packages use CUDA 13 (the driver supports CUDA 13.0); not checked: torch build")
+    assert printed["g4 last soak, deep --soak-dir"] == ["G4 SKIP: no earlier soak recorded: nothing to check for a reboot"]
+    assert printed["g3 GPU memory view alone"][0].startswith("G3 ")
+    if "g4 soak cut short by SIGINT" in printed:  # with torch installed
+        assert re.fullmatch(r"G4 WARN: cut short by SIGINT after 0:00:0\d of 0:00:30; 0:00:0\d of BF16 GEMM held over "
+                            r"what ran", printed["g4 soak cut short by SIGINT"][0])

@@ -592,11 +592,15 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
                                        f"{ctx.expect_text}", readings=readings)
     if len(users) == 1:
         return Verdict(G, Status.PASS, f"{users[0].clause}; {ctx.expect_text}", readings=readings)
-    head = f"{len(users)} packages use CUDA {ctx.expected} ({ctx.expect_text}): "
-    line = head + _names([f.short for f in users], 3)
-    if len(line) > 91:  # the builds picked stay in the report
-        line = head + _names([f.package for f in users], 3)
-    return Verdict(G, Status.PASS, line, readings=readings)
+    head = f"{len(users)} packages use CUDA {ctx.expected} ({ctx.expect_text})"
+    every = "; ".join(f.short for f in users)
+    for names in ([f.short for f in users], [f.package for f in users]):  # the builds picked stay in the report
+        line = f"{head}: {_names(names, 3)}"
+        if len(line) <= 91:
+            return Verdict(G, Status.PASS, line, detail=every if _names(names, 3) != every else "",
+                           readings=readings)
+    # no room for a name: the count says it, every package is in the detail (a not-checked tail still fits)
+    return Verdict(G, Status.PASS, head, detail=every, readings=readings)
 
 
 def _majority(findings: list[Finding]) -> Optional[int]:

@@ -14,7 +14,8 @@ Whether the GPU can be used from here (`test_g1_gpu_visible_here`):
   missing (a device cgroup or the container's device list hides them), or torch's own error.
 - NVML lists a GPU and torch sees it (or fewer of them, with ``CUDA_VISIBLE_DEVICES`` choosing)
   -> PASS. torch not installed, not a CUDA build or failing to import -> INFO (G1's torch line
-  judges that).
+  judges that). A reading that could not be had (refused in a replay, not in the snapshot) is
+  said to be unread, never taken for torch missing or NVML listing no GPU.
 - NVML lists no GPU but torch sees one -> PASS, with NVML's reason.
 - Neither sees a GPU, and an NVIDIA display or 3D controller (vendor 0x10de, class 0x0300xx or
   0x0302xx) is on the PCI bus -> FAIL: "an NVIDIA GPU is in this machine but not visible in
@@ -71,17 +72,20 @@ def _in_container(vis: GpuVisibility) -> bool:
 def judge_gpu_visible(vis: Optional[GpuVisibility], inventory: Optional[GpuInventory],
                       build: Optional[TorchBuild]) -> Verdict:
     """Whether the GPU in this machine can be used from this environment (rules in the module docstring).
-    ``vis`` None (a snapshot from before the reading existed) is judged as no PCI bus, no variables."""
+    A reading given as None could not be had (``spark.try_read``: not in the snapshot, refused, or its
+    reader failed): it is unread, which says nothing of what the machine has. ``vis`` None is judged
+    as no PCI bus read, no variables."""
     readings = _readings(vis, inventory, build)
-    vis = vis if vis is not None else GpuVisibility(pci_error="not recorded")
+    vis = vis if vis is not None else GpuVisibility(pci_error="not read")
     nvml_devices = inventory.devices if inventory is not None else []
     torch_sees = build is not None and build.has_device
     if nvml_devices:
         return _nvml_sees(vis, nvml_devices[0].name or "a GPU", len(nvml_devices), build, readings)
-    nvml_why = (inventory.nvml_error if inventory is not None else None) or "no GPU listed"
+    nvml_why = (inventory.nvml_error or "no GPU listed") if inventory is not None else "its reading could not be read"
     if torch_sees:
-        return Verdict(G, Status.PASS, f"torch sees {build.devices[0].name if build.devices else 'a GPU'}; "
-                                       f"NVML does not ({nvml_why})", readings=readings)
+        nvml = f"NVML does not ({nvml_why})" if inventory is not None else "NVML's reading could not be read"
+        return Verdict(G, Status.PASS, f"torch sees {build.devices[0].name if build.devices else 'a GPU'}; {nvml}",
+                       readings=readings)
     if vis.gpu_on_bus:
         inside = _in_container(vis)
         where = "this environment" if inside else "this system (is the driver loaded?)"
@@ -102,7 +106,10 @@ def judge_gpu_visible(vis: Optional[GpuVisibility], inventory: Optional[GpuInven
 
 def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchBuild], readings: dict) -> Verdict:
     nvml = f"NVML sees {count} GPU(s) ({name})"
-    if build is None or not build.installed:
+    if build is None:  # unread (refused in a replay, say): torch may well be installed
+        return Verdict(G, Status.INFO, f"{nvml}; torch's reading could not be read (see G1's torch line)",
+                       readings=readings)
+    if not build.installed:
         return Verdict(G, Status.INFO, f"{nvml}; torch is not installed", readings=readings)
     if not build.usable or not build.compiled_with_cuda:
         return Verdict(G, Status.INFO, f"{nvml}; torch cannot be asked: {build.gpu_unavailable} (see G1's torch line)",

@@ -38,7 +38,7 @@ GPU memory view:
 - unified: NVML memory `Not Supported` → **INFO** explaining why nvidia-smi shows N/A, with
   CUDA's free figure beside MemFree and MemAvailable and the gap between them.
 - discrete: NVML reads device memory → **PASS**; it cannot → **WARN**.
-- neither NVML nor a CUDA device → **SKIP** with both reasons.
+- neither NVML nor a CUDA device → **SKIP**, both reasons in its detail.
 
 Load probe (soak): the peak extra memory of a real load, as a multiple of the file size,
 above F → **WARN** (pass that ratio as `--spark-load-factor` for this machine's plans);
@@ -258,7 +258,8 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
                 "mem_free_bytes": cuda.mem_free_bytes if cuda_dev else info.mem_free_bytes,
                 "mem_available_bytes": cuda.mem_available_bytes if cuda_dev else info.mem_available_bytes}
     if not nvml_devs and cuda_dev is None:
-        return Verdict(G, Status.SKIP, f"no GPU memory to read (NVML: {nvml_why}; CUDA: {cuda_why})", readings=readings)
+        return Verdict(G, Status.SKIP, "no GPU memory to read: neither NVML nor CUDA sees a GPU",
+                       detail=f"NVML: {nvml_why}; CUDA: {cuda_why}", readings=readings)
     first = nvml_devs[0] if nvml_devs else None
     nvml_na = first is not None and first.memory_total_bytes is None
     na_reason = first.unavailable.get("memory_total_bytes", "unreadable") if nvml_na else ""

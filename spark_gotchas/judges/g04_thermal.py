@@ -303,7 +303,8 @@ def rebooted_since(check: RebootCheck) -> tuple[Optional[bool], str]:
 
 def judge_reboot(check: RebootCheck) -> Verdict:
     if not check.found:
-        return Verdict(G, Status.SKIP, f"no earlier soak recorded ({check.heartbeat_path}): nothing to check for a reboot")
+        return Verdict(G, Status.SKIP, "no earlier soak recorded: nothing to check for a reboot",
+                       detail=f"no heartbeat at {check.heartbeat_path}", readings={"heartbeat": check.heartbeat_path})
     if check.error or check.heartbeat is None:
         return Verdict(G, Status.SKIP, f"the last soak's heartbeat cannot be used: {check.error}")
     beat = check.heartbeat
@@ -431,11 +432,17 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     max_drop = soak.max_drop_fraction if max_drop is None else max_drop
     need = 0.5 * soak.window_s if soak.window_s else 0.0
     full = [w for w in soak.windows if w.tflops is not None and w.seconds >= need]
-    prefix = ""
+    prefix, ending = "", ""
     if soak.interrupted:
         prefix = f"{soak.end_reason} after {hms(soak.elapsed_s)} of {hms(soak.planned_s)}; "
     elif soak.end_reason and not soak.completed and not soak.load_problem:
-        prefix = f"{soak.end_reason} (after {hms(soak.elapsed_s)}); "
+        # "no end marker: the run was killed or …": the line keeps the finding, the detail the explanation
+        ending = soak.end_reason
+        prefix = f"{ending.split(': ', 1)[0]} (after {hms(soak.elapsed_s)}); "
+
+    def told(*texts: str) -> str:  # the detail, led by the explanation the line left out
+        return "; ".join(t for t in (ending if ": " in ending else "", *texts) if t)
+
     readings: dict[str, Any] = {"csv": soak.csv_path, "png": soak.png_path, "windows": len(soak.windows),
                                 "end_reason": soak.end_reason, "max_drop_fraction": max_drop}
     if soak.load_problem:
@@ -445,7 +452,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
                        fix=FIX_LOAD, readings=readings)
     if not full:
         return Verdict(G, Status.INFO, f"{prefix}too short to judge: no full {soak.window_s:.0f} s load window measured",
-                       readings=readings)
+                       detail=told(), readings=readings)
     busy = _median(_present([_window_busy(w) for w in full]))
     clocks = _present([w.sm_clock_median_mhz for w in full])
     clock = _median(clocks)
@@ -453,7 +460,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     readings.update({"first_tflops": first.tflops, "last_tflops": last.tflops, "busy": busy, "sm_clock_median_mhz": clock})
     if busy is not None and busy < BUSY_MIN:
         return Verdict(G, Status.INFO, f"{prefix}inconclusive: the load kept the GPU busy only {busy:.0%} of the soak "
-                                       f"(needs {BUSY_MIN:.0%})", detail=f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s",
+                                       f"(needs {BUSY_MIN:.0%})", detail=told(f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s"),
                        readings=readings)
     floor, floor_src = clock_floor(profile, soak.max_sm_clock_mhz)
     readings["floor_mhz"] = floor
@@ -478,10 +485,10 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
         short = f"throughput fell {drop:.0%} from {hms(onset.t_start_s)} on"
         if evidence:
             causes = "; ".join(text for _, text, _ in evidence[:3])
-            return Verdict(G, Status.FAIL, f"{prefix}{short}: {evidence[0][2]}", detail=f"{fell}; cause: {causes}",
+            return Verdict(G, Status.FAIL, f"{prefix}{short}: {evidence[0][2]}", detail=told(f"{fell}; cause: {causes}"),
                            fix=FIX_COOLING + f" (here: before {hms(onset.t_start_s)})", readings=readings)
         return Verdict(G, Status.WARN, f"{prefix}{short}, with no sign of throttling",
-                       detail=f"{fell}, with no clock fall or throttle reason/counter: something else slowed the load",
+                       detail=told(f"{fell}, with no clock fall or throttle reason/counter: something else slowed the load"),
                        fix=FIX_UNEXPLAINED, readings=readings)
     powers = _present([w.power_mean_w for w in full[len(full) // 2:]])
     power = _median(powers)
@@ -489,8 +496,11 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     lows = _present([w.sm_clock_min_mhz for w in full])
     highs = _present([w.sm_clock_max_mhz for w in full])
     held = "held its throughput" if not soak.interrupted else "held over what ran"
-    parts = [f"{hms(soak.elapsed_s)} of {soak.dtype.upper()} GEMM {held}: "
-             f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s ({pct(-drop)})"]
+    figures = f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s ({pct(-drop)})"
+    # a line that first says how the soak ended leaves the throughput figures to the detail (100 columns)
+    parts = [f"{hms(soak.elapsed_s)} of {soak.dtype.upper()} GEMM {held}" + ("" if prefix else f": {figures}")]
+    if prefix:
+        parts.append(figures)
     if power is not None:
         parts.append(f"sustained {power:.0f} W vs {rated_label}")
     if temps:
@@ -511,7 +521,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
         parts.append(f"no temperature, power or clock read (NVML unavailable: {soak.nvml_error})")
     readings.update({"sustained_power_w": power, "rated_power_w": rated,
                      "temperature_max_c": max(temps) if temps else None})
-    detail = "; ".join(parts[1:])
+    detail = told(*parts[1:])
     if soak.interrupted:  # a soak cut short cannot say the throughput held over the run it planned
         return Verdict(G, Status.WARN, prefix + parts[0], detail=detail,
                        fix=FIX_CUT_SHORT.format(planned=duration_text(soak.planned_s)), readings=readings)

@@ -29,7 +29,7 @@ from .session import Reported, SessionState
 from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
-from .verdict import GotchaWarning, Status, Verdict, summary_lines
+from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
 GOTCHA_FILE = re.compile(r"^test_g(\d{2})_")
@@ -292,6 +292,19 @@ def check_label(item: pytest.Item) -> str:
     return re.sub(r"^test_(g\d+_)?", "", name).replace("_", " ")
 
 
+def unreadable(gid: int, key: str, reason: str) -> Verdict:
+    """``could not read KEY: REASON``; a reason that would carry the line past 100 columns keeps as
+    many of its leading clauses as fit, at least one (``recorded reading does not fit MemInfo:
+    mem_total_bytes``), and the whole goes to the detail."""
+    clauses = reason.split(": ")
+    for n in range(len(clauses), 0, -1):
+        head = ": ".join(clauses[:n])
+        verdict = Verdict(gid, Status.SKIP, f"could not read {key}: {head}", detail="" if n == len(clauses) else reason)
+        if len(verdict.line) <= LINE_COLUMNS or n == 1:
+            return verdict
+    raise AssertionError("unreachable")
+
+
 BUG_FIX = "this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)"
 
 
@@ -331,7 +344,7 @@ def pytest_runtest_call(item: pytest.Item):
             Spark(state).report(Verdict(
                 gid, Status.FAIL, f"the check itself failed reading {exc.key}: {exc.reason}".replace("\n", " "),
                 fix=BUG_FIX))
-        Spark(state).report(Verdict(gid, Status.SKIP, f"could not read {exc.key}: {exc.reason}"))
+        Spark(state).report(unreadable(gid, exc.key, exc.reason))
     except (pytest.fail.Exception, pytest.skip.Exception, KeyboardInterrupt):
         raise
     except Exception as exc:

@@ -76,15 +76,20 @@ def gb10_snapshots(folder: Path) -> list[Run]:
 
 def uncommon_runs(folder: Path) -> list[Run]:
     """The lines of less common paths: the H200 snapshot with the torch reading refused (a device's
-    capability recorded as "12.1"), G3's GPU memory view and G4's last-soak check alone (the SKIP
+    capability recorded as "12.1"), and with its memory and bandwidth readings refused too, G3's GPU memory view and G4's last-soak check alone (the SKIP
     lines that stand for the gotcha when nothing else ran), the heartbeat looked for in a deep
     --soak-dir, and a 30 s soak cut short by a real SIGINT on the G4 tests' fake machine."""
     snap = json.loads(H200.read_text())
     snap["readings"]["torch.build"]["devices"][0]["capability"] = "12.1"
     refused = folder / "h200-torch-refused.json"
     refused.write_text(json.dumps(snap))
+    snap["readings"]["mem.meminfo"]["mem_total_bytes"] = "135 GB"  # the plugin's SKIP for a refused reading
+    snap["readings"]["bench.bandwidth"]["result"]["methods"] = ["read", "copy"]
+    misfits = folder / "h200-readings-refused.json"
+    misfits.write_text(json.dumps(snap))
     deep = folder.joinpath(*["a-checkout-several-folders-down"] * 5, "reports")
     out = [Run("h200, torch reading refused", ["-m", "fast", "--spark-replay", str(refused)]),
+           Run("h200, memory and bandwidth readings refused", ["-m", "fast", "--spark-replay", str(misfits)]),
            Run("g3 GPU memory view alone", ["-m", "fast", "-k", "g3_gpu_memory_view"], (3,)),
            Run("g4 last soak, deep --soak-dir", ["-m", "fast", "-k", "g4_last_soak", "--soak-dir", str(deep)], (4,))]
     if importlib.util.find_spec("torch") is not None:  # as the Ctrl-C test of tests/test_g04_replay.py needs

@@ -174,11 +174,13 @@ def test_a_replayed_reading_of_the_wrong_type_is_a_skip_naming_the_field(tmp_pat
     snap["readings"]["bench.bandwidth"]["result"]["methods"] = ["read", "copy"]  # strings where results belong
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(snap))
-    proc = run_pytest("-m", "fast", "-rs", "-k", "g01 or g05", str(ROOT / "tests_gotchas"), "--spark-replay", str(path),
-                      cwd=tmp_path)
+    proc = run_pytest("-m", "fast", "-rs", "-v", "-k", "g01 or g05", str(ROOT / "tests_gotchas"), "--spark-replay",
+                      str(path), cwd=tmp_path)
     out = proc.stdout
-    assert "G1 SKIP: could not read torch.build: recorded reading does not fit TorchBuild: device_count: needs int, " \
-           "got boolean True" in out
-    assert "G5 SKIP: could not read bench.bandwidth: recorded reading does not fit BandwidthReading: " \
-           "result.methods[0]: MethodResult needs an object, got string 'read'" in out
+    # the line names the type and, where it fits, the field; the detail (-v) has the whole finding
+    assert "G1 SKIP: could not read torch.build: recorded reading does not fit TorchBuild: device_count\n" in out
+    assert "(recorded reading does not fit TorchBuild: device_count: needs int, got boolean True)" in out
+    assert "G5 SKIP: could not read bench.bandwidth: recorded reading does not fit BandwidthReading" in out
+    assert ("(recorded reading does not fit BandwidthReading: result.methods[0]: MethodResult needs an object, "
+            "got string 'read')") in out
     assert "Traceback" not in out + proc.stderr and "the check itself failed" not in out

@@ -111,5 +111,6 @@ def test_live_then_replay_gives_the_same_verdicts(tmp_path, github):
                               SPARK_GOTCHAS_GITHUB_API="http://127.0.0.1:9", PYTHONPATH="")
     assert narrowed["test_g8_playbook_open_issues"]["status"] == "SKIP"
     assert narrowed["test_g8_playbook_open_issues"]["summary"] == (
-        "could not read github.playbook_issues: the snapshot looked up playbooks: unsloth, nccl; not vllm "
-        "(run live to look them up)")
+        "could not read github.playbook_issues: the snapshot did not look up vllm")
+    assert narrowed["test_g8_playbook_open_issues"]["detail"] == (
+        "the snapshot did not look up vllm: it holds unsloth, nccl; run live to look them up")

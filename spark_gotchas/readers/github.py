@@ -564,8 +564,8 @@ def recorded_playbooks_only(ctx: ReadContext, recorded: PlaybookIssues) -> Playb
 
         have = ", ".join(recorded.playbooks) or "none"
         raise ReadingUnavailable("github.playbook_issues",
-                                 f"the snapshot looked up playbooks: {have}; not {', '.join(missing)} (run live to "
-                                 "look them up)")
+                                 f"the snapshot did not look up {', '.join(missing)}: it holds {have}; run live to "
+                                 "look them up")
     return replace(recorded, playbooks=asked, by_playbook={p: recorded.by_playbook.get(p, []) for p in asked})
 
 

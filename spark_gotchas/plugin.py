@@ -295,11 +295,11 @@ def check_label(item: pytest.Item) -> str:
 def unreadable(gid: int, key: str, reason: str) -> Verdict:
     """``could not read KEY: REASON``; a reason that would carry the line past 100 columns keeps as
     many of its leading clauses as fit, at least one (``recorded reading does not fit MemInfo:
-    mem_total_bytes``), and the whole goes to the detail."""
+    mem_total_bytes``), and the rest goes to the detail (``needs int, got string '126 GB'``)."""
     clauses = reason.split(": ")
     for n in range(len(clauses), 0, -1):
         head = ": ".join(clauses[:n])
-        verdict = Verdict(gid, Status.SKIP, f"could not read {key}: {head}", detail="" if n == len(clauses) else reason)
+        verdict = Verdict(gid, Status.SKIP, f"could not read {key}: {head}", detail=": ".join(clauses[n:]))
         if len(verdict.line) <= LINE_COLUMNS or n == 1:
             return verdict
     raise AssertionError("unreachable")

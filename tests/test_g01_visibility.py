@@ -250,7 +250,7 @@ def test_a_replayed_torch_reading_that_is_refused_is_not_called_torch_not_instal
     assert glines(result) == ["G1 PASS: 7 packages use CUDA 13 (the driver supports CUDA 13.0); not checked: torch build"]
     result.stdout.fnmatch_lines([
         "    skip: could not read torch.build: recorded reading does not fit TorchBuild: devices[0].capability "
-        "(recorded reading does not fit TorchBuild: devices[0].capability: needs tuple[int, int], got string '12.1')",
+        "(needs tuple[int, int], got string '12.1')",
         "    pass: 7 packages use CUDA 13 (the driver supports CUDA 13.0) (cupy-cuda13x; nvidia-cublas; "
         "nvidia-cusolver; nvidia-cusparse; torch; torchaudio; torchvision)",
         "    info: NVML sees 1 GPU(s) (NVIDIA H200); torch's reading could not be read (see G1's torch line)"])

@@ -119,7 +119,13 @@ def pytest_cmdline_main(config: pytest.Config):
         addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     except ValueError:
         addopts = []
-    actions, own = option_actions(config), pytests_own_options(args)
+    try:  # pytest's parser internals: should they move, the run goes on as pytest chose
+        actions = option_actions(config)
+        if not any(names_a_path(w[i]) for w in (args, addopts) for i in values_given_apart(w, actions)):
+            return None  # the common case: no second look at pytest's own options needed
+        own = pytests_own_options(args)
+    except Exception:  # noqa: BLE001
+        return None
     in_args, in_addopts = taken_for_paths(args, actions, own), taken_for_paths(addopts, actions, own)
     if not in_args and not in_addopts:
         return None

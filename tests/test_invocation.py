@@ -187,8 +187,6 @@ def test_a_flag_that_takes_no_value_leaves_the_path_after_it_a_path(tmp_path):
 
 
 def test_the_installed_command_writes_a_json_report_given_with_a_space_from_another_folder(tmp_path):
-    from spark_gotchas.cli import INI, checks_dir
-
     command = Path(sys.executable).parent / "spark-gotchas"
     argv = [str(command)] if command.exists() else [sys.executable, "-m", "spark_gotchas"]
     here, report = tmp_path / "project", tmp_path / "out" / "r.json"
@@ -196,12 +194,16 @@ def test_the_installed_command_writes_a_json_report_given_with_a_space_from_anot
     report.parent.mkdir()
     (here / "test_someone_elses.py").write_text("def test_someone_elses():\n    assert False\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
+    where = subprocess.run([sys.executable, "-c", "from spark_gotchas.cli import INI, checks_dir; "  # the command's copy:
+                            "print(checks_dir().parent); print(INI)"],  # the checkout's, or an installed one (tox)
+                           cwd=here, env=env, capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
+    root, ini = where[0], Path(where[1])
     for run in ("first", "second"):
         proc = subprocess.run([*argv, "-m", "fast", "--json-report", "--json-report-file", str(report),
                                "--spark-replay", str(H200_SNAPSHOT)], cwd=here, env=env, capture_output=True,
                               text=True, timeout=180, stdin=subprocess.DEVNULL)
-        assert f"rootdir: {checks_dir().parent}\n" in proc.stdout, (run, proc.stdout[:2000])
-        assert f"configfile: {os.path.relpath(INI, checks_dir().parent)}" in proc.stdout, (run, proc.stdout[:2000])
+        assert f"rootdir: {root}\n" in proc.stdout, (run, proc.stdout[:2000])
+        assert f"configfile: {os.path.relpath(ini, root)}" in proc.stdout, (run, proc.stdout[:2000])
         ten_lines(proc)
         assert json.loads(report.read_text())["exitcode"] == proc.returncode, run
         assert listing(report.parent) == ["r.json"] and listing(here) == ["test_someone_elses.py"], run

@@ -141,6 +141,9 @@ def runs(folder: Path, github: str = "") -> list[Run]:
     out.append(Run("live_state ci-box-as-gb10, 70 GB", ["-m", "fast", "--spark-replay",
                                                          str(FIXTURES / "live_state" / "ci-box-as-gb10.json"),
                                                          "--spark-model-gb", "70"]))
+    out.append(Run("live_state spark-page-cache-fills-pool, 16 GB",
+                   ["-m", "fast", "--spark-replay", str(FIXTURES / "live_state" / "spark-page-cache-fills-pool.json"),
+                    "--spark-model-gb", "16"]))
     for snap in sorted((FIXTURES / "g09").glob("*.json")):
         if "readings" in json.loads(snap.read_text()):
             out.append(Run(f"g09 {snap.stem}", ["-m", "fast", "--spark-replay", str(snap)]))

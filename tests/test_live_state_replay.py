@@ -125,6 +125,60 @@ def test_vllm_at_its_default_beside_a_planned_load_is_named_by_g3_g4_g5_and_g6(t
             "short)") in r.detail(r.of(6)[0])
 
 
+DROP_CACHES_FIX = ("    fix: drop the page cache between runs, as root: sync; echo 3 > /proc/sys/vm/drop_caches (never in "
+                   "the middle of training; the suite never does this itself)")
+VIEW_DETAIL_END = ("CUDA free 3.2 GB of 130.7 GB, MemFree 3.2 GB, MemAvailable 41.1 GB: CUDA counts 37.9 GB that the "
+                   "kernel could reclaim as used")
+
+
+def test_a_planned_load_that_fits_memavailable_but_not_memfree_warns_g3_though_the_headroom_passes(tmp_path):
+    r = replay(FIXTURES / "spark-page-cache-fills-pool.json", tmp_path, "--spark-model-gb", "16")
+    assert r.of(3) == [
+        "G3 WARN: the 32.0 GB load peak exceeds what CUDA sees free (3.2 GB): page cache holds 38.6 GB", DROP_CACHES_FIX]
+    assert r.detail(r.of(3)[0]) == ("the planned load peak fits MemAvailable (41.1 GB) but not MemFree (3.2 GB): page "
+                                    "cache 38.6 GB (30% of 130.7 GB) stands between")
+    # MemAvailable alone would let the plan through: the headroom check passes, the page-cache check is the finding
+    headroom = "G3 PASS: 16 GB of weights peak at ~32.0 GB (x2); MemAvailable 41.1 GB leaves 9.1 GB to spare"
+    assert headroom in r.checks
+    assert r.detail(headroom) == "the peak is while loading safetensors, in the unified pool"
+    view = "G3 INFO: NVML device memory is Not Supported: the GPU shares the 130.7 GB system pool"
+    assert view in r.checks and r.detail(view).endswith(VIEW_DETAIL_END)
+    assert r.platform["profile"] == "gb10" and r.platform["machine_is_profile"] is True
+
+
+def test_a_page_cache_of_30_percent_of_the_pool_warns_g3_without_a_plan(tmp_path):
+    r = replay(FIXTURES / "spark-page-cache-fills-pool.json", tmp_path)
+    assert r.of(3) == ["G3 WARN: page cache 38.6 GB (30% of 130.7 GB): CUDA sees only 3.2 GB free (MemFree)",
+                       DROP_CACHES_FIX]
+    assert r.detail(r.of(3)[0]) == "MemAvailable is 41.1 GB"
+    headroom = "G3 INFO: MemAvailable 41.1 GB: up to 20.6 GB of weights fit a load (x2)"
+    assert headroom in r.checks
+    assert r.detail(headroom) == ("MemAvailable 41.1 GB of 130.7 GB (MemFree 3.2 GB, page cache 38.6 GB) in the "
+                                  "unified pool; --spark-model-gb N judges a plan")
+    assert r.detail("G3 INFO: NVML device memory is Not Supported: the GPU shares the 130.7 GB system pool").endswith(
+        VIEW_DETAIL_END)
+
+
+def test_a_spark_hot_at_rest_with_sw_thermal_slowdown_active_warns_g4_with_the_cooling_fix(tmp_path):
+    snapshot = FIXTURES / "spark-hot-at-rest.json"
+    r = replay(snapshot, tmp_path)
+    assert r.of(4) == [
+        "G4 WARN: throttling at rest: SW thermal slowdown active",
+        "    fix: improve cooling (clear intake and exhaust, cooler room, nothing stacked on or against the unit) or "
+        "cap run length and checkpoint before throttling sets in"]
+    assert r.detail(r.of(4)[0]) == "91 °C, 13.0 W (no power limit reported), SM 208 MHz of 3003 max"
+    assert r.of(3) == ["G3 SKIP: could not read mem.meminfo: not in the snapshot spark-hot-at-rest.json (+2 more SKIP)"]
+    # the reason decides: the same sample with no reason active is history, not a finding (GB10's threshold is -2 °C)
+    data = json.loads(snapshot.read_text())
+    data["readings"]["thermal.snapshot"]["sample"]["reasons_mask"] = 0
+    cool = tmp_path / "no-reason.json"
+    cool.write_text(json.dumps(data))
+    quiet = replay(cool, tmp_path)
+    assert quiet.of(4) == ["G4 INFO: at rest: 91 °C, 13.0 W (no power limit reported), SM 208 MHz of 3003 max; "
+                           "2 not checked"]
+    assert quiet.detail(quiet.of(4)[0]) == "since the driver loaded: SW thermal slowdown 27.6 s"
+
+
 def test_the_h200_preflight_replayed_as_a_gb10_is_not_judged_as_a_spark(tmp_path):
     r = replay(H200, tmp_path, "--spark-profile", "gb10", "--spark-model-gb", "30")
     assert r.of(3) == ["G3 INFO: not a GB10 (NVIDIA H200): memory not judged (+2 more INFO)"]

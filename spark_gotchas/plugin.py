@@ -29,7 +29,7 @@ from .session import Reported, SessionState
 from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
-from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, summary_lines
+from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
 GOTCHA_FILE = re.compile(r"^test_g(\d{2})_")
@@ -297,12 +297,10 @@ def unreadable(gid: int, key: str, reason: str) -> Verdict:
     many of its leading clauses as fit, at least one (``recorded reading does not fit MemInfo:
     mem_total_bytes``), and the rest goes to the detail (``needs int, got string '126 GB'``)."""
     clauses = reason.split(": ")
-    for n in range(len(clauses), 0, -1):
-        head = ": ".join(clauses[:n])
-        verdict = Verdict(gid, Status.SKIP, f"could not read {key}: {head}", detail=": ".join(clauses[n:]))
-        if len(verdict.line) <= LINE_COLUMNS or n == 1:
-            return verdict
-    raise AssertionError("unreachable")
+    n = len(clauses)
+    while n > 1 and len(format_line(gid, Status.SKIP, f"could not read {key}: {': '.join(clauses[:n])}")) > LINE_COLUMNS:
+        n -= 1
+    return Verdict(gid, Status.SKIP, f"could not read {key}: {': '.join(clauses[:n])}", detail=": ".join(clauses[n:]))
 
 
 BUG_FIX = "this is a bug in spark-gotchas: please report it with the snapshot (--spark-snapshot)"

@@ -176,6 +176,12 @@ class Worker:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs (the process a measurement in it runs in), else None."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:

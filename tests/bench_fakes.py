@@ -124,6 +124,7 @@ class FakeWorker:
         self.ended = False
         self.preload: tuple[str, ...] = ("torch",)
         self.head_starts: list[str] = []  # head-start parts asked of it (spark_gotchas.headstart)
+        self.pid: int | None = None  # no child process: nothing of it can be listed by NVML
 
     def call(self, task: str, args: dict | None = None, timeout: float = 60.0, on_progress=None) -> TaskResult:
         self.calls.append(task)

@@ -1,11 +1,12 @@
 """G4 at rest and under the 3 s load: verdicts on recorded GB10/H200 figures and their edge cases."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from spark_gotchas.judges import g04_thermal as g04
 from spark_gotchas.profiles import GB10, GENERIC, H200, Machine
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
+from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow
 from spark_gotchas.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
 from spark_gotchas.verdict import Status
 
@@ -108,13 +109,22 @@ def test_a_gb10_rate_far_below_its_figure_with_healthy_clocks_names_the_busy_ser
     assert v.readings["expected_tflops"] == [94.0, 98.0] and v.readings["busy_pids"] == [6008]
 
 
-def test_a_gb10_rate_far_below_with_nothing_else_running_points_at_the_driver_or_hardware():
-    v = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10, GpuProcesses(scanned=300))
-    assert v.line == "G4 WARN: 40.0 TFLOP/s at 2450 MHz, far below GB10's 94-98: nothing else on the GPU"
-    assert v.fix == ("update or reinstall the NVIDIA driver and re-run (nothing else runs on the GPU); if the rate "
-                     "stays low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs service")
-    unread = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10)
-    assert unread.summary.endswith("other GPU work not read (see G6)") and unread.status is Status.WARN
+def test_a_gb10_rate_far_below_with_nothing_else_running_twice_points_at_the_driver_or_hardware():
+    nobody = MeasureWindow(what="G4 spot check's load", t_start_epoch=1.0, t_end_epoch=3.0, samples=20)
+    slow = replace(spot(clock=2450.0, power=62.0, tflops=40.0), window=nobody)
+    v = g04.judge_spot_check(replace(slow, again=replace(slow, tflops=41.0)), GB10, GpuProcesses(scanned=300))
+    assert v.line == "G4 WARN: 41.0 TFLOP/s at 2450 MHz, far below GB10's 94-98; nothing else on the GPU, twice"
+    assert v.fix == ("update or reinstall the NVIDIA driver and re-run (nothing else ran on the GPU during either load); "
+                     "if the rate stays low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs "
+                     "service")
+    assert v.detail.endswith("; measured twice: the first load ran at 40.0 TFLOP/s")
+    once = g04.judge_spot_check(slow, GB10)
+    assert once.line == "G4 WARN: 40.0 TFLOP/s at 2450 MHz, far below GB10's 94-98; nothing else on the GPU, measured once"
+    assert once.fix == ("re-run spark-gotchas -m fast -k g04: this rate was measured once; if it stays far below with "
+                        "healthy clocks and nothing else on the GPU, update or reinstall the NVIDIA driver")
+    unread = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10, GpuProcesses(scanned=300))
+    assert unread.summary.endswith("other GPU work unknown, measured once") and unread.status is Status.WARN
+    assert "NVIDIA support" not in unread.fix
 
 
 def test_a_rate_within_reach_of_the_figure_passes_and_a_profile_without_one_is_not_judged():

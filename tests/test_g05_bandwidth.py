@@ -17,15 +17,18 @@ from spark_gotchas.options import RunOptions
 from spark_gotchas.plan import Plan
 from spark_gotchas.profiles import Machine
 from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
+from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow
 from spark_gotchas.verdict import Status
 from spark_gotchas.worker import TaskResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def reading(result):
-    return BandwidthReading(attempted=True, result=result)
+def reading(result, window=None, again=None, again_window=None):
+    return BandwidthReading(attempted=True, result=result, window=window, again=again, again_window=again_window)
+
+
+NOBODY = MeasureWindow(what="G5 bandwidth probe", t_start_epoch=1.0, t_end_epoch=2.0, samples=9)
 
 
 def test_gb10_inside_its_range_passes_with_the_budget_line():
@@ -36,30 +39,40 @@ def test_gb10_inside_its_range_passes_with_the_budget_line():
     assert v.readings["ranges_gbps"]["read"] == [231.0, 253.0] and v.readings["theoretical_gbps"] is None
 
 
-def test_gb10_in_a_stuck_low_power_state_fails_pointing_at_g6_and_g4():
+def test_gb10_in_a_stuck_low_power_state_measured_twice_fails_pointing_at_g4_and_the_power_cycle():
     slow = fk.GB10["stuck_low_power"]["slowdown"]  # the public fast/slow decode ratio
-    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10)
+    stuck = fk.gb10_bandwidth(scale=slow)
+    v = g05.judge_bandwidth(reading(stuck, NOBODY, stuck, NOBODY), fk.gb10_inventory(), profiles.GB10)
     assert v.status is Status.FAIL
-    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too)"
+    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too); nothing else on the GPU, twice"
     assert v.detail == ("copy 134, read 156, write 141, triad 134 GB/s (1 GiB arrays): copy, read, triad far below "
-                        "GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s)")
-    assert "G6" in v.fix and "G4" in v.fix and "AC power" in v.fix
+                        "GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s); measured twice: the "
+                        "first read copy 134, read 156, write 141, triad 134 GB/s")
+    assert "G4" in v.fix and "AC power" in v.fix and "contact NVIDIA support" in v.fix
+    once = g05.judge_bandwidth(reading(stuck), fk.gb10_inventory(), profiles.GB10)
+    assert once.status is Status.WARN
+    assert once.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too); other GPU work unknown, measured once"
+    assert once.fix == g05.FIX_REMEASURE
 
 
 VLLM_ENGINE = GpuProcess(pid=6008, name="VLLM::EngineCore", cmdline=["VLLM::EngineCore"], gpu_memory_bytes=56501 << 20,
                          gpu_devices=[0], nvml_lists=["compute"])
 
 
-def test_far_below_with_nothing_else_on_the_gpu_fails_pointing_at_the_hardware():
+def test_far_below_with_nothing_else_on_the_gpu_twice_fails_pointing_at_the_hardware():
     slow = fk.GB10["stuck_low_power"]["slowdown"]
-    v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10,
+    stuck = fk.gb10_bandwidth(scale=slow)
+    v = g05.judge_bandwidth(reading(stuck, NOBODY, stuck, NOBODY), fk.gb10_inventory(), profiles.GB10,
                             GpuProcesses(scanned=300))
     assert v.status is Status.FAIL
-    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too); nothing else on the GPU"
-    assert v.detail.endswith("far below GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s)")
+    assert v.detail.endswith("far below GB10's measured range (copy 180-210, read 231-253, triad 180-210 GB/s); "
+                             "measured twice: the first read copy 134, read 156, write 141, triad 134 GB/s")
     assert v.fix.startswith("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK), since nothing else "
-                            "runs on the GPU;")
-    assert v.readings["busy_pids"] == []
+                            "ran on the GPU during either measurement;")
+    assert v.readings["busy_pids"] == [] and v.readings["sharing_sampled"] is True
+    # the run's process list, read at another moment, never stands for "nothing else ran meanwhile"
+    listed_only = g05.judge_bandwidth(reading(stuck), fk.gb10_inventory(), profiles.GB10, GpuProcesses(scanned=300))
+    assert listed_only.status is Status.WARN and listed_only.summary.endswith("; other GPU work unknown, measured once")
 
 
 def test_far_below_with_a_server_busy_on_the_gpu_warns_naming_it():
@@ -68,7 +81,7 @@ def test_far_below_with_a_server_busy_on_the_gpu_warns_naming_it():
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=slow)), fk.gb10_inventory(), profiles.GB10,
                             GpuProcesses(processes=[xorg, VLLM_ENGINE]))
     assert v.status is Status.WARN  # the figure is the server's as much as the GPU's: not a verdict on the hardware
-    assert v.summary == "read 156 GB/s, far below GB10's 231-253 (copy, triad too): pid 6008 VLLM::EngineCore busy"
+    assert v.summary == "read 156 GB/s, far below GB10's 231-253: pid 6008 VLLM::EngineCore busy (see G6)"
     assert v.fix == "stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run spark-gotchas -m fast -k g05"
     assert v.readings["busy_pids"] == [6008]  # Xorg draws the desktop: it is no compute load
 
@@ -77,7 +90,7 @@ def test_without_nvml_the_servers_found_by_command_line_are_the_suspects():
     server = GpuProcess(pid=77, cmdline=["ollama", "serve"], found_by="scan")
     v = g05.judge_bandwidth(reading(fk.gb10_bandwidth(scale=0.85)), fk.gb10_inventory(), profiles.GB10,
                             GpuProcesses(nvml_error="Not Supported", processes=[server]))
-    assert v.status is Status.WARN and v.summary == "read 198 GB/s, below GB10's 231-253: pid 77 ollama busy"
+    assert v.status is Status.WARN and v.summary == "read 198 GB/s, below GB10's 231-253: pid 77 ollama busy (see G6)"
 
 
 def test_another_platform_measured_is_information_only():
@@ -131,7 +144,12 @@ def test_a_gpu_without_ranges_is_judged_against_nvml_theoretical():
     assert g05.judge_bandwidth(reading(half), fk.h200_inventory(), generic).status is Status.WARN
     quarter = replace(fk.h200_bandwidth(), methods=fk.method_results({"copy": (1000.0, 1100.0)}))
     v = g05.judge_bandwidth(reading(quarter), fk.h200_inventory(), generic)
-    assert v.status is Status.FAIL and v.summary == "best copy 1000 GB/s is 21% of NVML's theoretical 4814, under 50%"
+    assert v.status is Status.WARN and v.summary == ("best copy 1000 GB/s is 21% of NVML's theoretical 4814, under 50%; "
+                                                     "other GPU work unknown, measured once")
+    v = g05.judge_bandwidth(reading(quarter, NOBODY, quarter.__class__(**vars(quarter)), NOBODY), fk.h200_inventory(),
+                            generic)
+    assert v.status is Status.FAIL and v.summary == ("best copy 1000 GB/s is 21% of NVML's theoretical 4814, under 50%; "
+                                                     "nothing else on the GPU, twice")
 
 
 def test_no_range_and_no_theoretical_is_info_with_the_figures():

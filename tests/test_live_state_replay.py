@@ -112,7 +112,7 @@ def test_vllm_at_its_default_beside_a_planned_load_is_named_by_g3_g4_g5_and_g6(t
                        "    fix: stop or pause pid 6008 VLLM::EngineCore (G6 says how), then re-run spark-gotchas -m fast "
                        "-k g04"]
     assert "2.5 s of BF16 GEMM (8192^3): SM clock 2450 MHz, 62 W, 63 °C, 52.4 TFLOP/s" in r.detail(r.of(4)[0])
-    assert r.of(5)[0] == "G5 WARN: read 186 GB/s, below GB10's 231-253 (copy, triad too): pid 6008 VLLM::EngineCore busy"
+    assert r.of(5)[0] == "G5 WARN: read 186 GB/s, below GB10's 231-253: pid 6008 VLLM::EngineCore busy (see G6)"
     assert r.detail(r.of(5)[0]).startswith("copy 160, read 186, write 168, triad 160 GB/s (1 GiB arrays): copy, read, "
                                            "triad below GB10's measured range (copy 180-210, read 231-253, triad "
                                            "180-210 GB/s)")

@@ -16,11 +16,19 @@ Rules:
   under 0.9 × below; otherwise **PASS** with the budget in its detail, e.g.
   `G5 PASS: read 232, copy 200 GB/s: within GB10's measured range`, its detail `copy 200, read 232,
   write 210, triad 200 GB/s (1 GiB arrays); budget 200 GB/s copy and 232 GB/s read - not the datasheet's 273`.
-- A figure below or far below names the cause it can see in `gpu.processes`: the other
-  processes in NVML's compute lists (without NVML, the servers and trainers found by their
-  command lines) → **WARN** naming them, "busy on the GPU (see G6)", far below or not (the
-  figure is theirs as much as the GPU's). Nothing else on the GPU: far below → **FAIL**
-  pointing at clocks (G4), the driver or the hardware; below → **WARN**.
+- Who else was on the GPU is read while the probe runs (`gpu_window`: NVML's compute processes
+  before, every 0.1 s during and after it, and NVML's per-process SM utilization over it; this
+  run's own processes left out). A process listed during the probe (or before and after it)
+  shared the GPU unless its utilization reads 0. A figure below or far below with such a process →
+  **WARN** naming it, "shared with …" (another spark-gotchas run is named as such; fix: re-run once
+  it has finished): the figure is theirs as much as the GPU's.
+- Nobody else seen: below → **WARN** (check clocks, G4, and other GPU work, then re-run). Far
+  below → the probe runs once more before any verdict; far below again with nobody seen →
+  **FAIL** "… nothing else on the GPU, twice", both figures in the detail, pointing at clocks
+  (G4), the driver, then NVIDIA support; the second look within range → judged on it ("(second
+  try)"), the first figures in the detail. Far below with no second measurement (a snapshot of
+  an older suite, or the second one failed) → **WARN** "measured once", fix: re-run. A snapshot
+  without the probe's window names a process from the run's process list, never "nothing else".
 - Profiles without ranges (generic, H100, GH200): the best method against NVML's theoretical
   peak: under 50 % is far below, under 70 % below, with the same causes and verdicts; else
   **PASS**. Neither a range nor a theoretical peak → **INFO** with the figures.
@@ -33,13 +41,15 @@ Rules:
   ceiling comes from the profile's read range instead:
   `G5 INFO: on a GB10, batch-1 decode of 30 GB of weights tops out at 7.7-8.4 tokens/s (read 231-253 GB/s)`.
   Without the option → **SKIP**.
-- Sweep: the rules above on the median over sizes of at least 4 × the L2; the largest size
-  under 0.8 × that median → **WARN** (memory pressure at that size: see G3 and G6).
+- Sweep: the rules above on the median over sizes of at least 4 × the L2 (several sizes count as
+  measured more than once); the largest size under 0.8 × that median → **WARN** (memory pressure
+  at that size: see G3 and G6).
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Optional
 
 from spark_gotchas.microbench.bandwidth import BandwidthResult, MethodResult
@@ -47,7 +57,7 @@ from spark_gotchas.microbench.bandwidth import BandwidthResult, MethodResult
 from ..plan import Plan
 from ..profiles import SAME, Machine, Profile
 from ..readings.bench import BandwidthReading, BandwidthSweepReading
-from ..readings.gpu import GpuInventory, GpuProcesses, busy_names
+from ..readings.gpu import GpuInventory, GpuProcesses, MeasureWindow, Sharing, sharing
 from ..verdict import Status, Verdict
 
 G = 5
@@ -61,9 +71,13 @@ ORDER = ("copy", "read", "write", "triad")
 FIX_SLOW = ("find what else uses the GPU or its memory (G6, nvidia-smi, other servers) and check the SM clock "
             "under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK); a GB10 stuck in a low-power state clears only "
             "after removing AC power for about 60 s; then re-run spark-gotchas -m fast -k g05")
-FIX_HARDWARE = ("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK), since nothing else runs on "
-                "the GPU; a GB10 stuck in a low-power state clears only after removing AC power for about 60 s; then "
-                "update or reinstall the driver, and if it persists, contact NVIDIA support")
+FIX_HARDWARE = ("check the SM clock under load (G4, nvidia-smi -q -d PERFORMANCE,CLOCK), since nothing else ran on "
+                "the GPU during either measurement; a GB10 stuck in a low-power state clears only after removing AC "
+                "power for about 60 s; then update or reinstall the driver, and if it persists, contact NVIDIA support")
+FIX_REMEASURE = ("re-run spark-gotchas -m fast -k g05: this figure was measured once; if it stays far below with "
+                 "nothing else on the GPU, check the SM clock under load (G4)")
+FIX_SHARED_SUITE = ("re-run spark-gotchas -m fast -k g05 when no other run is measuring: {names} shared the GPU "
+                    "with this one, so no figure is the GPU's own")
 FIX_WRONG = ("re-run; if it repeats, the GPU or its memory is faulty: check nvidia-smi -q -d ECC,ROW_REMAPPER "
              "and look for Xid errors in dmesg")
 FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run"
@@ -91,28 +105,76 @@ def _ceiling_word(profile: Profile, theoretical: Optional[float]) -> tuple[Optio
     return None, ""
 
 
-def slow_cause(processes: Optional[GpuProcesses]) -> tuple[Optional[bool], str, str]:
-    """(another process busy?, what the line says, the fix) for a figure under the yardstick.
-    None: the process table was not read, so no cause can be named."""
-    if processes is None:
-        return None, "", FIX_SLOW
-    names = busy_names(processes)
-    if names:
-        return True, f": {names} busy", \
-            f"stop or pause {names} (G6 says how), then re-run spark-gotchas -m fast -k g05"
-    return False, "; nothing else on the GPU", FIX_HARDWARE
+def _shared_fix(share: Sharing) -> str:
+    """Re-run once the process that shared the GPU is gone: the figure was partly its doing."""
+    if share.suite_runs == len(share.pids):
+        return FIX_SHARED_SUITE.format(names=share.names)
+    return f"stop or pause {share.names} (G6 says how), then re-run spark-gotchas -m fast -k g05"
 
 
-def _slow(far: bool, line: str, processes: Optional[GpuProcesses], readings: dict, detail: str) -> Verdict:
-    """FAIL far below with nothing else seen on the GPU; WARN below, or with another process busy."""
-    busy, cause, fix = slow_cause(processes)
-    readings["busy_pids"] = [p.pid for p in processes.computing()] if processes is not None else None
-    status = Status.FAIL if far and not busy else Status.WARN
-    return Verdict(G, status, line + cause, detail=detail, fix=fix, readings=readings)
+def _slow(far: bool, line: str, share: Sharing, readings: dict, detail: str, look: Look) -> Verdict:
+    """A figure under the yardstick, by who else was on the GPU while it was measured:
+    someone busy → WARN naming them; nobody seen → far below is a FAIL only when a second
+    measurement agreed (``look.repeated``), else a WARN that asks for a re-run."""
+    readings["busy_pids"] = list(share.pids) if share.busy is not None else None
+    readings["sharing_sampled"] = share.sampled
+    if look.first is not None:
+        detail += f"; measured twice: the first read {look.first}"
+    if share.busy:
+        return Verdict(G, Status.WARN, f"{line}: {share.cause}", detail=detail, fix=_shared_fix(share),
+                       readings=readings)
+    seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
+    if not far:
+        return Verdict(G, Status.WARN, line + (f"; {seen}" if share.busy is False else ""), detail=detail,
+                       fix=FIX_SLOW, readings=readings)
+    if look.repeated:
+        return Verdict(G, Status.FAIL, f"{line}; {seen}" + (", twice" if look.first is not None else ""),
+                       detail=detail, fix=FIX_HARDWARE, readings=readings)
+    return Verdict(G, Status.WARN, f"{line}; {seen}, measured once", detail=detail, fix=FIX_REMEASURE,
+                   readings=readings)
+
+
+@dataclass(frozen=True)
+class Look:
+    """Which measurement a verdict judges: ``repeated`` when a far-below figure has been measured
+    again (or over several sizes) with nobody else on the GPU, ``first`` the first one's figures."""
+
+    repeated: bool = False
+    first: Optional[str] = None
+
+
+UNKNOWN = Sharing(None)  # nobody's use of the GPU during the measurement is known
+ONCE = Look()  # measured once
+
+
+def _aside(share: Sharing, look: Look) -> str:
+    """What a PASS's detail adds: who shared the GPU meanwhile, and a first measurement that was far below."""
+    out = f"; measured while {share.names} shared the GPU" if share.busy else ""
+    if look.first is not None:
+        out += (f"; measured twice: the first read {look.first}, far below with nothing else seen on the GPU, "
+                "so something unseen slowed it")
+    return out
+
+
+def far_below(figures: dict[str, float], profile: Profile, inventory: Optional[GpuInventory]) -> bool:
+    """Is any figure far below the yardstick (the profile's range, else NVML's theoretical peak)?"""
+    ranges = {m: r for m, r in profile.bandwidth_gbps.items() if m in figures}
+    if ranges:
+        return any(figures[m] < FAIL_FRACTION * r.lo for m, r in ranges.items())
+    theoretical = _theoretical(inventory)
+    return bool(theoretical and figures and max(figures.values()) < THEORETICAL_FAIL * theoretical)
+
+
+def wants_second_look(result: Optional[BandwidthResult], window: Optional[MeasureWindow], profile: Profile,
+                      inventory: Optional[GpuInventory]) -> bool:
+    """Measure once more before any verdict: far below, with nobody else seen on the GPU meanwhile."""
+    if result is None:
+        return False
+    return far_below(probe_figures(result), profile, inventory) and sharing(window).busy is not True
 
 
 def judge_figures(figures: dict[str, float], profile: Profile, inventory: Optional[GpuInventory],
-                  what: str, readings: dict, processes: Optional[GpuProcesses] = None) -> Verdict:
+                  what: str, readings: dict, share: Sharing = UNKNOWN, look: Look = ONCE) -> Verdict:
     """The rules above on per-method figures (GB/s); ``what`` says what was measured."""
     theoretical = _theoretical(inventory)
     readings.update({"gbps": {m: round(v, 1) for m, v in figures.items()}, "profile": profile.key,
@@ -133,10 +195,11 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
             lead = "read" if "read" in flagged else flagged[0]
             others = [m for m in flagged if m != lead]
             line = (f"{lead} {_fmt(figures[lead])} GB/s, {'far ' if far else ''}below {name}'s "
-                    f"{ranges[lead].lo:.0f}-{ranges[lead].hi:.0f}" + (f" ({', '.join(others)} too)" if others else ""))
-            return _slow(bool(far), line, processes, readings,
+                    f"{ranges[lead].lo:.0f}-{ranges[lead].hi:.0f}"
+                    + (f" ({', '.join(others)} too)" if others and not share.busy else ""))
+            return _slow(bool(far), line, share, readings,
                          f"{_figures_text(figures)} ({what}): {', '.join(flagged)} {'far ' if far else ''}below "
-                         f"{name}'s measured range ({expected} GB/s){peak_note}")
+                         f"{name}'s measured range ({expected} GB/s){peak_note}", look)
         budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)
         _, ceiling = _ceiling_word(profile, theoretical)
         against = f" - not {ceiling}" if ceiling else ""
@@ -147,9 +210,9 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
             f"{name}'s measured range"
         lead = [m for m in ("read", "copy") if m in figures]
         line = ", ".join(f"{m} {_fmt(figures[m])}" for m in lead) + " GB/s: " if lead else ""
-        return Verdict(G, Status.PASS, f"{line}{where}",
+        return Verdict(G, Status.PASS, f"{line}{where}" + (" (second try)" if look.first is not None else ""),
                        detail=f"{_figures_text(figures)} ({what})" + (f"; {'; '.join(notes)}" if notes else "")
-                              + f"; budget {budget}{against}{peak_note}", readings=readings)
+                              + f"; budget {budget}{against}{peak_note}" + _aside(share, look), readings=readings)
     if theoretical:
         best_method = max(figures, key=figures.get)
         fraction = figures[best_method] / theoretical
@@ -159,10 +222,10 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         measured = f"{_figures_text(figures)} ({what})"
         if fraction < THEORETICAL_WARN:
             far = fraction < THEORETICAL_FAIL
-            return _slow(far, line + f", under {THEORETICAL_FAIL if far else THEORETICAL_WARN:.0%}", processes,
-                         readings, measured)
-        return Verdict(G, Status.PASS, line, detail=f"{measured}; budget from these, not the theoretical peak",
-                       readings=readings)
+            return _slow(far, line + f", under {THEORETICAL_FAIL if far else THEORETICAL_WARN:.0%}", share,
+                         readings, measured, look)
+        return Verdict(G, Status.PASS, line, detail=f"{measured}; budget from these, not the theoretical peak"
+                       + _aside(share, look), readings=readings)
     return Verdict(G, Status.INFO, f"{_figures_text(figures)}: no range or NVML peak to judge by",
                    detail=f"{what}; {profile.title} has no measured range and NVML no theoretical peak: {FIX_BUDGET}",
                    readings=readings)
@@ -206,6 +269,8 @@ def _elsewhere(here: Machine, profile: Profile, reading: Optional[BandwidthReadi
 
 def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory], profile: Profile,
                     processes: Optional[GpuProcesses] = None, here: Machine = SAME) -> Verdict:
+    """``processes``: the run's process list, used only for a snapshot whose probe has no window
+    (an older suite's): it can name a job that was there, never prove that nothing else ran."""
     """The fast probe's figures against the profile (rules in the module docstring)."""
     if not here.is_profile:
         return _elsewhere(here, profile, reading)
@@ -224,7 +289,13 @@ def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory]
                 "device": res.device, "probe_seconds": round(res.seconds, 2),
                 "implementations": {m.method: m.implementation for m in res.methods}}
     what = f"{_size(res.array_bytes)} arrays"
-    return judge_figures(figures, profile, inventory, what, readings, processes)
+    share = sharing(reading.window, processes)
+    second = probe_figures(reading.again) if reading.again is not None else {}
+    if second and share.busy is not True and far_below(figures, profile, inventory):
+        readings["first_gbps"] = {m: round(v, 1) for m, v in figures.items()}
+        return judge_figures(second, profile, inventory, what, readings, sharing(reading.again_window),
+                             Look(repeated=True, first=_figures_text(figures)))
+    return judge_figures(figures, profile, inventory, what, readings, share)
 
 
 def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan, here: Machine = SAME) -> Verdict:
@@ -299,7 +370,8 @@ def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory
     what = f"median over {len(sizes)} sizes, {_size(sizes[0])}-{_size(sizes[-1])} arrays"
     readings = {"sizes_bytes": sizes, "csv": reading.csv_path, "stopped_early": sweep.stopped_early,
                 "per_size_gbps": {m: {str(p.array_bytes): round(p.gbps, 1) for p in pts} for m, pts in plateau.items()}}
-    verdict = judge_figures(figures, profile, inventory, what, readings, processes)
+    verdict = judge_figures(figures, profile, inventory, what, readings, sharing(reading.window, processes),
+                            Look(repeated=len(sizes) > 1))
     if verdict.status in (Status.PASS, Status.INFO):
         drops: list[MethodResult] = []
         for m in sorted(plateau, key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER)):

@@ -16,7 +16,10 @@ Rules:
   torch is listed but not required: its NVFP4 GEMM is cuBLAS's, measured below; bitsandbytes'
   4-bit formats dequantise in software.
 - Kernel targets elsewhere → **INFO** naming which libraries carry this GPU's `a` target.
-- Rates on 12.1: NVFP4 slower than FP8 → **FAIL** with the ratio; not slower → **PASS**;
+- Rates on 12.1: NVFP4 slower than FP8 → **FAIL** with the ratio, or **WARN** "shared with …"
+  when another process was busy on the GPU while the probe ran (NVML's compute processes and
+  per-process utilization, sampled during it; fix: re-run once it has finished); not slower →
+  **PASS**;
   NVFP4 not runnable through torch → **WARN** "stay on FP8" (**FAIL** with nvfp4 planned).
 - Any GPU: the precision named by `--spark-precision` not runnable → **FAIL**. Otherwise
   **INFO** listing the precisions that run and their TFLOP/s (an H200 at 8192³: BF16 ≈ 686–688,
@@ -36,7 +39,7 @@ from ..plan import Plan
 from ..profiles import Profile
 from ..readings.bench import GemmReading
 from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
-from ..readings.gpu import GpuInventory
+from ..readings.gpu import GpuInventory, sharing
 from ..readings.torch import TorchBuild
 from ..verdict import Status, Verdict
 
@@ -46,6 +49,8 @@ FIX_FP8 = ('stay on FP8 unless the kernels target sm_121a: build extensions with
            '(FlashInfer: FLASHINFER_CUDA_ARCH_LIST="12.1a") or install builds that ship sm_121a kernels')
 FIX_PLANNED = ("plan a precision that runs on this GPU and torch build (the line lists those that ran), or move the "
                "run to a GPU that runs the planned one")
+FIX_SHARED = ("re-run spark-gotchas -m fast -k g07 when nothing else uses the GPU: {names} shared it with this "
+              "run, so no rate is the GPU's own")
 FIX_WRONG = "re-run; if it repeats, a broken kernel or a faulty GPU is the cause: look for Xid errors in dmesg"
 FIX_CRASH = "run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run"
 NAMES = {"bf16": "BF16", "fp8": "FP8", "nvfp4": "NVFP4"}
@@ -203,6 +208,9 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
         what = "; ".join(f"{_name(r.precision)}: {r.check}" for r in wrong)
         return Verdict(G, Status.FAIL, f"GEMM results outside tolerance at {size}: {what}"[:300], fix=FIX_WRONG,
                        readings=readings)
+    share = sharing(reading.window)
+    readings["busy_pids"] = list(share.pids) if share.busy is not None else None
+    aside = f"; measured while {share.names} shared the GPU" if share.busy else ""
     runs = {r.precision: r for r in res.results if r.ok}
     not_run = {r.precision: (r.error or r.check or "no figure") for r in res.results if not r.ok}
     rates = ", ".join(f"{_name(p)} {_rate(r)}" for p, r in runs.items())
@@ -218,12 +226,16 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
         if fp8 is not None and fp4 is not None:
             ratio = fp4.tflops / fp8.tflops
             readings["nvfp4_over_fp8"] = round(ratio, 3)
+            if ratio < 1.0 and share.busy:
+                return Verdict(G, Status.WARN, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)}: "
+                                               + share.cause, detail=rates_text + aside,
+                               fix=FIX_SHARED.format(names=share.names), readings=readings)
             if ratio < 1.0:
                 return Verdict(G, Status.FAIL, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)}: "
                                                "NVFP4 is slower here", detail=rates_text, fix=FIX_FP8,
                                readings=readings)
             return Verdict(G, Status.PASS, f"NVFP4 {_rate(fp4)} TFLOP/s = {ratio:.2f}x FP8's {_rate(fp8)}",
-                           detail=rates_text, readings=readings)
+                           detail=rates_text + aside, readings=readings)
         if fp4 is None and "nvfp4" in not_run:
             return Verdict(G, Status.WARN, f"NVFP4 GEMM does not run through torch {res.torch} here: stay on FP8",
                            detail=f"{_clip(not_run['nvfp4'])}; {rates_text}", fix=FIX_FP8, readings=readings)
@@ -231,4 +243,4 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
     unsupported = f"; {', '.join(_name(p) for p in not_run)} not supported" if not_run else ""
     return Verdict(G, Status.INFO, f"{res.device} (cc {_cap_text(cap)}) runs {rates or 'no precision'}"
                                    + (" TFLOP/s" if rates else "") + unsupported,
-                   detail=rates_text + (f"; {missing}" if missing else ""), readings=readings)
+                   detail=rates_text + (f"; {missing}" if missing else "") + aside, readings=readings)

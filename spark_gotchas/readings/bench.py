@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..microbench.bandwidth import BandwidthResult, BandwidthSweep
 from ..microbench.gemm import GemmResult
+from .gpu import MeasureWindow
 
 
 # -- bench.bandwidth ------------------------------------------------------------------------------
@@ -26,6 +27,9 @@ class BandwidthReading:
     problem: str = ""
     crashed: bool = False
     result: Optional[BandwidthResult] = None
+    window: Optional[MeasureWindow] = None  # who else was on the GPU while the probe ran (None: not sampled)
+    again: Optional[BandwidthResult] = None  # the probe run once more: the first was far below with nobody else seen
+    again_window: Optional[MeasureWindow] = None
 
 
 # -- bench.bandwidth_sweep ------------------------------------------------------------------------
@@ -39,6 +43,7 @@ class BandwidthSweepReading:
     crashed: bool = False
     result: Optional[BandwidthSweep] = None
     csv_path: Optional[str] = None
+    window: Optional[MeasureWindow] = None  # who else was on the GPU while the sweep ran (None: not sampled)
 
 
 # -- bench.gemm -----------------------------------------------------------------------------------
@@ -51,3 +56,4 @@ class GemmReading:
     problem: str = ""
     crashed: bool = False
     result: Optional[GemmResult] = None
+    window: Optional[MeasureWindow] = None  # who else was on the GPU while the probe ran (None: not sampled)

@@ -127,6 +127,120 @@ def busy_names(processes: Optional[GpuProcesses], limit: int = 2) -> str:
     return ", ".join(process_label(p) for p in busy[:limit]) + more
 
 
+# -- who else was on the GPU while a measurement ran (G4 spot load, G5 bandwidth, G7 GEMM) ---------
+SUITE_WORKER_MODULE = "spark_gotchas.worker_main"  # how another spark-gotchas run's worker shows in its command line
+
+
+@dataclass
+class WindowProcess:
+    """A process on the measured GPU, other than this run's own, while a measurement ran.
+
+    Command line equivalent, during the measurement: ``nvidia-smi --query-compute-apps=pid,
+    process_name,used_memory --format=csv`` and ``nvidia-smi pmon -c 1 -s u`` (per-process SM %).
+    """
+
+    pid: int
+    program: str = ""  # its program's file name (argv[0]) or process name; '' when not visible here
+    suite_run: bool = False  # the GPU worker of another spark-gotchas run
+    visible: bool = True  # False: NVML names a pid this process cannot see (another pid namespace)
+    phases: list[str] = field(default_factory=list)  # "before", "during", "after": when it was listed
+    sm_util_max_pct: Optional[int] = None  # NVML's per-process SM utilization, the most it reported
+    gpu_memory_bytes: Optional[int] = None
+
+    @property
+    def label(self) -> str:
+        """``a spark-gotchas run (pid 4242)``, ``pid 6008 vllm``, ``pid 91 (not visible here)``."""
+        if self.suite_run:
+            return f"a spark-gotchas run (pid {self.pid})"
+        if not self.visible:
+            return f"pid {self.pid} (not visible here)"
+        return f"pid {self.pid} {self.program[:40] or 'unknown process'}"
+
+
+@dataclass
+class MeasureWindow:
+    """Who else used the GPU while a timed measurement ran: NVML's compute processes sampled before,
+    during and after it, and NVML's per-process utilization over it.
+
+    A process listed during the window (or both before and after it) shared the GPU unless NVML's
+    per-process utilization shows it idle. Where NVML reports the pids of another pid namespace (a
+    container without ``--pid=host``), this run's own measuring process is among the hidden ones:
+    ``own_hidden`` says how many of them are this run's and are not counted.
+    """
+
+    what: str = ""  # the measurement ("G5 bandwidth probe")
+    t_start_epoch: Optional[float] = None
+    t_end_epoch: Optional[float] = None
+    samples: int = 0  # process lists read
+    others: list[WindowProcess] = field(default_factory=list)
+    lists_error: Optional[str] = None  # NVML could not list processes: nothing can be said
+    utilization_error: Optional[str] = None  # per-process utilization not reported: listed counts as busy
+    own_hidden: int = 0  # hidden pids taken as this run's own (its measuring process not listed by its pid)
+
+    @property
+    def read(self) -> bool:
+        """True when the process lists were read while the measurement ran."""
+        return self.lists_error is None and self.samples > 0
+
+    def busy(self) -> list[WindowProcess]:
+        """The others that shared the GPU during the measurement (see the class docstring)."""
+        shared = [p for p in self.others
+                  if ("during" in p.phases or {"before", "after"} <= set(p.phases))
+                  and (self.utilization_error is not None or p.sm_util_max_pct is None or p.sm_util_max_pct > 0)]
+        hidden = [p for p in shared if not p.visible][: self.own_hidden]
+        return [p for p in shared if p not in hidden]
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """What a judge can say about other GPU work during a measurement.
+
+    ``busy``: True (someone else was on the GPU: ``names`` says who), False (the lists were read
+    while it ran and nobody else was busy), None (not known: not sampled, or NVML could not list)."""
+
+    busy: Optional[bool]
+    names: str = ""
+    pids: tuple[int, ...] = ()
+    sampled: bool = False  # True: from lists read during the measurement; False: from a list read at another time
+    suite_runs: int = 0  # how many of the busy ones are other spark-gotchas runs
+
+    @property
+    def cause(self) -> str:
+        """``shared with pid 7001 python3`` (seen while it ran), ``pid 6008 vllm busy (see G6)`` (listed
+        at another moment of the run); '' when nobody is known to have been busy."""
+        if not self.busy:
+            return ""
+        return f"shared with {self.names}" if self.sampled else f"{self.names} busy (see G6)"
+
+
+def _names(procs: list, limit: int = 2) -> str:
+    """Who shared the GPU, in a few words: other spark-gotchas runs together (``2 spark-gotchas runs
+    (pids 4242, 4343)``), then the rest by pid and program, ``+N more`` past ``limit`` names."""
+    runs = [p for p in procs if isinstance(p, WindowProcess) and p.suite_run]
+    rest = [p for p in procs if p not in runs]
+    parts = [runs[0].label] if len(runs) == 1 else \
+        [f"{len(runs)} spark-gotchas runs (pids {', '.join(str(p.pid) for p in runs[:3])}"
+         + (", ..." if len(runs) > 3 else "") + ")"] if runs else []
+    parts += [p.label if isinstance(p, WindowProcess) else process_label(p) for p in rest]
+    more = f" +{len(parts) - limit} more" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
+def sharing(window: Optional[MeasureWindow], processes: Optional[GpuProcesses] = None) -> Sharing:
+    """Who shared the GPU during a measurement: from its own window where it was sampled; else
+    (a snapshot of an older suite) the run's process list, which may name a job already there but
+    cannot show that nothing else ran while the measurement did."""
+    if window is not None and window.read:
+        busy = window.busy()
+        return Sharing(bool(busy), _names(busy), tuple(p.pid for p in busy), True,
+                       sum(1 for p in busy if p.suite_run))
+    if window is None and processes is not None:
+        computing = processes.computing()
+        if computing:
+            return Sharing(True, _names(computing), tuple(p.pid for p in computing))
+    return Sharing(None)
+
+
 # -- gpu.visibility -------------------------------------------------------------------------------
 NVIDIA_PCI_VENDOR = "0x10de"
 GPU_PCI_CLASSES = ("0x0300", "0x0302")  # display VGA controller, 3D controller (first 4 hex digits)

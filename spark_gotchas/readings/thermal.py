@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .gpu import MeasureWindow
+
 # -- thermal.snapshot (and the samples, counters and reasons every thermal reading uses) ----------
 # Clock-event reason bits (nvml.h nvmlClocksEventReason*).
 REASON_NAMES = {
@@ -131,6 +133,8 @@ class SpotCheck:
     unavailable: dict[str, str] = field(default_factory=dict)
     backend: str = ""  # what ran the load: "torch", or the libcublas path (ctypes, no torch)
     backend_note: str = ""  # why the torch-free load was not used, where it was not
+    window: Optional[MeasureWindow] = None  # who else was on the GPU while the load ran (None: not sampled)
+    again: Optional[SpotCheck] = None  # the load run once more: the first was far below with nobody else seen
 
     @property
     def counter_deltas_us(self) -> dict[str, float]:

@@ -24,6 +24,7 @@ from contextlib import nullcontext
 from typing import Any, Optional
 
 from ... import nvml
+from ...gpu_window import watch
 from ...readings.thermal import SpotCheck
 from ...sampler import Sampler
 from .. import ReadContext, reader
@@ -46,7 +47,9 @@ def no_cuda_reason(ctx: ReadContext) -> Optional[str]:
 
 @reader("thermal.spot_check")
 def read_spot_check(ctx: ReadContext) -> SpotCheck:
-    """≤ 3 s of BF16 GEMM in a child process while this process samples NVML at 10 Hz."""
+    """≤ 3 s of BF16 GEMM in a child process while this process samples NVML at 10 Hz and lists who
+    else is on the GPU; the load runs once more when its rate is far below the profile's with nobody
+    else seen (:func:`spark_gotchas.judges.g04_thermal.wants_second_look`)."""
     reason = nvml.init()
     if reason is not None:
         why = no_cuda_reason(ctx)
@@ -54,6 +57,24 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
     handle, index, how = cuda0_handle()
     if handle is None:
         return SpotCheck(attempted=False, reason=f"no NVML device for cuda:0 ({how})")
+    from ...judges.g04_thermal import wants_second_look  # the judge's own rule; the soak's engine imports no judge
+
+    spot = _one_load(ctx, handle, index, how)
+    if spot.attempted and wants_second_look(spot, _profile(ctx)):
+        again = _one_load(ctx, handle, index, how, "G4 spot check's load, again")
+        spot.again = again if again.attempted else None
+    return spot
+
+
+def _profile(ctx: ReadContext) -> Any:
+    from ...platform import profile
+
+    return profile(ctx.provider, ctx.options.spark_profile)
+
+
+def _one_load(ctx: ReadContext, handle: Any, index: Optional[int], how: str,
+              what: str = "G4 spot check's load") -> SpotCheck:
+    """One load with its samples, counters and who else was on the GPU meanwhile."""
     static = snapshot_of(handle, index, how)
     spot = SpotCheck(attempted=True, max_sm_clock_mhz=static.max_sm_clock_mhz, power_limit_w=static.power_limit_w,
                      unavailable=dict(static.unavailable))
@@ -61,7 +82,7 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
     spot.counters_before = static.counters  # read just now, with nvidia-smi's split
     sampler = Sampler(lambda: take_sample(handle, t0), spot.samples.append, SAMPLE_INTERVAL_S, "g4-spot-sampler")
     with sampler:
-        result = _run_load(ctx, spot)
+        result, spot.window = _run_load(ctx, spot, handle, what)
         time.sleep(SAMPLE_INTERVAL_S)  # one sample after the load's end
     if result is None:  # neither load could run: say why of both
         return SpotCheck(attempted=False, reason="; ".join(filter(None, (spot.reason, spot.backend_note))),
@@ -89,19 +110,22 @@ def _gpu_to_itself(ctx: ReadContext) -> Any:
         return nullcontext()
 
 
-def _run_load(ctx: ReadContext, spot: SpotCheck) -> Any:
-    """The load's TaskResult: torch-free first, else through torch; None (with spot.reason) when
-    neither can run."""
+def _run_load(ctx: ReadContext, spot: SpotCheck, handle: Any, what: str) -> tuple[Any, Any]:
+    """(the load's TaskResult, who else was on the GPU meanwhile): torch-free first, else through
+    torch; (None, window) with spot.reason when neither can run."""
     args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
     light = ctx.load_worker
     if light is not None:
-        with _gpu_to_itself(ctx):
+        with _gpu_to_itself(ctx), watch(what, handle, lambda: light.pid) as window:
             result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)
         if result.ok or result.timed_out:  # a hung GEMM is the finding, not a reason to try again
-            return result
+            return result, window.window
         spot.backend_note = f"cuBLAS without torch: {result.problem}"[:300]
     why = no_cuda_reason(ctx)
     if why:
         spot.reason = why
-        return None
-    return ctx.worker.call(LOAD_TASK, {**args, "backend": "torch"}, timeout=TIMEOUT_S)
+        return None, None
+    worker = ctx.worker
+    with watch(what, handle, lambda: worker.pid) as window:
+        result = worker.call(LOAD_TASK, {**args, "backend": "torch"}, timeout=TIMEOUT_S)
+    return result, window.window

@@ -1,0 +1,182 @@
+"""Who else is on the GPU while a measurement runs: NVML's compute processes before, during and after
+it, and NVML's per-process utilization over it (:class:`spark_gotchas.readings.gpu.MeasureWindow`).
+
+Why: a figure far below the profile's (G4's load, G5's bandwidth, G7's GEMM rates) is the GPU's own
+fault only when nothing else used the GPU meanwhile. A process list read at another moment of the
+run cannot tell: two preflights started together each see the other only while both measure.
+
+Usage, around the call that measures (it runs in another process of this run)::
+
+    with watch("G5 bandwidth probe", measuring_pid=lambda: worker.pid) as w:
+        result = worker.call(...)
+    reading.window = w.window
+
+This run's own processes (this pytest, its workers, their children and the launchers above it) are
+left out by pid. Every NVML call goes through :mod:`spark_gotchas.nvml` (bounded, errors become
+reasons). Check by hand: ``nvidia-smi pmon -s u`` in another shell while the check runs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from . import nvml, scrub
+from .readings.gpu import SUITE_WORKER_MODULE, MeasureWindow, WindowProcess
+
+INTERVAL_S = 0.1  # process lists during the window (each read costs well under a millisecond on an H200)
+
+
+def _own_pids(psutil: Any) -> set[int]:
+    """This process, every descendant (workers, their children) and every ancestor."""
+    if psutil is None:
+        return {os.getpid()}
+    pids = {os.getpid()}
+    try:
+        me = psutil.Process()
+        pids.update(p.pid for p in me.children(recursive=True))
+        pids.update(p.pid for p in me.parents())
+    except (psutil.Error, OSError):
+        pass
+    return pids
+
+
+def _describe(psutil: Any, pid: int) -> tuple[bool, str, bool]:
+    """(visible here, program name, another spark-gotchas run's worker) for an NVML pid."""
+    if psutil is None:
+        return True, "", False
+    try:
+        proc = psutil.Process(pid)
+        argv = proc.cmdline()
+        name = proc.name()
+    except psutil.NoSuchProcess:
+        return False, "", False
+    except (psutil.Error, OSError):
+        return True, "", False
+    argv = scrub.mask_argv(argv or [])
+    program = (os.path.basename(argv[0]) if argv else "") or name or ""
+    return True, program, SUITE_WORKER_MODULE in argv
+
+
+class Watch:
+    """Samples the compute processes of one NVML device in a thread while a measurement runs."""
+
+    def __init__(self, what: str, handle: Any, measuring_pid: Callable[[], Optional[int]] = lambda: None,
+                 interval_s: float = INTERVAL_S, psutil: Any = None):
+        self.window = MeasureWindow(what=what)
+        self._handle = handle
+        self._measuring_pid = measuring_pid
+        self._interval_s = interval_s
+        self._psutil = psutil
+        self._seen: dict[int, dict] = {}  # pid -> {"phases": set, "memory": int | None}
+        self._measurer_listed = False
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    # -- sampling ---------------------------------------------------------------------------------
+    def _sample(self, phase: str) -> None:
+        procs = nvml.query("nvmlDeviceGetComputeRunningProcesses", self._handle)
+        if isinstance(procs, nvml.NotAvailable):
+            self.window.lists_error = self.window.lists_error or procs.reason
+            return
+        self.window.samples += 1
+        own = _own_pids(self._psutil)
+        measurer = self._measuring_pid()
+        for proc in procs or []:
+            pid = int(proc.pid)
+            if pid == measurer:
+                self._measurer_listed = True
+            if pid in own:
+                continue
+            row = self._seen.setdefault(pid, {"phases": set(), "memory": None})
+            row["phases"].add(phase)
+            used = getattr(proc, "usedGpuMemory", None)
+            if used is not None:
+                row["memory"] = max(row["memory"] or 0, int(used))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._sample("during")
+
+    def __enter__(self) -> Watch:
+        self._sample("before")
+        self.window.t_start_epoch = time.time()
+        self._thread = threading.Thread(target=self._loop, name="gpu-window", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self._sample("during")  # what the measurement's last moments left listed
+        self.window.t_end_epoch = time.time()
+        self._sample("after")
+        self._finish()
+
+    # -- the reading --------------------------------------------------------------------------------
+    def _utilization(self) -> dict[int, int]:
+        """pid -> the most SM utilization NVML reported for it since the window began (µs stamps)."""
+        start_us = int((self.window.t_start_epoch or time.time()) * 1e6)
+        samples = nvml.query("nvmlDeviceGetProcessUtilization", self._handle, start_us)
+        if isinstance(samples, nvml.NotAvailable):
+            if any(word in samples.reason for word in ("Not Found", "NotFound", "Success")):
+                return {}  # no process was active since then (older bindings raise "Success" for none)
+            self.window.utilization_error = samples.reason
+            return {}
+        out: dict[int, int] = {}
+        for s in samples or []:
+            if int(getattr(s, "timeStamp", 0)) >= start_us:
+                out[int(s.pid)] = max(out.get(int(s.pid), 0), int(s.smUtil))
+        return out
+
+    def _finish(self) -> None:
+        util = self._utilization() if self.window.samples else {}
+        hidden = 0
+        for pid, row in sorted(self._seen.items()):
+            visible, program, suite = _describe(self._psutil, pid)
+            hidden += not visible
+            sm = util.get(pid, 0) if self.window.utilization_error is None else None
+            self.window.others.append(WindowProcess(pid=pid, program=program, suite_run=suite, visible=visible,
+                                                    phases=[p for p in ("before", "during", "after")
+                                                            if p in row["phases"]],
+                                                    sm_util_max_pct=sm, gpu_memory_bytes=row["memory"]))
+        if hidden and self._measuring_pid() is not None and not self._measurer_listed:
+            self.window.own_hidden = 1  # NVML lists host pids: the measuring process is one of the hidden
+
+
+class _NoWatch:
+    """Where no NVML device can be read: the window says why, and nothing is sampled."""
+
+    def __init__(self, what: str, reason: str):
+        self.window = MeasureWindow(what=what, lists_error=reason)
+
+    def __enter__(self) -> _NoWatch:
+        self.window.t_start_epoch = time.time()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.window.t_end_epoch = time.time()
+
+
+def watch(what: str, handle: Any = None, measuring_pid: Callable[[], Optional[int]] = lambda: None) -> Any:
+    """A context manager whose ``.window`` says who else was on the GPU while its body ran.
+
+    ``handle``: the NVML device measured (default: the one torch calls cuda:0, found as the G4
+    readers find it)."""
+    reason = nvml.init()
+    if reason is not None:
+        return _NoWatch(what, reason.reason)
+    if handle is None:
+        from .readers.thermal.snapshot import cuda0_handle
+
+        handle, _index, how = cuda0_handle()
+        if handle is None:
+            return _NoWatch(what, f"no NVML device for cuda:0 ({how})")
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    return Watch(what, handle, measuring_pid, psutil=psutil)

@@ -16,6 +16,10 @@ import sys
 report = json.load(open(sys.argv[1]))
 timing = (report.get("spark_gotchas") or {}).get("timing") or {}
 print(f"   pytest duration {report.get('duration', 0):.2f} s")
+floor = timing.get("torch")
+if floor:
+    print(f"   torch ready {floor['ready_s']} (import {floor['import_s']} s); checks end {floor['checks_end_s']}: "
+          f"{floor['after_ready_s']} s after torch, {floor['tasks_after_ready_s']} s of worker tasks")
 rows = [(c["start_s"], c["seconds"], "check  " + c["nodeid"].split("::")[-1]) for c in timing.get("checks", [])]
 worker = timing.get("worker")
 if worker:

@@ -10,6 +10,10 @@
 #       items (and `reference` for the shell preflight), e.g. the head start's parts one at a time:
 #       VARIANTS="full: no_build:SPARK_GOTCHAS_HEADSTART=-g5_build reference". Each round runs every
 #       variant once, the order rotated by one each round; ratios are to the first variant.
+#       Two more names run something else: `floor` (python3 -c "import torch; torch.zeros(1,
+#       device='cuda'); torch.cuda.synchronize()": the floor of any check of torch) and `installed`
+#       (the installed `spark-gotchas -m fast`, run from an empty folder, not the checkout).
+#       devscripts/floor_bench.sh runs "floor installed reference".
 #
 # Before each run (EVICT=1, the default) devscripts/evict.py drops site-packages, the standard
 # library, the CUDA libraries, the Triton and CUDA JIT caches and the trees from the page cache,
@@ -65,6 +69,7 @@ case "$MODE" in
     for i in "${!SIDES[@]}"; do
       item="${SIDES[$i]}"; SIDES[$i]="${item%%:*}"
       [ "$item" != reference ] && SIDE_ENV[${SIDES[$i]}]="${item#*:}"
+      case "$item" in floor|installed) SIDE_ENV[${SIDES[$i]}]="" ;; esac
       if [ "$item" = reference ]; then
         [ -f "$REFERENCE" ] || die "no reference preflight at $REFERENCE"
         REFERENCE="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"
@@ -138,6 +143,11 @@ for pair in $(seq "$PAIRS"); do
     fi
     if [ "$side" = reference ]; then
       cmd=(bash "$REFERENCE"); tree="$REPO"
+    elif [ "$side" = floor ]; then  # the floor of any check of torch: a cold import and the first CUDA use
+      cmd=("$PY" -c "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"); tree="$REPO"
+    elif [ "$side" = installed ]; then  # the installed command, from a folder that is not the checkout
+      tree="$(mktemp -d /tmp/spark-gotchas-elsewhere.XXXXXX)"; cmd=("$(dirname "$PY")/spark-gotchas" -m fast)
+      [ "$TIMELINE" = 1 ] && cmd+=(--json-report --json-report-file="$OUT/runs/$name.json")
     else
       tree="$(tree_of "$side")"; cmd=("$PY" -m pytest -m fast)
       env_run+=(PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}")
@@ -177,10 +187,14 @@ for side in sides:
           + (f"; {medians[side] - medians[a]:+.2f} s against {a}" if side != a else ""))
 ratio = medians[a] / medians[b] if medians[b] else None
 print(f"ratio {a}/{b} of the medians: {ratio:.2f}x" if ratio else f"ratio {a}/{b}: no figure ({b} took 0 s)")
+for side in sides[1:-1]:  # variants between the first and the last: each against both ends
+    if medians[b]:
+        print(f"ratio {side}/{b} of the medians: {medians[side] / medians[b]:.2f}x; "
+              f"{side} - {a}: {medians[side] - medians[a]:+.2f} s")
 seen = {side: sorted({r["statuses"] for r in runs if r["side"] == side}) for side in sides}
 same = None
 if os.environ["MODE"] in ("ab", "variants"):
-    suite_sides = [s for s in sides if s != "reference"]
+    suite_sides = [s for s in sides if s not in ("reference", "floor")]
     same = all(seen[s] == seen[suite_sides[0]] for s in suite_sides) and len(seen[suite_sides[0]]) == 1
     print("same G-line statuses in every run of every tree or variant: " + ("yes" if same else "NO"))
 for side in sides:

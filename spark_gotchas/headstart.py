@@ -11,7 +11,10 @@ it on one H200 (docs/benchmarks.md, "The head start, part by part"):
   once the checks of the machine at rest are done (a context changes what NVML reads at rest);
 - ``g5_compile``: the GPU worker compiles G5's Triton kernels in threads before G5 runs;
 - ``g5_build``: a worker that never imports torch (the ``build_worker``) builds those kernels
-  and their launchers into Triton's cache for the GPU's compute capability, during the import.
+  and their launchers into Triton's cache for the GPU's compute capability, during the import;
+- ``g2_libs``: the libraries G2's attention probe loads on its first call (cuDNN's, several
+  hundred MB) are read ahead into the page cache (``posix_fadvise(WILLNEED)``), so a cold run
+  does not read them from disk after torch is ready.
 
 ``SPARK_GOTCHAS_HEADSTART`` turns parts off (``-g5_build,-cuda_context``; ``none`` for all). The
 readings a part starts early are taken once all the same: a reading started early is waited for.
@@ -28,7 +31,7 @@ import time
 from typing import Any, Callable, Optional
 
 ENV = "SPARK_GOTCHAS_HEADSTART"
-PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build")
+PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build", "g2_libs")
 # The readings GPU checks take, started when the scans start: key -> the gotcha whose check reads it.
 EARLY: dict[str, int] = {
     "thermal.spot_check": 4,  # its load needs no torch (g4_load); otherwise it waits in a thread
@@ -93,15 +96,20 @@ class HeadStart:
         self.errors: dict[str, str] = {}
         self._asked_context = False
         self._compiled = False
+        self.read_ahead = False
 
     def plan(self, gotchas: set[int]) -> None:
         """Note the readings the collected GPU checks of ``gotchas`` will take."""
         self.keys = [key for key in early_readings(gotchas) if key not in self.keys]
+        self.read_ahead = 2 in gotchas and enabled("g2_libs")
 
     def begin(self) -> None:
         """At the first scan or GPU check (the checks of the machine at rest are done): the CUDA
         context, then each reading planned, once."""
         self.cuda_context()
+        if self.read_ahead:
+            self.read_ahead = False
+            threading.Thread(target=read_ahead, name="G2 libraries read ahead", daemon=True).start()
         keys, self.keys = self.keys, []
         for key in keys:
             try:
@@ -147,6 +155,43 @@ class HeadStart:
         thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)
         thread.start()
         return thread
+
+
+def attention_libraries() -> list[str]:
+    """The shared objects torch's attention backends load on their first call, not at ``import
+    torch``: cuDNN's engines, heuristics and ops in the environment's ``nvidia/cudnn/lib``."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    found: list[str] = []
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        folder = os.path.join(root, "cudnn", "lib")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        found += [os.path.join(folder, n) for n in names if ".so" in n]
+    return found
+
+
+def read_ahead(paths: Optional[list[str]] = None) -> int:
+    """Ask the kernel to read ``paths`` into the page cache in the background; the bytes asked for."""
+    asked = 0
+    for path in attention_libraries() if paths is None else paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            size = os.fstat(fd).st_size
+            os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+            asked += size
+        except (OSError, AttributeError):
+            pass
+        finally:
+            os.close(fd)
+    return asked
 
 
 # -- the GPU worker's side -------------------------------------------------------------------------

@@ -398,6 +398,8 @@ class JsonReportHooks:
 @pytest.hookimpl(wrapper=True)  # around every other plugin: pytest-json-report's exitcode counts a failed write
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     state = session.config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.release_workers()  # they exit while the reports are written, not after
     if state is not None and state.active:
         write_outputs(session, state)
     return (yield)

@@ -107,10 +107,16 @@ class SessionState:
 
         return Worker(preload=())
 
+    def release_workers(self) -> None:
+        """Every check has run: close the workers' input, so they exit (a torch process takes tenths
+        of a second to) while pytest writes its reports; :meth:`close` then finds them gone."""
+        for worker in (self._worker, self._load_worker, self._build_worker):
+            if worker is not None:
+                worker.end_input()
+
     def close(self) -> None:
         workers = [w for w in (self._worker, self._load_worker, self._build_worker) if w is not None]
-        for worker in workers:
-            worker.end_input()  # all start leaving at once
+        self.release_workers()  # all start leaving at once
         for worker in workers:
             worker.close()
         self._worker = self._load_worker = None
@@ -132,8 +138,27 @@ class SessionState:
         origin = self.configured_epoch
         workers = {"worker": self._worker, "load_worker": self._load_worker, "build_worker": self._build_worker}
         return {
+            "torch": after_torch(self._worker, self.check_times, origin),
             "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}
                        for nodeid, start, seconds in self.check_times],
             "prepare_errors": dict(self._head_start.errors) if self._head_start is not None else {},
             **{name: w.timeline.to_json(origin) if w is not None else None for name, w in workers.items()},
         }
+
+
+def after_torch(worker: Any, check_times: list, origin: float) -> Optional[dict[str, Any]]:
+    """The figures a preflight's wall time is judged against: no check of torch can end before torch
+    is imported, so the floor is that import; what the run spends after it is the suite's own.
+
+    ``ready_s``: when the GPU worker had imported torch; ``import_s``: how long the import took;
+    ``checks_end_s``: when the last check ended; ``after_ready_s``: the checks' time after torch was
+    ready; ``tasks_after_ready_s``: the worker's task seconds after it (the GPU work on that path).
+    None when no worker imported torch (a replay, no GPU check)."""
+    if worker is None or not worker.timeline.ready:
+        return None
+    ready = worker.timeline.ready[0]
+    end = max((start + seconds for _nodeid, start, seconds in check_times), default=ready)
+    busy = sum(t["seconds"] for t in worker.timeline.tasks if t["start"] + t["seconds"] > ready)
+    return {"ready_s": round(ready - origin, 3), "import_s": round(worker.timeline.preload_seconds.get("torch", 0.0), 3),
+            "checks_end_s": round(end - origin, 3), "after_ready_s": round(max(0.0, end - ready), 3),
+            "tasks_after_ready_s": round(busy, 3)}

@@ -43,21 +43,30 @@ def _own_pids(psutil: Any) -> set[int]:
     return pids
 
 
-def _describe(psutil: Any, pid: int) -> tuple[bool, str, bool]:
-    """(visible here, program name, another spark-gotchas run's worker) for an NVML pid."""
+def _describe(psutil: Any, pid: int) -> dict[str, Any]:
+    """What an NVML pid is, read when it is first listed (it may be gone by the window's end):
+    ``visible`` here, its ``program``, whether it is another spark-gotchas run's worker and that
+    run's pid (the worker's parent: one run has a GPU worker and a load worker)."""
+    out: dict[str, Any] = {"visible": True, "program": "", "suite_run": False, "run_pid": None}
     if psutil is None:
-        return True, "", False
+        return out
     try:
         proc = psutil.Process(pid)
         argv = proc.cmdline()
         name = proc.name()
     except psutil.NoSuchProcess:
-        return False, "", False
+        return {**out, "visible": False}
     except (psutil.Error, OSError):
-        return True, "", False
+        return out
     argv = scrub.mask_argv(argv or [])
-    program = (os.path.basename(argv[0]) if argv else "") or name or ""
-    return True, program, SUITE_WORKER_MODULE in argv
+    out["program"] = (os.path.basename(argv[0]) if argv else "") or name or ""
+    out["suite_run"] = SUITE_WORKER_MODULE in argv
+    if out["suite_run"]:
+        try:
+            out["run_pid"] = int(proc.ppid())
+        except (psutil.Error, OSError, TypeError, ValueError):
+            pass
+    return out
 
 
 class Watch:
@@ -90,7 +99,9 @@ class Watch:
                 self._measurer_listed = True
             if pid in own:
                 continue
-            row = self._seen.setdefault(pid, {"phases": set(), "memory": None})
+            row = self._seen.get(pid)
+            if row is None:
+                row = self._seen[pid] = {"phases": set(), "memory": None, "about": _describe(self._psutil, pid)}
             row["phases"].add(phase)
             used = getattr(proc, "usedGpuMemory", None)
             if used is not None:
@@ -136,10 +147,10 @@ class Watch:
         util = self._utilization() if self.window.samples else {}
         hidden = 0
         for pid, row in sorted(self._seen.items()):
-            visible, program, suite = _describe(self._psutil, pid)
-            hidden += not visible
+            about = row["about"]
+            hidden += not about["visible"]
             sm = util.get(pid, 0) if self.window.utilization_error is None else None
-            self.window.others.append(WindowProcess(pid=pid, program=program, suite_run=suite, visible=visible,
+            self.window.others.append(WindowProcess(pid=pid, **about,
                                                     phases=[p for p in ("before", "during", "after")
                                                             if p in row["phases"]],
                                                     sm_util_max_pct=sm, gpu_memory_bytes=row["memory"]))

@@ -79,9 +79,10 @@ class SessionState:
             raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
         if self._worker is None:
             from .readers.torch import torch_installed
-            from .worker import Worker
+            from .worker import Worker, adopt
 
-            self._worker = Worker(preload=("torch",) if torch_installed() else ())
+            preload = ("torch",) if torch_installed() else ()
+            self._worker = adopt(preload) or Worker(preload=preload)
         return self._worker
 
     @property

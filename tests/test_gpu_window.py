@@ -61,6 +61,9 @@ class FakeProc:
     def cmdline(self):
         return self._row
 
+    def ppid(self):
+        return 1000 + self.pid // 10  # workers 4242 and 4243 belong to the run of pid 1424
+
     def name(self):
         return os.path.basename(self._row[0]) if self._row else ""
 
@@ -118,7 +121,24 @@ def test_another_preflight_measuring_meanwhile_is_named_as_another_run(nvml_fake
     (other,) = window.busy()
     assert other.suite_run and other.phases == ["before", "during", "after"] and other.sm_util_max_pct == 80
     share = sharing(window)
-    assert share.busy is True and share.names == "a spark-gotchas run (pid 4242)" and share.suite_runs == 1
+    assert share.busy is True and share.names == "a spark-gotchas run (pid 1424)" and share.suite_runs == 1
+
+
+def test_one_other_run_is_one_run_though_its_gpu_worker_and_load_worker_are_both_listed(nvml_fake):
+    both = lambda: [(4242, 900 << 20, 80), (4243, 300 << 20, 40), (5555, 900 << 20, 70)]  # noqa: E731
+    fake = nvml_fake(SharedGpu(listed=both, util=both))
+    window = measure(fake, {4242: OTHER_RUN, 4243: OTHER_RUN[:3], 5555: OTHER_RUN})
+    assert sharing(window).names == "2 spark-gotchas runs (pids 1424, 1555)"
+
+
+def test_a_process_that_exits_before_the_window_ends_keeps_what_it_was(nvml_fake):
+    table = {4242: OTHER_RUN}
+    fake = nvml_fake(SharedGpu(listed=lambda: [(4242, 900 << 20, 80)], util=lambda: [(4242, 0, 80)]))
+    w = gpu_window.Watch("test probe", fake.gpus[0], interval_s=0.05, psutil=FakePsutil(table))
+    with w:
+        time.sleep(0.15)
+        table.clear()  # the other run ended while this one still measured
+    assert w.window.others[0].visible and w.window.others[0].suite_run
 
 
 def test_a_job_that_starts_during_the_measurement_is_named(nvml_fake):

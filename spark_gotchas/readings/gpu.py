@@ -141,7 +141,8 @@ class WindowProcess:
 
     pid: int
     program: str = ""  # its program's file name (argv[0]) or process name; '' when not visible here
-    suite_run: bool = False  # the GPU worker of another spark-gotchas run
+    suite_run: bool = False  # a worker of another spark-gotchas run
+    run_pid: Optional[int] = None  # that run's own pid (the worker's parent), when it could be read
     visible: bool = True  # False: NVML names a pid this process cannot see (another pid namespace)
     phases: list[str] = field(default_factory=list)  # "before", "during", "after": when it was listed
     sm_util_max_pct: Optional[int] = None  # NVML's per-process SM utilization, the most it reported
@@ -151,7 +152,7 @@ class WindowProcess:
     def label(self) -> str:
         """``a spark-gotchas run (pid 4242)``, ``pid 6008 vllm``, ``pid 91 (not visible here)``."""
         if self.suite_run:
-            return f"a spark-gotchas run (pid {self.pid})"
+            return f"a spark-gotchas run (pid {self.run_pid or self.pid})"
         if not self.visible:
             return f"pid {self.pid} (not visible here)"
         return f"pid {self.pid} {self.program[:40] or 'unknown process'}"
@@ -216,10 +217,11 @@ class Sharing:
 def _names(procs: list, limit: int = 2) -> str:
     """Who shared the GPU, in a few words: other spark-gotchas runs together (``2 spark-gotchas runs
     (pids 4242, 4343)``), then the rest by pid and program, ``+N more`` past ``limit`` names."""
-    runs = [p for p in procs if isinstance(p, WindowProcess) and p.suite_run]
-    rest = [p for p in procs if p not in runs]
-    parts = [runs[0].label] if len(runs) == 1 else \
-        [f"{len(runs)} spark-gotchas runs (pids {', '.join(str(p.pid) for p in runs[:3])}"
+    workers = [p for p in procs if isinstance(p, WindowProcess) and p.suite_run]
+    rest = [p for p in procs if p not in workers]
+    runs = list(dict.fromkeys(p.run_pid or p.pid for p in workers))  # a run's GPU and load workers are one run
+    parts = [f"a spark-gotchas run (pid {runs[0]})"] if len(runs) == 1 else \
+        [f"{len(runs)} spark-gotchas runs (pids {', '.join(str(p) for p in runs[:3])}"
          + (", ..." if len(runs) > 3 else "") + ")"] if runs else []
     parts += [p.label if isinstance(p, WindowProcess) else process_label(p) for p in rest]
     more = f" +{len(parts) - limit} more" if len(parts) > limit else ""

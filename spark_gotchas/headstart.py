@@ -12,9 +12,9 @@ it on one H200 (docs/benchmarks.md, "The head start, part by part"):
 - ``g5_compile``: the GPU worker compiles G5's Triton kernels in threads before G5 runs;
 - ``g5_build``: a worker that never imports torch (the ``build_worker``) builds those kernels
   and their launchers into Triton's cache for the GPU's compute capability, during the import;
-- ``g2_libs``: the libraries G2's attention probe loads on its first call (cuDNN's, several
-  hundred MB) are read ahead into the page cache (``posix_fadvise(WILLNEED)``), so a cold run
-  does not read them from disk after torch is ready.
+- ``g2_libs``: the GPU worker loads the libraries G2's attention probe would load on its first
+  call (cuDNN's engines, heuristics and ops, several hundred MB) in a thread during the import:
+  the same files torch's own ``libcudnn.so.9`` loads, from the ``nvidia/cudnn/lib`` beside torch.
 
 ``SPARK_GOTCHAS_HEADSTART`` turns parts off (``-g5_build,-cuda_context``; ``none`` for all). The
 readings a part starts early are taken once all the same: a reading started early is waited for.
@@ -109,7 +109,9 @@ class HeadStart:
         self.cuda_context()
         if self.read_ahead:
             self.read_ahead = False
-            threading.Thread(target=read_ahead, name="G2 libraries read ahead", daemon=True).start()
+            worker = self.gpu_worker()
+            if worker is not None and "torch" in worker.preload:
+                worker.head_start("g2_libs")
         keys, self.keys = self.keys, []
         for key in keys:
             try:
@@ -157,43 +159,6 @@ class HeadStart:
         return thread
 
 
-def attention_libraries() -> list[str]:
-    """The shared objects torch's attention backends load on their first call, not at ``import
-    torch``: cuDNN's engines, heuristics and ops in the environment's ``nvidia/cudnn/lib``."""
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        return []
-    found: list[str] = []
-    for root in (spec.submodule_search_locations or []) if spec is not None else []:
-        folder = os.path.join(root, "cudnn", "lib")
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        found += [os.path.join(folder, n) for n in names if ".so" in n]
-    return found
-
-
-def read_ahead(paths: Optional[list[str]] = None) -> int:
-    """Ask the kernel to read ``paths`` into the page cache in the background; the bytes asked for."""
-    asked = 0
-    for path in attention_libraries() if paths is None else paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            size = os.fstat(fd).st_size
-            os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
-            asked += size
-        except (OSError, AttributeError):
-            pass
-        finally:
-            os.close(fd)
-    return asked
-
-
 # -- the GPU worker's side -------------------------------------------------------------------------
 def cuda_context() -> Any:
     """cuInit and device 0's primary context (kept for the process's life): seconds, or why not.
@@ -212,7 +177,42 @@ def cuda_context() -> Any:
     return round(time.perf_counter() - t0, 3)
 
 
-IN_WORKER: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context}
+def attention_libraries(torch_dir: Optional[str] = None) -> list[str]:
+    """cuDNN's libraries as torch loads them on a first cuDNN call (not at ``import torch``): those of
+    ``nvidia/cudnn/lib`` in torch's own site-packages, the folder a pip-installed torch's RPATH names
+    (``$ORIGIN/../../nvidia/cudnn/lib``). Elsewhere (an NGC image's system cuDNN) none: loading another
+    copy than torch's would put a second library under the same name in the process."""
+    if torch_dir is None:
+        try:
+            spec = importlib.util.find_spec("torch")
+        except (ImportError, ValueError):
+            return []
+        if spec is None or not spec.origin:
+            return []
+        torch_dir = os.path.dirname(spec.origin)
+    folder = os.path.join(os.path.dirname(torch_dir), "nvidia", "cudnn", "lib")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if n.startswith("libcudnn") and n.endswith(".so.9")]
+
+
+def g2_libs() -> Any:
+    """Load cuDNN's libraries into this process (the GPU worker, while torch imports): seconds, or why not."""
+    t0 = time.perf_counter()
+    paths = attention_libraries()
+    if not paths:
+        return "not available: no nvidia/cudnn/lib beside torch"
+    for path in paths:
+        try:
+            ctypes.CDLL(path)
+        except OSError as exc:
+            return f"{os.path.basename(path)}: {exc}"[:200]
+    return round(time.perf_counter() - t0, 3)
+
+
+IN_WORKER: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context, "g2_libs": g2_libs}
 
 
 def serve(fd: int, send: Callable[[dict], None]) -> None:

@@ -148,21 +148,20 @@ def test_without_torch_there_is_no_cuda_context_to_ask_for(monkeypatch):
     assert worker.asked == []
 
 
-def test_g2_libs_reads_cudnn_libraries_ahead_and_only_for_a_run_that_checks_g2(tmp_path, monkeypatch):
-    lib = tmp_path / "nvidia" / "cudnn" / "lib"
+def test_g2_libs_loads_cudnn_from_beside_torch_and_only_for_a_run_that_checks_g2(tmp_path, monkeypatch):
+    site = tmp_path / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    lib = site / "nvidia" / "cudnn" / "lib"
     lib.mkdir(parents=True)
-    (tmp_path / "nvidia" / "__init__.py").write_text("")
-    for name, size in (("libcudnn.so.9", 10), ("libcudnn_engines_precompiled.so.9", 4096), ("README", 3)):
-        (lib / name).write_bytes(b"\0" * size)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import importlib
-
-    importlib.invalidate_caches()
-    monkeypatch.delitem(__import__("sys").modules, "nvidia", raising=False)
-    found = headstart.attention_libraries()
-    assert [Path(p).name for p in found] == ["libcudnn.so.9", "libcudnn_engines_precompiled.so.9"]
-    assert headstart.read_ahead(found) == 4106
-    assert headstart.read_ahead([str(tmp_path / "missing.so")]) == 0  # a file that went away is skipped
+    for name in ("libcudnn.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_ops.so.9", "README", "libz.so.1"):
+        (lib / name).write_bytes(b"")
+    found = headstart.attention_libraries(str(site / "torch"))
+    assert [Path(p).name for p in found] == ["libcudnn.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_ops.so.9"]
+    assert headstart.attention_libraries(str(tmp_path / "elsewhere" / "torch")) == []  # no cuDNN beside that torch
+    monkeypatch.setattr(headstart, "attention_libraries", lambda: found)
+    assert headstart.g2_libs().startswith("libcudnn.so.9: ")  # empty files: the loader's reason, not a crash
+    monkeypatch.setattr(headstart, "attention_libraries", lambda: [])
+    assert headstart.g2_libs() == "not available: no nvidia/cudnn/lib beside torch"
     h = HeadStart(provider=None, gpu_worker=lambda: None, bare_worker=lambda: None)
     h.plan({5, 7})
     assert not h.read_ahead

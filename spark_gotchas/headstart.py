@@ -12,6 +12,9 @@ it on one H200 (docs/benchmarks.md, "The head start, part by part"):
 - ``g5_compile``: the GPU worker compiles G5's Triton kernels in threads before G5 runs;
 - ``g5_build``: a worker that never imports torch (the ``build_worker``) builds those kernels
   and their launchers into Triton's cache for the GPU's compute capability, during the import;
+- ``g7_rates``: G7's BF16 and FP8 GEMM rates run through cuBLAS/cuBLASLt in the load worker,
+  after G4's load and during the import, where the GPU has no FP4 tensor cores (below compute
+  capability 10.0; elsewhere all three rates come from torch, so NVFP4/FP8 compares one path);
 - ``g2_libs``: the GPU worker loads the libraries G2's attention probe would load on its first
   call (cuDNN's engines, heuristics and ops, several hundred MB) in a thread during the import:
   the same files torch's own ``libcudnn.so.9`` loads, from the ``nvidia/cudnn/lib`` beside torch.
@@ -31,13 +34,15 @@ import time
 from typing import Any, Callable, Optional
 
 ENV = "SPARK_GOTCHAS_HEADSTART"
-PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build", "g2_libs")
+PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build", "g2_libs", "g7_rates")
+TORCH_FREE = ("g4_load", "g7_rates")  # the parts whose GPU work runs in the load worker, without torch
 # The readings GPU checks take, started when the scans start: key -> the gotcha whose check reads it.
 EARLY: dict[str, int] = {
     "thermal.spot_check": 4,  # its load needs no torch (g4_load); otherwise it waits in a thread
     "bench.bandwidth": 5,  # its kernels compile (g5_compile), built first without torch (g5_build)
     "bench.bandwidth_sweep": 5,
     "env.fp4_kernels": 7,  # an ELF scan, in a thread of pytest's process
+    "bench.gemm": 7,  # through cuBLAS without torch (g7_rates), where NVFP4 cannot run; else not early
 }
 BANDWIDTH_KEYS = ("bench.bandwidth", "bench.bandwidth_sweep")
 BUILD_TIMEOUT_S = 60.0
@@ -117,6 +122,8 @@ class HeadStart:
             try:
                 if key in BANDWIDTH_KEYS:
                     self.compile_g5_kernels()
+                elif key == "bench.gemm":
+                    self.gemm_rates()
                 else:
                     self.provider.prefetch(key)
             except Exception as exc:  # a head start that fails costs only the head start
@@ -129,6 +136,15 @@ class HeadStart:
         worker = self.gpu_worker()
         if worker is not None and "torch" in worker.preload and worker.head_start("cuda_context"):
             self._asked_context = True
+
+    def gemm_rates(self) -> None:
+        """G7's rates through cuBLAS in the load worker now (``g7_rates``), where they need no torch;
+        elsewhere the check takes them through torch when it runs, in its place among the GPU work."""
+        from .readers.bench import gemm_without_torch
+
+        ctx = self.provider.ctx
+        if ctx.torch_free_worker("g7_rates") is not None and gemm_without_torch(ctx):
+            self.provider.prefetch("bench.gemm")
 
     def compile_g5_kernels(self) -> Optional[threading.Thread]:
         """G5's Triton kernels: built into Triton's cache by the build worker (no torch) while the

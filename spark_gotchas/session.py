@@ -52,8 +52,10 @@ class SessionState:
         if self._provider is None:
             from . import headstart
 
-            load = self.load_worker if headstart.enabled("g4_load") else None  # else G4's load waits for torch
+            parts = frozenset(p for p in headstart.TORCH_FREE if headstart.enabled(p))
+            load = self.load_worker if parts else None  # else G4's load and G7's rates wait for torch
             self._provider = Provider(self.options, self.replay, self.worker, load)
+            self._provider.ctx.torch_free = parts
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
         return self._provider

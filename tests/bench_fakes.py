@@ -3,6 +3,7 @@ worker that answers the suite's tasks with them (for live-then-replay runs witho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -138,6 +139,11 @@ class FakeWorker:
         if answer is None:
             return TaskResult(ok=False, error=f"no recorded answer for {task}")
         return TaskResult(ok=True, value=to_jsonable(answer))
+
+    def paused(self):
+        """As Worker.paused: no task of this worker starts meanwhile (nothing runs here anyway)."""
+        self.calls.append("paused")
+        return contextlib.nullcontext()
 
     def submit(self, task: str, args: dict | None = None, start: bool = True) -> bool:
         self.submitted.append((task, start))

@@ -43,7 +43,7 @@ def test_the_environment_turns_parts_off(value, off):
 
 def test_only_the_gpu_checks_collected_start_their_readings():
     assert headstart.early_readings({4}) == ["thermal.spot_check"]
-    assert headstart.early_readings({5, 7}) == ["bench.bandwidth", "bench.bandwidth_sweep", "env.fp4_kernels"]
+    assert headstart.early_readings({5, 7}) == ["bench.bandwidth", "bench.bandwidth_sweep", "env.fp4_kernels", "bench.gemm"]
     assert headstart.early_readings({1, 9}) == []
 
 

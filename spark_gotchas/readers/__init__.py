@@ -33,6 +33,7 @@ class ReadContext:
     add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
     load_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for loads that need none
+    torch_free: frozenset = frozenset({"g4_load"})  # what runs in it: the head start's parts g4_load, g7_rates
 
     @property
     def worker(self) -> Any:
@@ -42,6 +43,10 @@ class ReadContext:
     def load_worker(self) -> Any:
         """A second worker that imports nothing up front (None where the run has none)."""
         return self.load_worker_factory() if self.load_worker_factory is not None else None
+
+    def torch_free_worker(self, part: str) -> Any:
+        """The load worker, where the head start's ``part`` runs there (None: its work waits for torch)."""
+        return self.load_worker if part in self.torch_free else None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..serial import from_jsonable
 from . import ReadContext, reader
 
 BANDWIDTH_TASK = "spark_gotchas.microbench.bandwidth:probe"
+GEMM_CUBLAS_TASK = "spark_gotchas.microbench.gemm:probe_cublas"
 GEMM_SIZE = 8192  # the public GB10 and measured H200 figures are at 8192^3
 
 
@@ -105,11 +106,39 @@ def _write_csv(ctx: ReadContext, sweep: BandwidthSweep) -> Optional[str]:
 
 @reader("bench.gemm")
 def read_gemm(ctx: ReadContext) -> GemmReading:
-    """BF16, FP8 and NVFP4 GEMM at 8192^3 in the worker; unsupported formats say why."""
+    """BF16, FP8 and NVFP4 GEMM at 8192^3; unsupported formats say why. Through cuBLAS without
+    torch in the load worker where NVFP4 cannot run anyway (:func:`gemm_without_torch`: the
+    head start's ``g7_rates``, during the import), else through torch in the GPU worker."""
+    note = ""
+    light = ctx.torch_free_worker("g7_rates")
+    if light is not None and gemm_without_torch(ctx):
+        from .thermal.snapshot import cuda0_handle
+        from .thermal.spot_check import gpu_to_itself
+
+        with gpu_to_itself(ctx), watch("G7 GEMM probe", cuda0_handle()[0], lambda: light.pid) as window:
+            result = light.call(GEMM_CUBLAS_TASK, {"size": GEMM_SIZE}, timeout=180)
+        if result.ok:
+            return GemmReading(attempted=True, result=from_jsonable(GemmResult, result.value), window=window.window)
+        if result.timed_out:  # a hung GEMM is the finding, not a reason to try again through torch
+            return GemmReading(attempted=True, window=window.window, **_failed(result))
+        note = f"cuBLAS without torch: {result.problem}"[:300]
     why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return GemmReading(attempted=False, reason=why)
     result, window = measured(ctx, "G7 GEMM probe", "spark_gotchas.microbench.gemm:probe", {"size": GEMM_SIZE}, 180)
     if not result.ok:
-        return GemmReading(attempted=True, window=window, **_failed(result))
-    return GemmReading(attempted=True, result=from_jsonable(GemmResult, result.value), window=window)
+        return GemmReading(attempted=True, window=window, backend_note=note, **_failed(result))
+    return GemmReading(attempted=True, result=from_jsonable(GemmResult, result.value), window=window,
+                       backend_note=note)
+
+
+FP4_CAPABILITY = (10, 0)  # no FP4 tensor cores below it: NVFP4 cannot run, so torch has nothing to add
+
+
+def gemm_without_torch(ctx: ReadContext) -> bool:
+    """Whether G7's rates can be measured through cuBLAS without torch: every GPU NVML lists is below
+    compute capability 10.0 (on a GPU that can run NVFP4, all three rates come from torch, so the
+    NVFP4/FP8 ratio compares one path)."""
+    inventory = ctx.provider.try_read("gpu.inventory")
+    capabilities = {d.capability for d in inventory.devices} if inventory is not None else set()
+    return len(capabilities) == 1 and None not in capabilities and tuple(capabilities.pop()) < FP4_CAPABILITY

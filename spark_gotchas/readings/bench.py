@@ -57,3 +57,4 @@ class GemmReading:
     crashed: bool = False
     result: Optional[GemmResult] = None
     window: Optional[MeasureWindow] = None  # who else was on the GPU while the probe ran (None: not sampled)
+    backend_note: str = ""  # why the torch-free measurement was not used, where it was tried

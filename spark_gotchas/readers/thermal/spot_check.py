@@ -100,7 +100,7 @@ def _one_load(ctx: ReadContext, handle: Any, index: Optional[int], how: str,
     return spot
 
 
-def _gpu_to_itself(ctx: ReadContext) -> Any:
+def gpu_to_itself(ctx: ReadContext) -> Any:
     """Pause the GPU worker while the load runs elsewhere: no GPU task of its may start meanwhile."""
     from ...provider import ReadingUnavailable
 
@@ -114,9 +114,9 @@ def _run_load(ctx: ReadContext, spot: SpotCheck, handle: Any, what: str) -> tupl
     """(the load's TaskResult, who else was on the GPU meanwhile): torch-free first, else through
     torch; (None, window) with spot.reason when neither can run."""
     args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
-    light = ctx.load_worker
+    light = ctx.torch_free_worker("g4_load")
     if light is not None:
-        with _gpu_to_itself(ctx), watch(what, handle, lambda: light.pid) as window:
+        with gpu_to_itself(ctx), watch(what, handle, lambda: light.pid) as window:
             result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)
         if result.ok or result.timed_out:  # a hung GEMM is the finding, not a reason to try again
             return result, window.window

@@ -7,7 +7,8 @@
 #   floor      python3 -c "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
 #   installed  spark-gotchas -m fast (the installed command, from an empty folder)
 #   reference  bash .ab/reference-preflight.sh (../shared/reference-preflight.sh, copied there)
-# Prints each run, then the medians, installed - floor (seconds) and installed/reference (ratio);
+# Prints each run, then the medians, installed - floor (seconds) and installed/reference (ratio)
+# (and, with PARTS, each part left out against the floor and the reference);
 # writes $OUT/timing.txt, runs.csv, summary.json and each run's output and JSON report.
 # A benchmark, not a test: nothing here asserts a time.
 #
@@ -19,5 +20,8 @@
 set -u
 cd "$(dirname "$0")/.."
 command -v spark-gotchas > /dev/null || { echo "floor_bench.sh: spark-gotchas is not installed (pip install .)" >&2; exit 2; }
-MODE=variants VARIANTS="floor installed reference" TIMELINE="${TIMELINE:-1}" PAIRS="${PAIRS:-5}" \
-  exec bash devscripts/timing.sh
+# PARTS="g2_libs g7_rates" adds a row per head-start part: the installed command without it, in the
+# same rounds (the part's A/B: what leaving it out costs).
+rows="floor installed"
+for part in ${PARTS:-}; do rows+=" installed_no_${part}:SPARK_GOTCHAS_HEADSTART=-${part}"; done
+MODE=variants VARIANTS="$rows reference" TIMELINE="${TIMELINE:-1}" PAIRS="${PAIRS:-5}" exec bash devscripts/timing.sh

@@ -12,7 +12,8 @@
 #       variant once, the order rotated by one each round; ratios are to the first variant.
 #       Two more names run something else: `floor` (python3 -c "import torch; torch.zeros(1,
 #       device='cuda'); torch.cuda.synchronize()": the floor of any check of torch) and `installed`
-#       (the installed `spark-gotchas -m fast`, run from an empty folder, not the checkout).
+#       (the installed `spark-gotchas -m fast`, run from an empty folder, not the checkout; a name
+#       that starts with `installed` runs it too, with its variables: installed_no_g2:VAR=VALUE).
 #       devscripts/floor_bench.sh runs "floor installed reference".
 #
 # Before each run (EVICT=1, the default) devscripts/evict.py drops site-packages, the standard
@@ -69,7 +70,7 @@ case "$MODE" in
     for i in "${!SIDES[@]}"; do
       item="${SIDES[$i]}"; SIDES[$i]="${item%%:*}"
       [ "$item" != reference ] && SIDE_ENV[${SIDES[$i]}]="${item#*:}"
-      case "$item" in floor|installed) SIDE_ENV[${SIDES[$i]}]="" ;; esac
+      case "$item" in floor|installed) SIDE_ENV[${SIDES[$i]}]="" ;; esac  # no variables of their own
       if [ "$item" = reference ]; then
         [ -f "$REFERENCE" ] || die "no reference preflight at $REFERENCE"
         REFERENCE="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"
@@ -145,16 +146,16 @@ for pair in $(seq "$PAIRS"); do
       cmd=(bash "$REFERENCE"); tree="$REPO"
     elif [ "$side" = floor ]; then  # the floor of any check of torch: a cold import and the first CUDA use
       cmd=("$PY" -c "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"); tree="$REPO"
-    elif [ "$side" = installed ]; then  # the installed command, from a folder that is not the checkout
+    elif [[ "$side" == installed* ]]; then  # the installed command, from a folder that is not the checkout
       tree="$(mktemp -d /tmp/spark-gotchas-elsewhere.XXXXXX)"; cmd=("$(dirname "$PY")/spark-gotchas" -m fast)
       [ "$TIMELINE" = 1 ] && cmd+=(--json-report --json-report-file="$OUT/runs/$name.json")
     else
       tree="$(tree_of "$side")"; cmd=("$PY" -m pytest -m fast)
       env_run+=(PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}")
-      if [ "$MODE" = variants ] && [ -n "${SIDE_ENV[$side]:-}" ]; then
-        IFS=',' read -r -a extra <<< "${SIDE_ENV[$side]}"; env_run+=("${extra[@]}")
-      fi
       [ "$TIMELINE" = 1 ] && cmd+=(--json-report --json-report-file="$OUT/runs/$name.json")
+    fi
+    if [ "$MODE" = variants ] && [ -n "${SIDE_ENV[$side]:-}" ]; then
+      IFS=',' read -r -a extra <<< "${SIDE_ENV[$side]}"; env_run+=("${extra[@]}")
     fi
     start=$(date +%s.%N)
     (cd "$tree" && env "${env_run[@]}" "${cmd[@]}") > "$log" 2>&1

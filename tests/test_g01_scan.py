@@ -27,6 +27,9 @@ from spark_gotchas.verdict import Status
 ROOT = Path(__file__).resolve().parents[1]
 EXT = f"fastops/_C{eb.EXT_SUFFIX}"
 GB10, NONE = PROFILES["gb10"], PROFILES["none"]
+BUILD13 = ("build {name} from source with CUDA 13's nvcc for sm_121 (CMake: -DCMAKE_CUDA_ARCHITECTURES=121; torch "
+           "extensions: TORCH_CUDA_ARCH_LIST=12.1), e.g. in an NGC container: nvcr.io/nvidia/pytorch:25.10-py3 or "
+           "later ships CUDA 13 and its nvcc; PyPI has no CUDA 13 build of it")
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +75,10 @@ def make_site(root: Path, built: dict[str, Path], *packages: str) -> Path:
         "numbaish-cuda": ("numbaish-cuda", "0.30.4", {"numbaish_cuda/_helpers.so": built["plain"]},
                           ("cuda-bindings>=13; extra == 'cu13'", "nvidia-nvjitlink-cu12>=12.4; extra == 'cu12'",
                            "nvidia-nvjitlink>=13; extra == 'cu13'")),
-        "jaxish-cuda12-plugin": ("jaxish-cuda12-plugin", "0.10.2",
-                                 {"jaxish_cuda12_plugin/_plugin.so": built["rpath12"]}, ()),
-        "jaxish-with-cuda": ("jaxish-cuda12-plugin", "0.10.2", {"jaxish_cuda12_plugin/_plugin.so": built["rpath12"]},
-                             ("jaxish-cuda12-pjrt==0.10.2", "nvidia-cublas-cu12>=12.1.3.1; extra == 'with-cuda'",
+        "jax-cuda12-plugin": ("jax-cuda12-plugin", "0.10.2",
+                              {"jax_plugins/xla_cuda12/_plugin.so": built["rpath12"]}, ()),
+        "jax-with-cuda": ("jax-cuda12-plugin", "0.10.2", {"jax_plugins/xla_cuda12/_plugin.so": built["rpath12"]},
+                          ("jax-cuda12-pjrt==0.10.2", "nvidia-cublas-cu12>=12.1.3.1; extra == 'with-cuda'",
                               "nvidia-cuda-runtime-cu12>=12.1.105; extra == 'with-cuda'")),
         "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79",
                                      {"nvidia/cuda_runtime/lib/libcudart.so.12": built["cudart12"]}, ()),
@@ -114,7 +117,7 @@ def test_a_cu12_extension_with_no_cuda_12_library_anywhere_fails_naming_it(built
     assert verdict.status is Status.FAIL
     assert verdict.summary.startswith("2 packages will not load: ")
     assert "fastops (libcudart.so.12 not found)" in verdict.summary and "(no distribution) " in verdict.summary
-    assert "; for fastops, install fastops built for CUDA 13" in verdict.fix
+    assert f"; for fastops, {BUILD13.format(name='fastops')}; or keep this build and add its libraries" in verdict.fix
     assert verdict.fix.startswith(f"for (no distribution) {sp / 'loose' / built['orphan'].name}, rebuild ")
     assert "against CUDA 13 or remove it (no installed distribution owns it)" in verdict.fix
 
@@ -122,9 +125,8 @@ def test_a_cu12_extension_with_no_cuda_12_library_anywhere_fails_naming_it(built
 def test_its_cuda_12_libraries_from_nvidia_wheels_make_it_load_beside_cuda_13(built, tmp_path, monkeypatch):
     alone = g01.judge_extensions(scan(make_site(tmp_path / "a", built, "widget-cu12"), monkeypatch), None, GB10)
     assert alone.line == "G1 FAIL: widget-cu12: CUDA 12 libraries not found: libcublas.so.12, libcudart.so.12"
-    assert alone.fix.startswith("install its CUDA 13 build instead: pip uninstall -y widget-cu12 && "
-                                "pip install widget-cu13; or keep this build and add its libraries (pip install "
-                                "nvidia-cublas-cu12 nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
+    assert alone.fix == (BUILD13.format(name="widget-cu12") + "; or keep this build and add its libraries (pip "
+                         "install nvidia-cublas-cu12 nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
     with_libs = make_site(tmp_path / "b", built, "widget-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")
     verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
     assert verdict.line == ("G1 WARN: widget-cu12 uses CUDA 12 (its libraries are installed); "
@@ -184,8 +186,8 @@ def test_a_package_that_loads_cuda_12_by_name_is_judged_too(built, tmp_path, mon
     assert ext.needs == [] and [lib.soname for lib in ext.loads] == ["libcublas.so.12"]
     verdict = g01.judge_extensions(reading, None, GB10)  # the with-cuda extra's wheel ships both
     assert verdict.line == "G1 FAIL: loader-cuda12: CUDA 12 libraries it loads not found: libcublas.so.12, libcublasLt.so.12"
-    assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y loader-cuda12 && "
-                                  "pip install loader-cuda13")
+    assert verdict.fix == (BUILD13.format(name="loader-cuda12") + "; or keep this build and add its libraries "
+                           "(pip install nvidia-cublas-cu12): it then runs beside CUDA 13")  # no loader-cuda13 on PyPI
     with_libs = make_site(tmp_path / "b", built, "loader-cuda12", "nvidia-cublas-cu12")
     verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
     assert verdict.line == ("G1 WARN: loader-cuda12 uses CUDA 12 (its libraries are installed); "
@@ -202,28 +204,28 @@ def test_the_requirements_of_an_extra_not_chosen_are_no_need(built, tmp_path, mo
 
 
 def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, monkeypatch):
-    sp = make_site(tmp_path, built, "jaxish-cuda12-plugin")
+    sp = make_site(tmp_path, built, "jax-cuda12-plugin")
     reading = scan(sp, monkeypatch)
     assert [e.rpath_majors for e in reading.linked] == [[12]]
     verdict = g01.judge_extensions(reading, None, GB10)
-    assert verdict.line == ("G1 WARN: jaxish-cuda12-plugin uses CUDA 12 (loaded by name at run time); "
+    assert verdict.line == ("G1 WARN: jax-cuda12-plugin uses CUDA 12 (loaded by name at run time); "
                             "the gb10 profile expects CUDA 13")
-    assert "pip install jaxish-cuda13-plugin" in verdict.fix
+    assert "pip install jax-cuda13-plugin" in verdict.fix
     info = g01.judge_extensions(reading, None, NONE)
-    assert info.line == "G1 INFO: CUDA 12: jaxish-cuda12-plugin; no driver to compare with"
+    assert info.line == "G1 INFO: CUDA 12: jax-cuda12-plugin; no driver to compare with"
     assert info.detail == "--spark-profile gb10 judges these packages as a Spark would load them"
 
 
 def test_the_one_extra_that_brings_cuda_libraries_names_what_the_package_loads(built, tmp_path, monkeypatch):
     """jax-cuda12-plugin's only CUDA extra (with-cuda) lists the CUDA 12 wheels it loads by name: not
     installed and found nowhere, the plugin will not load (FAIL); installed, it runs beside CUDA 13."""
-    verdict = g01.judge_extensions(scan(make_site(tmp_path, built, "jaxish-with-cuda"), monkeypatch), None, GB10)
-    assert verdict.line == ("G1 FAIL: jaxish-cuda12-plugin: CUDA 12 libraries it loads not found: libcublas.so.12 +2")
-    assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y jaxish-cuda12-plugin && "
-                                  "pip install jaxish-cuda13-plugin; or keep this build and add its libraries")
-    with_libs = make_site(tmp_path / "b", built, "jaxish-with-cuda", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12")
+    verdict = g01.judge_extensions(scan(make_site(tmp_path, built, "jax-with-cuda"), monkeypatch), None, GB10)
+    assert verdict.line == ("G1 FAIL: jax-cuda12-plugin: CUDA 12 libraries it loads not found: libcublas.so.12 +2")
+    assert verdict.fix.startswith("install its CUDA 13 build instead: pip uninstall -y jax-cuda12-plugin && "
+                                  "pip install jax-cuda13-plugin; or keep this build and add its libraries")
+    with_libs = make_site(tmp_path / "b", built, "jax-with-cuda", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12")
     verdict = g01.judge_extensions(scan(with_libs, monkeypatch), None, GB10)
-    assert verdict.status is Status.WARN and "jaxish-cuda12-plugin uses CUDA 12" in verdict.line
+    assert verdict.status is Status.WARN and "jax-cuda12-plugin uses CUDA 12" in verdict.line
 
 
 def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path):
@@ -246,7 +248,7 @@ def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path
     gotcha = ext_check["metadata"]["gotcha"]
     assert gotcha["status"] == "FAIL" and "fastops" in gotcha["summary"], gotcha  # others of this venv may be named
     assert gotcha["readings"]["packages"]["fastops"]["not_found"] == ["libcudart.so.12"]
-    assert "install fastops built for CUDA 13" in gotcha["fix"]
+    assert BUILD13.format(name="fastops") in gotcha["fix"]
     assert data["spark_gotchas"]["platform"]["profile"] == "gb10"
 
 

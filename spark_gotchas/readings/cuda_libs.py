@@ -100,15 +100,23 @@ def wheel_name(stem: str, major: int) -> str:
     return f"nvidia-{stem}-cu{major}"
 
 
+# The first CUDA major PyPI has a wheel of a stem for (CUDA 11 for the others; none before 11):
+# nvidia-nvjitlink-cu11, -cusparselt-cu11, -cufile-cu11, -nvfatbin-cu11 do not exist.
+FIRST_WHEEL_MAJOR = {"nvjitlink": 12, "cusparselt": 12, "cufile": 12, "nvfatbin": 12}
+
+
 def wheel_for(soname: str, major: Optional[int]) -> Optional[str]:
-    """The wheel that ships ``soname`` for CUDA ``major`` (the soname's own major first)."""
+    """The wheel that ships ``soname`` for CUDA ``major`` (the soname's own major first); None when
+    PyPI has none for that major."""
     found = library(soname)
     if found is None:
         return None
     stem, own = found
     wheel = "cudnn" if stem.startswith("cudnn") else "npp" if stem.startswith("npp") else WHEEL_STEM.get(stem)
     use = own or major
-    return wheel_name(wheel, use) if wheel and use else None
+    if not wheel or not use or use < FIRST_WHEEL_MAJOR.get(wheel, 11):
+        return None
+    return wheel_name(wheel, use)
 
 
 def requirement_major(name: str, specifier: str) -> Optional[int]:

@@ -22,6 +22,7 @@ from gline_block import glines
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
 from spark_gotchas.readers import env as ex
+from spark_gotchas.readings import cuda_libs
 from spark_gotchas.verdict import Status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +54,17 @@ def built(tmp_path_factory) -> dict[str, Path]:
            for tag, major in (("121", 12), ("128", 12), ("130", 13))},
         "dlopen12": eb.extension(b / "dl", "_loader", [], strings=("libcublas.so.12", "cublasCreate_v2")),
         "rpath12": eb.extension(b / "rp", "_plugin", [], rpath="$ORIGIN/../../nvidia/cublas/lib"),
+        # ctranslate2 4.8.5: libctranslate2-a7a60d30.so.4.8.5 (auditwheel's ctranslate2.libs/) links no CUDA
+        # library, imports dlopen and names libcublas.so.12 (and libnccl.so.2, libcuda.so.1) in .rodata
+        "ct2lib": eb.extension(b / "ct2", "libctranslate2-a7a60d30", [], suffix=".so.4.8.5", dlopen=True,
+                               strings=("libcublas.so.12", "libnccl.so.2", "libcuda.so.1"), rpath="$ORIGIN"),
+        "ct2ext": eb.extension(b / "ct2", "_ext", [], rpath="$ORIGIN/../ctranslate2.libs"),
+        # nvidia-nvimgcodec-cu12 0.9.0.20: extensions/libnvjpeg_ext.so.0.9.0 loads libnvjpeg.so.12 by name
+        "nvjpeg_ext": eb.extension(b / "nvj", "libnvjpeg_ext", [], suffix=".so.0.9.0", dlopen=True,
+                                   strings=("libnvjpeg.so.12", "libnvjpeg.so")),
+        # the same name in a file that never calls dlopen (a message, a table): not a loader
+        "mention": eb.extension(b / "mention", "_mention", [], strings=("libcublas.so.12 is missing",)),
+        "nvjpeg12": eb.cuda_stub(b / "nvjpeg", 12, "nvjpeg"),
     }
 
 
@@ -80,6 +92,15 @@ def make_site(root: Path, built: dict[str, Path], *packages: str) -> Path:
         "jax-with-cuda": ("jax-cuda12-plugin", "0.10.2", {"jax_plugins/xla_cuda12/_plugin.so": built["rpath12"]},
                           ("jax-cuda12-pjrt==0.10.2", "nvidia-cublas-cu12>=12.1.3.1; extra == 'with-cuda'",
                               "nvidia-cuda-runtime-cu12>=12.1.105; extra == 'with-cuda'")),
+        "ctranslate2": ("ctranslate2", "4.8.5", {"ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5": built["ct2lib"],
+                                                 f"ctranslate2/_ext{eb.EXT_SUFFIX}": built["ct2ext"]},
+                        ("numpy", "pyyaml<7,>=5.3")),
+        "nvimgcodec": ("nvidia-nvimgcodec-cu12", "0.9.0.20",
+                       {"nvidia/nvimgcodec/extensions/libnvjpeg_ext.so.0.9.0": built["nvjpeg_ext"]},
+                       ("nvidia-nvjpeg-cu12; extra == 'nvjpeg'", "nvidia-nvjpeg2k-cu12; extra == 'nvjpeg2k'",
+                        "nvidia-nvjpeg-cu12; extra == 'all'")),
+        "mention": ("mentions-text", "1.0", {"mentions/_mention.so": built["mention"]}, ()),
+        "nvidia-nvjpeg-cu12": ("nvidia-nvjpeg-cu12", "12.4.0.76", {"nvidia/nvjpeg/lib/libnvjpeg.so.12": built["nvjpeg12"]}, ()),
         "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79",
                                      {"nvidia/cuda_runtime/lib/libcudart.so.12": built["cudart12"]}, ()),
         "nvidia-cublas-cu12": ("nvidia-cublas-cu12", "12.9.1.4",
@@ -281,3 +302,69 @@ def test_a_requirement_names_a_cuda_major_only_when_it_allows_one(specifier, maj
     from spark_gotchas.readings.cuda_libs import requirement_major
 
     assert requirement_major("cuda-bindings", specifier) == major
+
+
+
+# -- CUDA loaded at run time by name, by a package whose name and requirements say nothing of CUDA ----------
+def gb10_line(tmp_path: Path, built, monkeypatch, *packages: str) -> str:
+    """The G1 line of a fresh site holding ``packages``, judged as a Spark."""
+    return g01.judge_extensions(scan(make_site(tmp_path / "with", built, *packages), monkeypatch), None, GB10).line
+
+
+def test_ctranslate2_loads_cublas_12_by_name_from_its_libs_folder(built, tmp_path, monkeypatch):
+    """ctranslate2 4.8.5 printed "no package uses CUDA": its library sits in ctranslate2.libs/ under a
+    name ending .so.4.8.5, links cudart statically and dlopens libcublas.so.12."""
+    reading = scan(make_site(tmp_path, built, "ctranslate2"), monkeypatch)
+    (ext,) = reading.linked
+    assert ext.path.endswith("ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5") and ext.distribution == "ctranslate2"
+    assert [lib.soname for lib in ext.loads] == ["libcublas.so.12", "libnccl.so.2"]
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.line == "G1 FAIL: ctranslate2: CUDA 12 libraries it loads not found: libcublas.so.12"
+    assert verdict.fix == (BUILD13.format(name="ctranslate2") + "; or keep this build and add its libraries (pip "
+                           "install nvidia-cublas-cu12): it then runs beside CUDA 13")
+    assert gb10_line(tmp_path, built, monkeypatch, "ctranslate2", "nvidia-cublas-cu12") == (
+        "G1 WARN: ctranslate2 uses CUDA 12 (its libraries are installed); the gb10 profile expects CUDA 13")
+
+
+def test_its_kernels_reach_sm_121_only_through_ptx_and_the_fix_says_so(built, tmp_path, monkeypatch):
+    """ctranslate2's fatbins hold SASS sm_53 … sm_86 and PTX compute_86 (its real kernel list)."""
+    reading = scan(make_site(tmp_path, built, "ctranslate2", "nvidia-cublas-cu12"), monkeypatch)
+    (dist,) = [d for d in reading.distributions if d.name == "ctranslate2"]
+    dist.kernels = {"ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5": [
+        "sm_53", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "compute_86"]}
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.status is Status.WARN
+    assert verdict.fix.endswith("; as it is, its kernels reach sm_121 only through PTX compute_86 (compiled at "
+                                "first use)")
+
+
+def test_nvimgcodec_loads_nvjpeg_12_by_name_and_its_extra_makes_it_optional(built, tmp_path, monkeypatch):
+    """nvidia-nvimgcodec-cu12's libnvjpeg_ext.so.0.9.0 dlopens libnvjpeg.so.12, which only its nvjpeg
+    extra installs: without it the package loads (its nvJPEG codec does not), so no FAIL."""
+    reading = scan(make_site(tmp_path, built, "nvimgcodec"), monkeypatch)
+    (ext,) = reading.linked
+    assert [lib.soname for lib in ext.loads] == ["libnvjpeg.so.12"]
+    verdict = g01.judge_extensions(reading, None, GB10)
+    assert verdict.line == ("G1 WARN: nvidia-nvimgcodec-cu12 uses CUDA 12 (loaded by name at run time); "
+                            "the gb10 profile expects CUDA 13")
+    assert verdict.fix == ("install its CUDA 13 build instead: pip uninstall -y nvidia-nvimgcodec-cu12 && "
+                           "pip install nvidia-nvimgcodec-cu13")
+    assert verdict.readings["packages"]["nvidia-nvimgcodec-cu12"]["not_found"] == ["libnvjpeg.so.12"]
+    assert gb10_line(tmp_path, built, monkeypatch, "nvimgcodec", "nvidia-nvjpeg-cu12") == (
+        "G1 WARN: nvidia-nvimgcodec-cu12 uses CUDA 12 (its libraries are installed); the gb10 profile expects CUDA 13")
+
+
+def test_a_soname_in_a_file_that_never_calls_dlopen_is_no_use_of_cuda(built, tmp_path, monkeypatch):
+    reading = scan(make_site(tmp_path, built, "mention", "clean"), monkeypatch)
+    assert reading.linked == []
+    assert g01.judge_extensions(reading, None, GB10).line == (
+        "G1 PASS: no package uses CUDA (2 shared objects read); the gb10 profile expects CUDA 13")
+
+
+def test_the_dynamic_section_says_which_files_import_dlopen(built):
+    from spark_gotchas import elf
+
+    assert elf.dynamic(str(built["ct2lib"])).dlopen and not elf.dynamic(str(built["mention"])).dlopen
+    with open(built["ct2lib"], "rb") as fh:
+        assert elf.dynamic_pyelftools(fh).dlopen  # the reference reader agrees
+    assert elf.strings(str(built["ct2lib"]), cuda_libs.IN_BINARY) == ["libcublas.so.12", "libnccl.so.2"]

@@ -16,8 +16,11 @@ Rules:
 - `import torch` raising, crashing or hanging is a FAIL; an import that fails in another package's
   file (a foreign pynvml) names that file, not torch.
 - Each distribution that uses CUDA is judged by whether it will load. It uses CUDA when a shared
-  object of it links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
-  (`libcublas.so.12`: it loads it by name), has an RPATH/RUNPATH into CUDA's folders
+  object of it (any file its RECORD lists, in `<name>.libs/` too, named `*.so` or `*.so.4.8.5`)
+  links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
+  (`libcublas.so.12`, `libnvjpeg.so.12`: it loads it by name; ctranslate2, whose name and
+  requirements say nothing of CUDA, is searched when its file imports `dlopen`), has an
+  RPATH/RUNPATH into CUDA's folders
   (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`, the layout of the -cu12
   wheels), requires `nvidia-*-cuNN` wheels, or carries a CUDA tag in its name (`cupy-cuda12x`).
   Its CUDA major is the one its linked sonames name; for a package that loads CUDA by name, the
@@ -42,7 +45,7 @@ Rules:
   the Spark's), and the profile's own CUDA libraries are taken as that machine's.
 - A package that links a CUDA toolkit library found nowhere: FAIL naming the package and the library
   (its import will fail). A package that loads CUDA by name: FAIL only when none of its libraries is
-  found. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted in the report, not
+  found; a library that only an extra not installed brings (nvimgcodec's `nvjpeg`) is noted, not failed. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted in the report, not
   failed (packages load them in optional modules; torch's own check fails an import they break).
 - A package of another CUDA major whose libraries are found: WARN (two CUDA runtimes in one process,
   and its kernels must reach this GPU). Its kernels are read (fatbin) whether or not its libraries
@@ -415,7 +418,8 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     detail["not_found"] = [lib.soname for lib in missing]
     if mode != "links" and len(missing) < len(libs):
         missing = []  # a package that loads by name needs one of them, not all (the others may be optional)
-    missing = [lib for lib in missing if not _add_on(lib)]
+    optional = set(dist.optional) if dist else set()  # an extra the user did not choose brings them
+    missing = [lib for lib in missing if not _add_on(lib) and lib.soname not in optional]
     others = {e.path for p in picked for e in pkg.files if e.build_tag and e is not p[1]}
     only = selected[0] if len(files) == 1 and files == selected else None
     ok_kernels, note = _kernel_note(_targets(pkg, only, others), ctx.capability)
@@ -441,7 +445,8 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
                        f"{pkg.name} ({', '.join(sorted({lib.soname for lib in libs}))})",
                        fix=_remedy(pkg, ctx.expected, ctx.capability), detail=detail)
     if mismatched:
-        where = "its libraries are installed" if libs else "loaded by name at run time"
+        installed = libs and not optional.intersection(detail["not_found"])  # an extra's library missing: not all
+        where = "its libraries are installed" if installed else "loaded by name at run time"
         text = f"{label} uses CUDA {major} ({where}); {ctx.expect_text}"
         fix = _remedy(pkg, ctx.expected, ctx.capability) + (f"; as it is, {note}" if note else "")
         return Finding(pkg.name, Status.WARN, major, text, f"{pkg.name} (CUDA {major})", fix=fix, detail=detail)

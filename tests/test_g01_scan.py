@@ -368,3 +368,83 @@ def test_the_dynamic_section_says_which_files_import_dlopen(built):
     with open(built["ct2lib"], "rb") as fh:
         assert elf.dynamic_pyelftools(fh).dlopen  # the reference reader agrees
     assert elf.strings(str(built["ct2lib"]), cuda_libs.IN_BINARY) == ["libcublas.so.12", "libnccl.so.2"]
+
+
+# -- the Spark is aarch64 ---------------------------------------------------------------------------------
+EM_AARCH64 = 183
+
+
+def as_aarch64(src: Path, dst: Path) -> Path:
+    """``src`` with the ELF machine of an aarch64 build (e_machine, bytes 18-19): the reader takes the
+    headers and strings of a manylinux aarch64 wheel as it takes an x86_64 one's."""
+    data = bytearray(src.read_bytes())
+    data[18:20] = EM_AARCH64.to_bytes(2, "little")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def ld_so_cache(path: Path, libraries: dict[str, Path]) -> Path:
+    """A loader cache in glibc's format (``glibc-ld.so.cache1.1``, what ``ldconfig`` writes and
+    ``ldconfig -p`` prints), its entries flagged as an aarch64 machine's (libc6, AArch64 lib64)."""
+    import struct
+
+    header = struct.Struct("<20sIIB3xI12x")
+    entry = struct.Struct("<iIIIQ")
+    strings = b""
+    rows = []
+    start = header.size + entry.size * len(libraries)
+    for soname, target in libraries.items():
+        key = start + len(strings)
+        strings += soname.encode() + b"\0"
+        value = start + len(strings)
+        strings += str(target).encode() + b"\0"
+        rows.append(entry.pack(0x0a03, key, value, 0, 0))
+    path.write_bytes(header.pack(b"glibc-ld.so.cache1.1", len(libraries), len(strings), 2, 0) + b"".join(rows) + strings)
+    return path
+
+
+@pytest.mark.parametrize("package,line", [
+    ("ctranslate2", "G1 FAIL: ctranslate2: CUDA 12 libraries it loads not found: libcublas.so.12"),
+    ("fastops", "G1 FAIL: fastops: CUDA 12 libraries not found: libcudart.so.12"),
+    ("nvimgcodec", "G1 WARN: nvidia-nvimgcodec-cu12 uses CUDA 12 (loaded by name at run time); "
+                   "the gb10 profile expects CUDA 13"),
+])
+def test_an_aarch64_build_is_judged_as_its_x86_64_twin(built, tmp_path, monkeypatch, package, line):
+    """No ELF file is passed over for its machine: an aarch64 wheel scanned on x86_64 (tests, CI) and
+    a live scan on a Spark (aarch64 native) read the same headers."""
+    sp = make_site(tmp_path, built, package)
+    for path in [p for p in sp.rglob("*.so*") if p.is_file()]:
+        as_aarch64(path, path)
+    reading = scan(sp, monkeypatch)
+    assert all(Path(e.path).read_bytes()[18] == EM_AARCH64 for e in reading.linked)
+    assert g01.judge_extensions(reading, None, GB10).line == line
+
+
+def test_a_sparks_loader_cache_and_sbsa_toolkit_provide_cuda_13(built, tmp_path, monkeypatch):
+    """A DGX OS machine: libcublas.so.13 in /usr/lib/aarch64-linux-gnu through ld.so.cache, libcudart.so.13
+    in the toolkit's targets/sbsa-linux/lib; judged on the Spark itself (a driver read), both are found."""
+    from spark_gotchas.readings.gpu import GpuInventory
+
+    root = tmp_path / "root"
+    cublas13 = eb.cuda_stub(tmp_path / "b" / "cublas", 13, "cublas")
+    cudart13 = eb.cuda_stub(tmp_path / "b" / "cudart", 13, "cudart")
+    system = as_aarch64(cublas13, root / "usr/lib/aarch64-linux-gnu/libcublas.so.13")
+    toolkit = root / "usr/local/cuda-13.0"
+    as_aarch64(cudart13, toolkit / "targets/sbsa-linux/lib/libcudart.so.13")
+    cache = ld_so_cache(tmp_path / "ld.so.cache", {"libcublas.so.13": system})
+    assert ex.ld_cache(str(cache)) == {"libcublas.so.13": str(system)}
+    user = eb.extension(tmp_path / "b" / "user", "cublas", [cudart13, cublas13])
+    sp = tmp_path / "env" / "lib" / "python3.12" / "site-packages"
+    eb.install_distribution(sp, "cupy-cuda13x", "14.2.0", {
+        "cupy_backends/cuda/libs/cublas.cpython-312-aarch64-linux-gnu.so": as_aarch64(user, tmp_path / "u.so")})
+    real_cache = ex.ld_cache
+    monkeypatch.setattr(ex, "ld_cache", lambda path="/etc/ld.so.cache": real_cache(str(cache)))
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    reading = scan(sp, monkeypatch)
+    spark = GpuInventory(driver_version="580.95.05", cuda_driver_version=13000)
+    verdict = g01.judge_extensions(reading, spark, GB10)
+    assert verdict.line == "G1 PASS: cupy-cuda13x uses CUDA 13; the driver supports CUDA 13.0"
+    libraries = verdict.readings["packages"]["cupy-cuda13x"]["libraries"]
+    assert libraries == {"libcublas.so.13": f"{system} (ld.so.cache)",
+                         "libcudart.so.13": f"{toolkit}/targets/sbsa-linux/lib/libcudart.so.13 (CUDA toolkit folder)"}

@@ -46,14 +46,17 @@ def cuda_stub(folder: Path, major: int = 12, lib: str = "cudart") -> Path:
 
 
 def extension(folder: Path, name: str, links: list[Path], *, suffix: str = EXT_SUFFIX, rpath: str = "",
-              runpath: str = "", strings: tuple[str, ...] = ()) -> Path:
+              runpath: str = "", strings: tuple[str, ...] = (), dlopen: bool = False) -> Path:
     """A Python-extension-like shared object whose DT_NEEDED names each of ``links`` (by soname), with
     an RPATH or a RUNPATH as given (``$ORIGIN/...`` kept as written), and ``strings`` in its .rodata
-    (the names a binary that loads a library with dlopen carries)."""
+    (the names a binary that loads a library with dlopen carries); with ``dlopen``, it calls dlopen
+    on the first of them, as ctranslate2's library loads libcublas.so.12."""
     folder.mkdir(parents=True, exist_ok=True)
     source = EXT_C if links else PLAIN_C
     for i, text in enumerate(strings):
         source += f'const char *spark_name_{i} = "{text}";\n'
+    if dlopen:
+        source = "#include <dlfcn.h>\n" + source + "void *spark_load(void) { return dlopen(spark_name_0, RTLD_NOW); }\n"
     (folder / f"{name}.c").write_text(source)
     out = folder / f"{name}{suffix}"
     flags = ["-Wl,--no-as-needed"] + [f"-L{p.parent}" for p in links] + [f"-l:{p.name}" for p in links]
@@ -61,6 +64,8 @@ def extension(folder: Path, name: str, links: list[Path], *, suffix: str = EXT_S
         flags += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
     if runpath:
         flags += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+    if dlopen:
+        flags += ["-ldl"]
     gcc("-shared", "-fPIC", "-o", out.name, f"{name}.c", *flags, cwd=folder)
     return out
 

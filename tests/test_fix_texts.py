@@ -3,9 +3,13 @@ fix constant, and the fixes judges build (G6's, G1's remedies, G10's NCCL steps)
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import json
 import pkgutil
 import re
+from pathlib import Path
 
 import pytest
 
@@ -171,8 +175,13 @@ def test_g6_fixes_say_what_to_do_with_the_workloads_found(case):
                   "--index-url https://download.pytorch.org/whl/cu130"),
     ("cupy-cuda12x", 13, "install its CUDA 13 build instead: pip uninstall -y cupy-cuda12x && pip install cupy-cuda13x"),
     ("cuda-python", 13, "install its CUDA 13 release: pip install 'cuda-python>=13,<14'"),
-    ("somepkg", 13, "install somepkg built for CUDA 13 (its project's CUDA 13 wheels, or built from source with "
-                    "CUDA 13's nvcc), or use an NGC container that ships it"),
+    ("somepkg", 13, "build somepkg from source with CUDA 13's nvcc, e.g. in an NGC container: "
+                    "nvcr.io/nvidia/pytorch:25.10-py3 or later ships CUDA 13 and its nvcc; PyPI has no CUDA 13 build of it"),
+    ("faiss-gpu-cu12", 13, "build faiss-gpu-cu12 from source with CUDA 13's nvcc, e.g. in an NGC container: "
+                           "nvcr.io/nvidia/pytorch:25.10-py3 or later ships CUDA 13 and its nvcc; PyPI has no CUDA 13 "
+                           "build of it"),
+    ("cupy-cuda13x", 12, "install its CUDA 12 build instead: pip uninstall -y cupy-cuda13x && pip install cupy-cuda12x"),
+    ("somepkg", 12, "build somepkg from source with CUDA 12's nvcc; PyPI has no CUDA 12 build of it"),
     ("(no distribution) /opt/ext/_C.so", 13, "rebuild /opt/ext/_C.so against CUDA 13 or remove it (no installed "
                                              "distribution owns it)"),
     ("somepkg", None, "install somepkg built for the CUDA major the rest of the environment uses"),
@@ -189,3 +198,112 @@ def test_the_check_itself_catches_what_it_is_for():
     assert instruction_problems("run it again; or") != []
     assert instruction_problems("stop it:: now") != [] and instruction_problems("stop pid 1 VLLM::EngineCore") == []
     assert instruction_problems("for cupy-cuda12x, install cupy-cuda13x") == []
+
+
+# -- every project a fix names exists on PyPI ---------------------------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures"
+PYPI = {line for line in (FIXTURES / "pypi_names.txt").read_text().splitlines() if line and not line.startswith("#")}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+TAKES_VALUE = ("--index-url", "-i", "--extra-index-url", "-c", "-r", "--target", "-t")
+PROSE = {"and", "or", "for", "then", "to", "from", "with", "in", "on", "if", "so", "as", "the", "a", "once", "before",
+         "after", "until", "when", "which", "that", "removes", "lists"}  # a word of the sentence after the command
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pip_names(text: str) -> list[str]:
+    """The projects each ``pip install`` / ``pip uninstall`` in ``text`` names (flags and their values
+    skipped; ``NAME==VERSION``, a placeholder in capitals, is not a name); the list stops at the first
+    word that ends the command (``)``, ``;``, ``:``, ``&&``, a ``(``, a word of prose such as "and")."""
+    out = []
+    for match in re.finditer(r"\bpip (?:install|uninstall)\b", text):
+        words = text[match.end():].split()
+        skip = False
+        for word in words:
+            if skip:
+                skip = False
+                continue
+            if word in TAKES_VALUE:
+                skip = True
+                continue
+            if word.startswith("-"):
+                continue
+            bare = word.strip("'\"")
+            name = NAME.match(bare)
+            if word == "&&" or not name or bare[:1] in "(./" or bare.lower() in PROSE:
+                break
+            if not re.sub(r"[<>=!~\[].*", "", name.group(0)).isupper():
+                out.append(canonical(re.sub(r"[<>=!~\[;:,)].*", "", name.group(0))))
+            if re.search(r"[),;:]['\"]?$", word):
+                break
+    return out
+
+
+def judge_string_constants() -> list[str]:
+    """Every string literal of every judge module but the docstrings (an f-string's literal parts one by one)."""
+    out = []
+    for info in pkgutil.iter_modules(judges.__path__):
+        module = importlib.import_module(f"spark_gotchas.judges.{info.name}")
+        tree = ast.parse(inspect.getsource(module))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                out.append(node.value)
+    return out
+
+
+def g01_fixes() -> list[str]:
+    """G1's fixes for every package it knows by name, for every library it can name, and from the
+    recorded and real-wheel scans the tests judge."""
+    from spark_gotchas.readings import cuda_libs
+    from spark_gotchas.readings.env import CudaLibrary, ExtensionScan
+    from spark_gotchas.readings.gpu import GpuInventory
+    from spark_gotchas.serial import from_jsonable
+
+    names = {n for family in g01.BUILDS_BY_MAJOR for n in family.values()} | set(g01.PYTORCH) \
+        | set(cuda_libs.VERSIONED_BY_MAJOR) | {"somepkg"}
+    out = [g01._remedy(g01.Package(n, None), m, GB10.capability) for n in sorted(names) for m in (11, 12, 13)]
+    sonames = sorted({s for by_major in cuda_libs.WHEEL_SONAMES.values() for names in by_major.values() for s in names}
+                     | {"libcudart.so.11.0", "libcublas.so.11", "libnvrtc.so.11.2", "libcupti.so.11.8", "libcufft.so.10",
+                        "libnppc.so.12", "libnvjpeg.so.12", "libnvToolsExt.so.1", "libcusparseLt.so.0",
+                        "libcudnn_ops.so.9", "libcusolverMg.so.11"})  # what real wheels link (readelf -d)
+    ctx = g01.Context(expected=13, expect_text="", local=False, capability=GB10.capability, torch_cuda=None,
+                      overrides={}, resolved=True)
+    for major in (11, 12, 13):
+        missing = [CudaLibrary(s, major) for s in sonames if cuda_libs.library(s)]
+        out += [g01._fix_missing(g01.Package("somepkg", None), major, [lib], ctx, None) for lib in missing]
+    real = json.loads((FIXTURES / "g01_readings.json").read_text())
+    snapshot = json.loads((FIXTURES / "h200" / "preflight-snapshot.json").read_text())["readings"]
+    scans = [from_jsonable(ExtensionScan, s["reading"]) for s in real["extension_scans"].values()]
+    scans.append(from_jsonable(ExtensionScan, snapshot["env.cuda_extensions"]))
+    for scan in scans:
+        for inventory in (None, from_jsonable(GpuInventory, snapshot["gpu.inventory"])):
+            out.append(g01.judge_extensions(scan, inventory, GB10).fix)
+    return out
+
+
+def every_fix_text() -> list[str]:
+    return list(all_constants().values()) + judge_string_constants() + g01_fixes() + [
+        fix for _, fix in G6_CASES.values()]
+
+
+def test_every_project_a_fix_tells_to_install_exists_on_pypi():
+    named = {name for text in every_fix_text() for name in pip_names(text)}
+    assert {"torch", "cupy-cuda13x", "nvidia-cublas-cu12", "flash-attn", "unsloth-zoo"} <= named  # the search works
+    assert sorted(named - PYPI) == [], "not on PyPI (or not in tests/fixtures/pypi_names.txt: see devscripts/pypi_names.py)"
+
+
+def test_the_name_search_reads_pip_commands_as_pip_does():
+    assert pip_names("pip uninstall -y cupy-cuda12x && pip install cupy-cuda13x; or keep") == ["cupy-cuda12x",
+                                                                                              "cupy-cuda13x"]
+    assert pip_names("pip install 'cuda-bindings>=13,<14'; or") == ["cuda-bindings"]
+    assert pip_names("pip install --force-reinstall torch --index-url https://x/cu130 (or use") == ["torch"]
+    assert pip_names("(pip install nvidia-cublas-cu12 nvidia-cuda-runtime-cu12): it then") == [
+        "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12"]
+    assert pip_names("pip install --no-deps NAME==VERSION for each") == []
+    assert pip_names("pip install --no-deps (NVIDIA's playbook: pip install --no-deps unsloth unsloth_zoo x)") == [
+        "unsloth", "unsloth-zoo", "x"]
+    assert "faiss-gpu-cu13" not in PYPI and "cupy-cuda13x" in PYPI

@@ -18,6 +18,10 @@ from spark_gotchas.verdict import Status
 
 REAL = json.loads((Path(__file__).parent / "fixtures" / "g01_readings.json").read_text())
 GB10, H200, NONE = PROFILES["gb10"], PROFILES["h200"], PROFILES["none"]
+# The remedy for a package PyPI has no CUDA 13 build of, judged for sm_121.
+BUILD13 = ("build {name} from source with CUDA 13's nvcc for sm_121 (CMake: -DCMAKE_CUDA_ARCHITECTURES=121; torch "
+           "extensions: TORCH_CUDA_ARCH_LIST=12.1), e.g. in an NGC container: nvcr.io/nvidia/pytorch:25.10-py3 or "
+           "later ships CUDA 13 and its nvcc; PyPI has no CUDA 13 build of it")
 
 
 def inventory(name: str) -> GpuInventory:
@@ -198,10 +202,8 @@ def resolved(*linked: LinkedExtension, dists: tuple[CudaDistribution, ...] = (),
 def test_a_cu12_extension_on_a_spark_fails_naming_its_distribution_and_the_missing_libraries():
     verdict = g01.judge_extensions(scan("sgl_kernel_cu12_gb10"), inventory("gb10_580.142"), GB10)
     assert verdict.line == "G1 FAIL: sgl-kernel: CUDA 12 libraries not found: libcudart.so.12, libnvrtc.so.12"
-    assert verdict.fix.startswith("install sgl-kernel built for CUDA 13 (its project's CUDA 13 wheels, or built "
-                                  "from source with CUDA 13's nvcc), or use an NGC container that ships it; or keep "
-                                  "this build and add its libraries (pip install nvidia-cuda-nvrtc-cu12 "
-                                  "nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
+    assert verdict.fix == (BUILD13.format(name="sgl-kernel") + "; or keep this build and add its libraries (pip "
+                           "install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
     assert verdict.readings["packages"]["sgl-kernel"]["not_found"] == ["libcudart.so.12", "libnvrtc.so.12"]
     assert verdict.readings["mismatched"][0]["distribution"] == "sgl-kernel"
 
@@ -253,7 +255,9 @@ def test_mixed_majors_without_a_driver_fail_naming_the_minority():
                                "vllm (libcudart.so.12)")
     assert verdict.fix.startswith("for (no distribution) /sp/orphan/_x.so, rebuild /sp/orphan/_x.so against "
                                   "CUDA 13 or remove it (no installed distribution owns it); ")
-    assert "; for vllm, install vllm built for CUDA 13" in verdict.fix
+    assert verdict.fix.endswith("; for vllm, build vllm from source with CUDA 13's nvcc, e.g. in an NGC container: "
+                                "nvcr.io/nvidia/pytorch:25.10-py3 or later ships CUDA 13 and its nvcc; PyPI has no "
+                                "CUDA 13 build of it")  # no GPU read, no profile: no sm_ to build for
     assert verdict.readings["expected_from"] == "most packages here use CUDA 13 (no driver read)"
 
 
@@ -278,7 +282,7 @@ def test_many_offenders_are_capped_in_the_line():
     verdict = g01.judge_extensions(resolved(*linked), inventory("gb10_580.95.05"), GB10)
     assert verdict.summary.startswith("9 packages will not load: pkg0 (libcudart.so.12 not found); ")
     assert verdict.summary.endswith("; +6 more")
-    assert "; for pkg8, install pkg8 built for CUDA 13" in verdict.fix  # the fix names every package
+    assert f"; for pkg8, {BUILD13.format(name='pkg8')}; or keep this build" in verdict.fix  # every package named
 
 
 BNB = [ext(f"/sp/bitsandbytes/libbitsandbytes_cuda{t}.so", "bitsandbytes", lib(f"libcudart.so.{m}"),
@@ -403,3 +407,75 @@ def test_an_import_of_torch_that_fails_names_the_package_to_repair(tmp_path, tor
     else:  # torch's own file (ctypes, in Python's library, is passed over): reinstall torch
         assert reading.import_error_file == str(tmp_path / "torch" / "__init__.py")
         assert verdict.line.startswith("G1 FAIL: import torch fails: OSError: libcudnn.so.9-not-here")
+
+
+# -- a fix names only what PyPI has, and promises only what holds (real wheels, readelf and fatbin facts) --------
+def faiss_gpu_cu12(found: bool) -> ExtensionScan:
+    """faiss-gpu-cu12 1.14.1.post1 (cp312 manylinux2014 x86_64; PyPI has no aarch64 build): libfaiss links
+    libcudart/libcublas/libcublasLt.so.12 and holds SASS for sm_70 and sm_80 only, no PTX."""
+    where = "/sp/nvidia/{}/lib/{}" if found else None
+    libs = [lib(s, where.format(w, s) if where else None, "nvidia wheel")
+            for s, w in (("libcudart.so.12", "cuda_runtime"), ("libcublas.so.12", "cublas"),
+                         ("libcublasLt.so.12", "cublas"))]
+    dist = CudaDistribution("faiss-gpu-cu12", "1.14.1.post1", name_major=12, shared_objects=6,
+                            requires_majors={"nvidia-cuda-runtime-cu12": 12, "nvidia-cublas-cu12": 12},
+                            kernels={"faiss_gpu_cu12.libs/libfaiss-6b43fd57.so": ["sm_70", "sm_80"]})
+    return resolved(ext("/sp/faiss_gpu_cu12.libs/libfaiss-6b43fd57.so", "faiss-gpu-cu12", *libs),
+                    ext("/sp/faiss/_swigfaiss.so", "faiss-gpu-cu12", libs[0]), dists=(dist,))
+
+
+@pytest.mark.parametrize("found", [False, True], ids=["its libraries missing", "its libraries installed"])
+def test_faiss_gpu_cu12_is_never_told_of_a_cuda_13_sibling_or_that_its_libraries_would_help(found):
+    """The fix said `pip install faiss-gpu-cu13` (no such project) and "or keep this build and add its
+    libraries … it then runs beside CUDA 13" (none of its kernels runs on sm_121)."""
+    verdict = g01.judge_extensions(faiss_gpu_cu12(found), None, GB10)
+    assert verdict.line == "G1 FAIL: faiss-gpu-cu12 is built for CUDA 12 with no kernel for sm_121 (it has sm_70, sm_80)"
+    assert verdict.fix == BUILD13.format(name="faiss-gpu-cu12")
+    assert "faiss-gpu-cu13" not in verdict.fix and "keep this build" not in verdict.fix
+    report = verdict.readings["packages"]["faiss-gpu-cu12"]
+    assert report["not_found"] == ([] if found else ["libcublas.so.12", "libcublasLt.so.12", "libcudart.so.12"])
+
+
+def test_faiss_on_an_h200_runs_its_sm_80_kernels_through_nothing_either():
+    """sm_90 runs no sm_80 cubin (a cubin runs on its own major only) and there is no PTX: the same FAIL,
+    the build remedy for sm_90."""
+    verdict = g01.judge_extensions(faiss_gpu_cu12(True), inventory("h200_580.159.04"), H200)
+    assert verdict.line == "G1 FAIL: faiss-gpu-cu12 is built for CUDA 12 with no kernel for sm_90 (it has sm_70, sm_80)"
+    assert "for sm_90 (CMake: -DCMAKE_CUDA_ARCHITECTURES=90; torch extensions: TORCH_CUDA_ARCH_LIST=9.0)" in verdict.fix
+
+
+@pytest.mark.parametrize("name,version,kernels,fix", [
+    # cvcuda-cu12 0.19.0: static cudart, kernels up to PTX compute_90 (readelf, fatbin of _cvcuda*.so)
+    ("cvcuda-cu12", "0.19.0", ["sm_80", "sm_90", "compute_90"],
+     "install its CUDA 13 build instead: pip uninstall -y cvcuda-cu12 && pip install cvcuda-cu13; as it is, its "
+     "kernels reach sm_121 only through PTX compute_90 (compiled at first use)"),
+    # nvidia-nvimgcodec-cu12 0.9.0.20: its kernels include sm_120
+    ("nvidia-nvimgcodec-cu12", "0.9.0.20", ["sm_90", "sm_100", "sm_120"],
+     "install its CUDA 13 build instead: pip uninstall -y nvidia-nvimgcodec-cu12 && pip install "
+     "nvidia-nvimgcodec-cu13; as it is, its kernels include sm_120, which runs on sm_121"),
+    # a CUDA 12 package of a project PyPI has no CUDA 13 build of, kernels only for Hopper
+    ("sgl-kernel", "0.3.9", ["sm_90a"], BUILD13.format(name="sgl-kernel")),
+])
+def test_a_cuda_12_build_is_sent_to_a_cuda_13_project_only_when_pypi_has_it(name, version, kernels, fix):
+    found = lib("libcudart.so.12", "/sp/nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia wheel")
+    dist = CudaDistribution(name, version, name_major=12, shared_objects=3, kernels={"pkg/_C.so": kernels})
+    verdict = g01.judge_extensions(resolved(ext("/sp/pkg/_C.so", name, found), dists=(dist,)), None, GB10)
+    assert verdict.fix == fix
+
+
+def test_every_cuda_13_build_the_fix_can_name_is_on_pypi_and_faiss_has_none():
+    from test_fix_texts import PYPI
+
+    named = {n for family in g01.BUILDS_BY_MAJOR for n in family.values()}
+    assert sorted(named - PYPI) == []
+    assert g01.sibling("faiss-gpu-cu12", 13) is None and g01.sibling("kvikio-cu12", 13) == "kvikio-cu13"
+    assert g01.sibling("cupy-cuda13x", 12) == "cupy-cuda12x" and g01.sibling("widget-cu12", 13) is None
+
+
+def test_a_missing_library_is_told_only_of_wheels_pypi_has():
+    """CUDA 11 has no nvidia-cufile-cu11 or nvidia-nvjitlink-cu11: a CUDA 11 package missing them is told
+    to install the toolkit's libraries, not a wheel that does not exist."""
+    from spark_gotchas.readings.cuda_libs import wheel_for
+
+    assert wheel_for("libcufile.so.0", 11) is None and wheel_for("libcufile.so.0", 12) == "nvidia-cufile-cu12"
+    assert wheel_for("libcublas.so.11", 13) == "nvidia-cublas-cu11"

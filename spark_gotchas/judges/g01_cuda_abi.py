@@ -16,8 +16,11 @@ Rules:
 - `import torch` raising, crashing or hanging is a FAIL; an import that fails in another package's
   file (a foreign pynvml) names that file, not torch.
 - Each distribution that uses CUDA is judged by whether it will load. It uses CUDA when a shared
-  object of it links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
-  (`libcublas.so.12`: it loads it by name), has an RPATH/RUNPATH into CUDA's folders
+  object of it (any file its RECORD lists, in `<name>.libs/` too, named `*.so` or `*.so.4.8.5`)
+  links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
+  (`libcublas.so.12`, `libnvjpeg.so.12`: it loads it by name; ctranslate2, whose name and
+  requirements say nothing of CUDA, is searched when its file imports `dlopen`), has an
+  RPATH/RUNPATH into CUDA's folders
   (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`, the layout of the -cu12
   wheels), requires `nvidia-*-cuNN` wheels, or carries a CUDA tag in its name (`cupy-cuda12x`).
   Its CUDA major is the one its linked sonames name; for a package that loads CUDA by name, the
@@ -42,18 +45,25 @@ Rules:
   the Spark's), and the profile's own CUDA libraries are taken as that machine's.
 - A package that links a CUDA toolkit library found nowhere: FAIL naming the package and the library
   (its import will fail). A package that loads CUDA by name: FAIL only when none of its libraries is
-  found. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted in the report, not
+  found; a library that only an extra not installed brings (nvimgcodec's `nvjpeg`) is noted, not failed. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted in the report, not
   failed (packages load them in optional modules; torch's own check fails an import they break).
 - A package of another CUDA major whose libraries are found: WARN (two CUDA runtimes in one process,
-  and its kernels must reach this GPU); when its kernels are read (fatbin) and none runs on the GPU's
-  compute capability (the device's, else the profile's: sm_121 on GB10), FAIL. The fix says which of
-  its kernels reach the GPU (a cubin of the same major and a lower or equal minor, or PTX).
-- Its fix names a remedy a user can act on: the package's CUDA 13 sibling by the index's naming
-  (`cupy-cuda12x` -> `cupy-cuda13x`, `jax-cuda12-plugin` -> `jax-cuda13-plugin`, `*-cu12` ->
-  `*-cu13`); the cu130 index for torch, torchvision and torchaudio; for several builds chosen by
-  torch's CUDA, torch from the cu130 index; a CUDA 13 release for `cuda-bindings`/`cuda-python`;
-  else a build for CUDA 13 or an NGC container. A missing library's fix also names the wheels that
-  ship it (`pip install nvidia-cublas-cu12`).
+  and its kernels must reach this GPU). Its kernels are read (fatbin) whether or not its libraries
+  are found: when none runs on the GPU's compute capability (the device's, else the profile's:
+  sm_121 on GB10), FAIL "built for CUDA 12 with no kernel for sm_121", before any missing library
+  (installing those would not help). The fix says which of its kernels reach the GPU (a cubin of
+  the same major and a lower or equal minor, or PTX).
+- Its fix names only projects PyPI has, and promises only what holds: the package's CUDA 13 build
+  when PyPI has one by name (a committed table: `cupy-cuda12x` -> `cupy-cuda13x`,
+  `jax-cuda12-plugin` -> `jax-cuda13-plugin`, `kvikio-cu12` -> `kvikio-cu13` …; never a name made
+  up by the convention: there is no `faiss-gpu-cu13`); the cu130 index for torch, torchvision and
+  torchaudio; for several builds chosen by torch's CUDA, torch from the cu130 index; a CUDA 13
+  release for `cuda-bindings`/`cuda-python`; else, saying PyPI has no CUDA 13 build, a build from
+  source for the GPU's target (`-DCMAKE_CUDA_ARCHITECTURES=121`, `TORCH_CUDA_ARCH_LIST=12.1`), e.g.
+  in an NGC PyTorch container, which ships CUDA 13's nvcc. A missing library's fix also names the
+  wheels that ship it (`pip install nvidia-cublas-cu12`, only those PyPI has for that major), and
+  "keep this build and add its libraries" only when some of its kernels run on the GPU (or none
+  were read).
 - No driver and no CUDA major from the profile: packages of different majors between them are judged
   against the majority's major (WARN or FAIL as above); otherwise INFO listing the majors found.
 - A snapshot of an older suite (libraries not resolved): a package linking another major is a FAIL.
@@ -408,7 +418,8 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     detail["not_found"] = [lib.soname for lib in missing]
     if mode != "links" and len(missing) < len(libs):
         missing = []  # a package that loads by name needs one of them, not all (the others may be optional)
-    missing = [lib for lib in missing if not _add_on(lib)]
+    optional = set(dist.optional) if dist else set()  # an extra the user did not choose brings them
+    missing = [lib for lib in missing if not _add_on(lib) and lib.soname not in optional]
     others = {e.path for p in picked for e in pkg.files if e.build_tag and e is not p[1]}
     only = selected[0] if len(files) == 1 and files == selected else None
     ok_kernels, note = _kernel_note(_targets(pkg, only, others), ctx.capability)
@@ -417,26 +428,27 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
                    "builds": {os.path.basename(k).replace("{}", "*"): held for k, _, held, _ in picked},
                    "selected": [os.path.basename(p.path) for p in selected], "kernels": note})
     mismatched = ctx.expected is not None and bool(majors) and ctx.expected not in majors
+    if mismatched and ok_kernels is False and ctx.resolved:  # its libraries would not help: say why first
+        return Finding(pkg.name, Status.FAIL, major, f"{label} is built for CUDA {major} with {note}",
+                       f"{pkg.name} (CUDA {major}, {note.split(' (')[0]})",
+                       fix=_remedy(pkg, ctx.expected, ctx.capability), detail=detail)
     if missing:
         of = f"CUDA {major} " if major else "CUDA "
         what = f"{of}libraries it loads" if mode != "links" else f"{of}libraries"
         clause = _fit(f"{label}: {what} not found: ", [lib.soname for lib in missing])
         return Finding(pkg.name, Status.FAIL, major, clause,
                        f"{pkg.name} ({_first([lib.soname for lib in missing], 1)} not found)",
-                       fix=_fix_missing(pkg, major, missing, ctx), detail=detail)
+                       fix=_fix_missing(pkg, major, missing, ctx, ok_kernels), detail=detail)
     if not ctx.resolved and mismatched:
         return Finding(pkg.name, Status.FAIL, major,
                        f"{label} links CUDA {_list(majors)} ({_first(sorted({lib.soname for lib in libs}), 2)})",
                        f"{pkg.name} ({', '.join(sorted({lib.soname for lib in libs}))})",
-                       fix=_remedy(pkg, ctx.expected), detail=detail)
-    if mismatched and ok_kernels is False:
-        return Finding(pkg.name, Status.FAIL, major, f"{label} is built for CUDA {major} with {note}",
-                       f"{pkg.name} (CUDA {major}, {note.split(' (')[0]})",
-                       fix=_remedy(pkg, ctx.expected), detail=detail)
+                       fix=_remedy(pkg, ctx.expected, ctx.capability), detail=detail)
     if mismatched:
-        where = "its libraries are installed" if libs else "loaded by name at run time"
+        installed = libs and not optional.intersection(detail["not_found"])  # an extra's library missing: not all
+        where = "its libraries are installed" if installed else "loaded by name at run time"
         text = f"{label} uses CUDA {major} ({where}); {ctx.expect_text}"
-        fix = _remedy(pkg, ctx.expected) + (f"; as it is, {note}" if note else "")
+        fix = _remedy(pkg, ctx.expected, ctx.capability) + (f"; as it is, {note}" if note else "")
         return Finding(pkg.name, Status.WARN, major, text, f"{pkg.name} (CUDA {major})", fix=fix, detail=detail)
     if len(words) == 1:
         clause = f"{pkg.name} {words[0][0]}"
@@ -481,21 +493,39 @@ def _first(names: list[str], n: int) -> str:
     return ", ".join(names[:n]) + (f" +{len(names) - n}" if len(names) > n else "")
 
 
+# Builds of one project for several CUDA majors, each a distribution on PyPI by its own name. A fix
+# names another build only from here: a name made by the naming convention alone may not exist
+# (faiss-gpu-cu12 has no faiss-gpu-cu13). Every name was read in PyPI's list of projects on
+# 2026-12-04 (devscripts/pypi_names.py writes the ones the tests check, tests/fixtures/pypi_names.txt).
+BUILDS_BY_MAJOR: tuple[dict[int, str], ...] = (
+    {11: "cupy-cuda11x", 12: "cupy-cuda12x", 13: "cupy-cuda13x"},
+    {11: "jax-cuda11-plugin", 12: "jax-cuda12-plugin", 13: "jax-cuda13-plugin"},
+    {11: "jax-cuda11-pjrt", 12: "jax-cuda12-pjrt", 13: "jax-cuda13-pjrt"},
+    {12: "transformer-engine-cu12", 13: "transformer-engine-cu13"},
+    {11: "nvidia-dali-cuda110", 12: "nvidia-dali-cuda120", 13: "nvidia-dali-cuda130"},
+    {11: "nvidia-nvimgcodec-cu11", 12: "nvidia-nvimgcodec-cu12", 13: "nvidia-nvimgcodec-cu13"},
+    {11: "tensorrt-cu11", 12: "tensorrt-cu12", 13: "tensorrt-cu13"},
+    {11: "cvcuda-cu11", 12: "cvcuda-cu12", 13: "cvcuda-cu13"},
+    {11: "kvikio-cu11", 12: "kvikio-cu12", 13: "kvikio-cu13"},
+    {11: "cudf-cu11", 12: "cudf-cu12", 13: "cudf-cu13"},
+    {11: "cuvs-cu11", 12: "cuvs-cu12", 13: "cuvs-cu13"},
+    {11: "pylibraft-cu11", 12: "pylibraft-cu12", 13: "pylibraft-cu13"},
+    {11: "faiss-gpu-cu11", 12: "faiss-gpu-cu12"},  # no CUDA 13 build on PyPI
+)
+
+
 def sibling(name: str, major: int) -> Optional[str]:
-    """The distribution's CUDA ``major`` build by the index's naming: cupy-cuda12x -> cupy-cuda13x,
-    jax-cuda12-plugin -> jax-cuda13-plugin, transformer-engine-cu12 -> transformer-engine-cu13,
-    nvidia-dali-cuda120 -> nvidia-dali-cuda130; None when the name carries no CUDA tag."""
-    match = cuda_libs.TAG.search(name)
-    if not match:
-        return None
-    digits = match.group(2)
-    new = f"{major}0" if len(digits) == 3 else str(major)
-    start, end = match.span(2)
-    return name[:start] + new + name[end:]
+    """The distribution's CUDA ``major`` build when PyPI has one by name (cupy-cuda12x -> cupy-cuda13x,
+    nvidia-dali-cuda120 -> nvidia-dali-cuda130, from ``BUILDS_BY_MAJOR``); None when none is known."""
+    for family in BUILDS_BY_MAJOR:
+        if name in family.values():
+            return family.get(major)
+    return None
 
 
-def _remedy(pkg: Package, major: Optional[int]) -> str:
-    """What a user can do so that ``pkg`` uses CUDA ``major``: a sentence."""
+def _remedy(pkg: Package, major: Optional[int], capability: Optional[tuple[int, int]] = None) -> str:
+    """What a user can do so that ``pkg`` uses CUDA ``major`` (on a GPU of ``capability``): a sentence
+    naming only distributions PyPI has."""
     if major is None:
         return f"install {pkg.name} built for the CUDA major the rest of the environment uses"
     name = pkg.name
@@ -514,16 +544,33 @@ def _remedy(pkg: Package, major: Optional[int]) -> str:
         return f"install its CUDA {major} build instead: pip uninstall -y {name} && pip install {other}"
     if name in cuda_libs.VERSIONED_BY_MAJOR:
         return f"install its CUDA {major} release: pip install '{name}>={major},<{major + 1}'"
-    return (f"install {name} built for CUDA {major} (its project's CUDA {major} wheels, or built from source "
-            f"with CUDA {major}'s nvcc), or use an NGC container that ships it")
+    return build_yourself(name, major, capability)
 
 
-def _fix_missing(pkg: Package, major: Optional[int], missing: list[CudaLibrary], ctx: Context) -> str:
+def build_yourself(name: str, major: int, capability: Optional[tuple[int, int]]) -> str:
+    """The remedy when PyPI has no CUDA ``major`` build of ``name``: build it for this GPU, where CUDA
+    ``major``'s nvcc is (an NGC PyTorch container ships CUDA 13's)."""
+    arch = ""
+    if capability:
+        major_cc, minor_cc = capability
+        arch = (f" for sm_{major_cc}{minor_cc} (CMake: -DCMAKE_CUDA_ARCHITECTURES={major_cc}{minor_cc}; "
+                f"torch extensions: TORCH_CUDA_ARCH_LIST={major_cc}.{minor_cc})")
+    where = (", e.g. in an NGC container: nvcr.io/nvidia/pytorch:25.10-py3 or later ships CUDA 13 and its nvcc"
+             if major == 13 else "")
+    return f"build {name} from source with CUDA {major}'s nvcc{arch}{where}; PyPI has no CUDA {major} build of it"
+
+
+def _fix_missing(pkg: Package, major: Optional[int], missing: list[CudaLibrary], ctx: Context,
+                 kernels_run: Optional[bool]) -> str:
+    """Install what is missing; for a package of another major, its CUDA 13 build first, and keeping
+    this build only when some of its kernels can run on the GPU (``kernels_run`` is not False)."""
     wheels = sorted({w for lib in missing if (w := cuda_libs.wheel_for(lib.soname, major))})
     install = f"pip install {' '.join(wheels)}" if wheels else f"install the CUDA {major} toolkit's libraries"
     if ctx.expected is not None and major is not None and major != ctx.expected:
-        return (f"{_remedy(pkg, ctx.expected)}; or keep this build and add its libraries ({install}): it then runs "
-                f"beside CUDA {ctx.expected}")
+        remedy = _remedy(pkg, ctx.expected, ctx.capability)
+        if kernels_run is False:
+            return remedy
+        return f"{remedy}; or keep this build and add its libraries ({install}): it then runs beside CUDA {ctx.expected}"
     if wheels:
         return f"install the CUDA libraries it needs: {install}"
     return f"install the CUDA {major} toolkit's libraries it needs" if major else "install the CUDA libraries it needs"

@@ -218,6 +218,7 @@ RPATH_MAJOR = re.compile(r"(?:^|/)(?:cu|cuda-?)(\d{2}(?:\.\d+)?)(?:/|$)")
 CU12_LAYOUT = re.compile(r"(?:^|/)nvidia/(?!cu\d)[a-z_]+/lib/?$")  # nvidia/cublas/lib: the -cu12 wheels' layout
 PYTORCH = ("torch", "torchvision", "torchaudio")
 STRING_SCAN_FILES = 64  # most files of one distribution searched for library names
+UNRELATED_RODATA = 8 << 20  # most read-only data searched in a file without kernels of a distribution not CUDA-related
 OVERRIDES = ("BNB_CUDA_VERSION",)
 
 
@@ -384,7 +385,11 @@ def is_library_file(path: str, info: elf.Dynamic, dirs: list[str]) -> bool:
     wheel's lib folder): a provider, never a package that needs CUDA."""
     if info.soname and cuda_libs.library(info.soname):
         return True
-    return any(path.startswith(os.path.join(d, "nvidia") + os.sep) and f"{os.sep}lib{os.sep}" in path for d in dirs)
+    for d in dirs:  # nvidia/<lib>/lib/ or nvidia/cu13/lib/ inside the site folder (whose own path has a lib/)
+        rel = path[len(d) + 1:] if path.startswith(d + os.sep) else ""
+        if rel.startswith("nvidia" + os.sep) and f"{os.sep}lib{os.sep}" in rel:
+            return True
+    return False
 
 
 # -- distributions -------------------------------------------------------------------------------
@@ -393,12 +398,13 @@ EXTRA = re.compile(r"""\bextra\s*==\s*['"]?([\w.-]+)""")
 HEADER = re.compile(r"^(Name|Version):\s*(.+?)\s*$", re.MULTILINE)
 
 
-def _metadata(dist: md.Distribution, installed: set[str]) -> tuple[str, str, list[tuple[str, str]]]:
+def _metadata(dist: md.Distribution, installed: set[str]) -> tuple[str, str, list[tuple[str, str]], list[str]]:
     """Name, version and requirements (name, specifier) from METADATA, without the email parser.
     A requirement of an extra (``; extra == "cu12"``) counts when it is installed, and otherwise
     only when one extra alone brings CUDA libraries, of one major: numba-cuda offers a cu12 and a
     cu13 extra, and what it needs is the one the user chose; jax-cuda12-plugin's one with-cuda
-    extra names the CUDA 12 libraries it loads, installed from pip or not."""
+    extra names the CUDA 12 libraries it loads, installed from pip or not. Last, the sonames that only
+    an extra not counted would bring (nvimgcodec's ``nvjpeg`` extra: libnvjpeg.so.12): optional."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     head = dict(HEADER.findall(text[:4000]))
     base: list[tuple[str, str]] = []
@@ -415,7 +421,10 @@ def _metadata(dist: md.Distribution, installed: set[str]) -> tuple[str, str, lis
     one_choice = len(cuda_extras) == 1 and len(majors) == 1  # no other CUDA to choose instead
     requires = base + [(name, spec) for name, spec, _ in extras if name in installed
                        or (one_choice and cuda_libs.requirement_major(name, spec) is not None)]
-    return head.get("Name", ""), head.get("Version", ""), requires
+    optional = sorted({s for name, spec, _ in extras if (name, spec) not in requires
+                       and (m := cuda_libs.requirement_major(name, spec)) is not None
+                       for s in cuda_libs.wheel_sonames(name, m)})
+    return head.get("Name", ""), head.get("Version", ""), requires, optional
 
 
 def _dist_files(dist: md.Distribution, record: str) -> list[str]:
@@ -507,7 +516,12 @@ def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
         elif any(cuda_libs.library(s) for s in info.needed) or cuda_libs.build_tag(os.path.basename(path)):
             users[path] = info
     resolver = Resolver(dirs, rpath_dirs)
-    found = _cuda_distributions(dirs, users, by_path, library_files, resolver)
+    t_strings = time.perf_counter()
+    runtime = loads_by_name(by_path, set(users) | library_files)
+    strings_seconds = time.perf_counter() - t_strings
+    found = _cuda_distributions(dirs, {**users, **{p: i for p, (i, _) in runtime.items()}}, by_path, library_files,
+                                resolver)
+    found.runtime.update(runtime)
     linked = [_extension(path, info, found.who.get(path), resolver, loads=[]) for path, info in sorted(users.items())]
     linked += [_extension(path, info, found.who.get(path), resolver, loads=names)
                for path, (info, names) in sorted(found.runtime.items())]
@@ -517,8 +531,32 @@ def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
         linked=linked, unreadable=unreadable, distributions=found.distributions, resolved=True,
         torch_version=torch_version, torch_cuda=torch_cuda,
         overrides={k: os.environ[k] for k in OVERRIDES if k in os.environ},
-        ld_library_path=resolver.ld_library_path, strings_seconds=found.strings_seconds,
+        ld_library_path=resolver.ld_library_path, strings_seconds=found.strings_seconds + strings_seconds,
     )
+
+
+def loads_by_name(by_path: dict[str, Optional[elf.Dynamic]], known: set[str]) -> dict[str, tuple[elf.Dynamic, list[str]]]:
+    """Shared objects of any distribution that load CUDA by name: those that import ``dlopen`` and name
+    a versioned CUDA soname in their strings (ctranslate2's ``libctranslate2-*.so.4.8.5`` loads
+    ``libcublas.so.12``), and those whose RPATH/RUNPATH names a CUDA folder. ``known`` (files that link
+    CUDA, CUDA's own libraries) are passed over; the files of CUDA-related distributions are searched
+    later, every one. To keep the cost that of a few files, only a file that imports dlopen is
+    searched, and only when it carries CUDA kernels of its own (``.nv_fatbin``: CUDA linked
+    statically) or at most ``UNRELATED_RODATA`` bytes of read-only data (LLVM's and Triton's 40-60 MB
+    are passed over)."""
+    out: dict[str, tuple[elf.Dynamic, list[str]]] = {}
+    for path, info in by_path.items():
+        if info is None or path in known:
+            continue
+        names = elf.strings(path, cuda_libs.IN_BINARY) if info.dlopen and _worth_searching(path) else []
+        if names or rpath_majors(info.rpath + info.runpath):
+            out[path] = (info, names)
+    return out
+
+
+def _worth_searching(path: str) -> bool:
+    sizes = elf.section_sizes(path)
+    return any(name in sizes for name in fatbin.SECTIONS) or sizes.get(".rodata", 0) <= UNRELATED_RODATA
 
 
 def _extension(path: str, info: elf.Dynamic, dist: Optional[str], resolver: Resolver,
@@ -551,7 +589,7 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
     for dist in dists:
         record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
         mine = [rel for rel in wanted if rel in record] if record else []
-        name, version, requires = _metadata(dist, installed)
+        name, version, requires, optional = _metadata(dist, installed)
         if not name:
             continue
         cname = canonicalize_name(name)
@@ -563,7 +601,8 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
         entry = CudaDistribution(
             name=name, version=version, library_wheel=cuda_libs.is_library_wheel(cname),
             name_major=tag[1] if tag else cuda_libs.requirement_major(cname, version),
-            requires_majors={r: m for r, spec in requires if (m := cuda_libs.requirement_major(r, spec)) is not None})
+            requires_majors={r: m for r, spec in requires if (m := cuda_libs.requirement_major(r, spec)) is not None},
+            optional=optional)
         if entry.library_wheel:
             out.distributions.append(entry)
             continue

@@ -24,9 +24,11 @@ FAMILY = re.compile(
     r"|cusolverMg|cusolver|cudnn[a-z_]*|nccl|nvshmem_host|cufile|nvToolsExt|nvfatbin)(?:-[0-9a-f]{8})?\.so\.(\d+)")
 # Those whose soname major is the CUDA major.
 MAJOR_NAMING = ("cudart", "cublas", "cublasLt", "nvrtc", "nvJitLink", "cupti")
-# The search for names a binary loads with dlopen: versioned sonames only.
-IN_BINARY = re.compile(rb"lib(?:cudart|cublasLt|cublas|nvrtc|nvJitLink|cupti|cufft|curand|cusparse|cusolver|cudnn"
-                       rb"|nccl)\.so\.\d+")
+# The search for names a binary loads with dlopen: versioned sonames of the whole family only
+# (libcublas.so.12, libnvjpeg.so.12, libcudnn_ops.so.9), never an unversioned libcublas.so.
+IN_BINARY = re.compile(rb"lib(?:cudart|cublasLt|cublas|nvrtc|nvJitLink|cupti|npp[a-z]*|nvjpeg|cufftw|cufft|curand"
+                       rb"|cusparseLt|cusparse|cusolverMg|cusolver|cudnn[a-z_]*|nccl|nvshmem_host|cufile|nvToolsExt"
+                       rb"|nvfatbin)\.so\.\d+")
 
 # Library stem -> the wheel stem that ships it (nvidia-<stem>-cu12 / nvidia-<stem>).
 WHEEL_STEM = {"cudart": "cuda-runtime", "cublas": "cublas", "cublasLt": "cublas", "nvrtc": "cuda-nvrtc",
@@ -51,6 +53,7 @@ WHEEL_SONAMES = {
     "nvshmem": {12: ["libnvshmem_host.so.3"], 13: ["libnvshmem_host.so.3"]},
     "cufile": {12: ["libcufile.so.0"], 13: ["libcufile.so.0"]},
     "nvfatbin": {12: ["libnvfatbin.so.12"], 13: ["libnvfatbin.so.13"]},
+    "nvjpeg": {12: ["libnvjpeg.so.12"], 13: ["libnvjpeg.so.13"]},
 }
 # Distributions whose own version major is the CUDA major they are built for.
 VERSIONED_BY_MAJOR = ("cuda-toolkit", "cuda-bindings", "cuda-python", "nvidia-cuda-runtime", "nvidia-cublas",
@@ -100,15 +103,23 @@ def wheel_name(stem: str, major: int) -> str:
     return f"nvidia-{stem}-cu{major}"
 
 
+# The first CUDA major PyPI has a wheel of a stem for (CUDA 11 for the others; none before 11):
+# nvidia-nvjitlink-cu11, -cusparselt-cu11, -cufile-cu11, -nvfatbin-cu11 do not exist.
+FIRST_WHEEL_MAJOR = {"nvjitlink": 12, "cusparselt": 12, "cufile": 12, "nvfatbin": 12}
+
+
 def wheel_for(soname: str, major: Optional[int]) -> Optional[str]:
-    """The wheel that ships ``soname`` for CUDA ``major`` (the soname's own major first)."""
+    """The wheel that ships ``soname`` for CUDA ``major`` (the soname's own major first); None when
+    PyPI has none for that major."""
     found = library(soname)
     if found is None:
         return None
     stem, own = found
     wheel = "cudnn" if stem.startswith("cudnn") else "npp" if stem.startswith("npp") else WHEEL_STEM.get(stem)
     use = own or major
-    return wheel_name(wheel, use) if wheel and use else None
+    if not wheel or not use or use < FIRST_WHEEL_MAJOR.get(wheel, 11):
+        return None
+    return wheel_name(wheel, use)
 
 
 def requirement_major(name: str, specifier: str) -> Optional[int]:

@@ -118,6 +118,7 @@ class CudaDistribution:
     name_major: Optional[int] = None  # the CUDA major its name or version carries (cupy-cuda12x: 12)
     requires_majors: dict[str, int] = field(default_factory=dict)  # Requires-Dist name -> CUDA major
     declared: list[CudaLibrary] = field(default_factory=list)  # what its CUDA requirements ship, resolved
+    optional: list[str] = field(default_factory=list)  # sonames only an extra not installed brings (nvjpeg)
     shared_objects: int = 0
     strings_scanned: int = 0  # files searched for library names (it links no CUDA library)
     kernels: dict[str, list[str]] = field(default_factory=dict)  # file (from its RECORD) -> kernel targets

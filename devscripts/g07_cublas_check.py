@@ -4,14 +4,15 @@ torch (``probe_cublas``) and through torch (``probe``).
 For: seeing that the torch-free probe agrees with the torch probe (TFLOP/s per precision, the check,
 the relative error) and how much sooner its result is there after a process starts, before the
 preflight reads G7's rates from it. Each probe runs in a fresh child process (the cuBLAS one must
-not import torch, and asserts so), at 8192^3 and at 4096^3; each child is cut at 60 s, so the
-script never hangs.
+not import torch, and asserts so), at 8192^3 and at 4096^3; a child is cut at 60 s and all four at
+55 s together, so the script never hangs.
 
     python3 devscripts/g07_cublas_check.py            # from the repository root; nothing to install
 
-Prints one row per child (backend, size, precision, TFLOP/s, best, rel. error, check, seconds from
-the child's start to its result), then one JSON line with every result. Writes nothing. Runtime on
-an H200: about 20 s (four children: ~1-2 s of GEMMs each, plus torch's import in two of them).
+Prints one row per child and precision (backend, size, precision, TFLOP/s, best, rel. error, seconds
+from the child's start to its result, check), then the cuBLAS/torch rate ratio per size, then one
+JSON line with every result. Writes nothing. Runtime on an H200: about 20 s (four children: 1-2 s
+of GEMMs each, plus torch's import in two of them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZES = (8192, 4096)
 BACKENDS = ("cublas", "torch")
 CHILD_TIMEOUT_S = 60.0
+DEADLINE_S = 55.0  # all four children together: a hung one is cut, and the script still ends within a minute
 
 
 def child(backend: str, size: int) -> None:
@@ -46,14 +48,14 @@ def child(backend: str, size: int) -> None:
     print(json.dumps({"result": to_jsonable(result), "done_at": time.time(), "torch_imported": "torch" in sys.modules}))
 
 
-def run_child(backend: str, size: int) -> dict:
+def run_child(backend: str, size: int, timeout: float) -> dict:
     """One fresh process; its JSON line plus the seconds from its start to its result."""
     started = time.time()
     try:
         done = subprocess.run([sys.executable, __file__, "--child", backend, str(size)], capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT_S, cwd=ROOT, stdin=subprocess.DEVNULL)
+                              timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return {"backend": backend, "size": size, "error": f"no result within {CHILD_TIMEOUT_S:g} s"}
+        return {"backend": backend, "size": size, "error": f"no result within {timeout:.0f} s (killed)"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -79,14 +81,33 @@ def rows(run: dict) -> list[str]:
     return out
 
 
+def ratios(size: int, runs: list[dict]) -> str:
+    """cuBLAS over torch TFLOP/s per precision at one size, where both measured it."""
+    rates = {}
+    for run in runs:
+        if run["size"] == size and "result" in run:
+            for r in run["result"]["results"]:
+                if r["tflops"] is not None:
+                    rates[(run["backend"], r["precision"])] = r["tflops"]
+    parts = [f"{p} {rates[('cublas', p)] / rates[('torch', p)]:.2f}" for p in ("bf16", "fp8", "nvfp4")
+             if ("cublas", p) in rates and ("torch", p) in rates]
+    return f"cublas/torch at {size}: {', '.join(parts) or 'nothing to compare'}"
+
+
 def main() -> int:
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], int(sys.argv[3]))
         return 0
-    runs = [run_child(backend, size) for size in SIZES for backend in BACKENDS]
+    start, runs = time.monotonic(), []
+    for size in SIZES:
+        for backend in BACKENDS:
+            left = DEADLINE_S - (time.monotonic() - start)
+            runs.append(run_child(backend, size, max(1.0, min(CHILD_TIMEOUT_S, left))))
     print(f"{'backend':<7} {'size':>5} {'prec':<6} {'TFLOP/s':>8} {'best':>8} {'rel.err':>9} {'wall_s':>7}  check")
     for run in runs:
         print("\n".join(rows(run)))
+    for size in SIZES:
+        print(ratios(size, runs))
     print(json.dumps({"g07_cublas_check": runs}))
     return 0 if all("result" in run for run in runs) else 1
 

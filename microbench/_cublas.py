@@ -29,8 +29,10 @@ CUBLAS_GEMM_DEFAULT = -1
 DATA_TYPES = {"bf16": (14, 2), "fp16": (2, 2), "fp32": (0, 4)}  # dtype -> (cudaDataType, bytes per element)
 CUBLAS_COMPUTE_32F = 68
 # Random values in +-[0.5, 2): random sign and mantissa, exponent fixed to two values (no NaN, no Inf):
-# bits outside the mask are random, the OR sets the exponent's upper bits.
-VALUE_BITS = {"bf16": ("H", 0x80FF, 0x3F00), "fp16": ("H", 0x87FF, 0x3800), "fp32": ("I", 0x80FFFFFF, 0x3F000000)}
+# bits outside the mask are random, the OR sets the exponent's upper bits. e4m3 (S.EEEE.MMM, bias 7):
+# exponent field 6 or 7, so never S.1111.111 (its NaN) and at most 1.875.
+VALUE_BITS = {"bf16": ("H", 0x80FF, 0x3F00), "fp16": ("H", 0x87FF, 0x3800), "fp32": ("I", 0x80FFFFFF, 0x3F000000),
+              "e4m3": ("B", 0x8F, 0x30)}
 FILL_BLOCK_ELEMENTS = (1 << 18) + 7  # random block tiled over each matrix; odd so rows do not repeat
 
 
@@ -94,6 +96,47 @@ class Driver:
             raise RuntimeError(f"{name} failed: {text.value.decode() if text.value else rc} ({rc})")
 
 
+def open_primary_context(driver: Driver) -> tuple[ctypes.c_int, ctypes.c_void_p]:
+    """Device 0 and its primary context, made current (the context torch would use too); release it with
+    ``cuDevicePrimaryCtxRelease_v2(device)``."""
+    try:
+        driver("cuInit", 0)
+        device = ctypes.c_int()
+        driver("cuDeviceGet", ctypes.byref(device), 0)
+        context = ctypes.c_void_p()
+        driver("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+    except RuntimeError as exc:
+        raise CublasUnavailable(str(exc)) from None
+    try:
+        driver("cuCtxSetCurrent", context)
+    except RuntimeError as exc:
+        driver.lib.cuDevicePrimaryCtxRelease_v2(device)
+        raise CublasUnavailable(str(exc)) from None
+    return device, context
+
+
+def load_cublas_pair(path: str) -> tuple[ctypes.CDLL, ctypes.CDLL | None]:
+    """libcublas at ``path`` and its libcublasLt sibling, the sibling loaded first (RTLD_GLOBAL) so the pair
+    matches whatever the search path holds; the sibling is None where no such file is beside it."""
+    lt_path = os.path.join(os.path.dirname(path), os.path.basename(path).replace("libcublas", "libcublasLt"))
+    lt = ctypes.CDLL(lt_path, mode=ctypes.RTLD_GLOBAL) if os.path.isfile(lt_path) else None
+    return ctypes.CDLL(path), lt
+
+
+def fill_tiled(driver: Driver, address: int, block: array.array, elements: int) -> None:
+    """Fill ``elements`` values at device ``address`` with ``block`` repeated: element L is
+    ``block[L % len(block)]`` (the host check reads operands back from that rule, not from the device)."""
+    itemsize = block.itemsize
+    block_bytes = min(len(block), elements) * itemsize
+    driver("cuMemcpyHtoD_v2", ctypes.c_uint64(address), ctypes.c_void_p(block.buffer_info()[0]),
+           ctypes.c_size_t(block_bytes))
+    done, total = block_bytes, elements * itemsize
+    while done < total:  # double the filled prefix: log2(total / block) copies on the device
+        step = min(done, total - done)
+        driver("cuMemcpyDtoD_v2", ctypes.c_uint64(address + done), ctypes.c_uint64(address), ctypes.c_size_t(step))
+        done += step
+
+
 class Event:
     """A CUDA event on the default stream, shaped like torch.cuda.Event for the load loop."""
 
@@ -132,15 +175,7 @@ class CublasGemm:
         self.cuda_type, self.itemsize = DATA_TYPES[dtype]
         self.driver = Driver()
         d = self.driver
-        try:
-            d("cuInit", 0)
-            self.device = ctypes.c_int()
-            d("cuDeviceGet", ctypes.byref(self.device), 0)
-            self.context = ctypes.c_void_p()
-            d("cuDevicePrimaryCtxRetain", ctypes.byref(self.context), self.device)
-            d("cuCtxSetCurrent", self.context)
-        except RuntimeError as exc:
-            raise CublasUnavailable(str(exc)) from None
+        self.device, self.context = open_primary_context(d)
         self._buffers: list[ctypes.c_uint64] = []
         self.handle = None
         self.n = 0
@@ -160,10 +195,7 @@ class CublasGemm:
         problems = []
         for path in cublas_candidates():
             try:
-                lt = os.path.join(os.path.dirname(path), os.path.basename(path).replace("libcublas", "libcublasLt"))
-                if os.path.isfile(lt):  # its sibling first, so the pair matches whatever the search path holds
-                    ctypes.CDLL(lt, mode=ctypes.RTLD_GLOBAL)
-                lib = ctypes.CDLL(path)
+                lib, _lt = load_cublas_pair(path)
                 handle = ctypes.c_void_p()
                 status = lib.cublasCreate_v2(ctypes.byref(handle))
                 if status == CUBLAS_STATUS_SUCCESS:
@@ -185,15 +217,7 @@ class CublasGemm:
             self._fill_random(ptr, n * n)
 
     def _fill_random(self, ptr: ctypes.c_uint64, elements: int) -> None:
-        block = random_block(self.dtype, FILL_BLOCK_ELEMENTS)
-        block_bytes = min(len(block), elements) * self.itemsize
-        address = block.buffer_info()[0]
-        self.driver("cuMemcpyHtoD_v2", ptr, ctypes.c_void_p(address), ctypes.c_size_t(block_bytes))
-        done, total = block_bytes, elements * self.itemsize
-        while done < total:  # double the filled prefix: log2(total / block) copies on the device
-            step = min(done, total - done)
-            self.driver("cuMemcpyDtoD_v2", ctypes.c_uint64(ptr.value + done), ptr, ctypes.c_size_t(step))
-            done += step
+        fill_tiled(self.driver, ptr.value, random_block(self.dtype, FILL_BLOCK_ELEMENTS), elements)
 
     def gemm(self) -> None:
         n, t = self.n, self.cuda_type

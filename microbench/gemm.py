@@ -15,18 +15,28 @@ Each output is checked against a float64 product of the same (dequantised) opera
 256 x 256 corner, within the output format's tolerance. A precision this GPU or build cannot
 run is a reading with torch's error text, not a crash.
 
-Command line: ``spark-gotchas microbench gemm [--size 8192] [--precisions bf16,fp8,nvfp4] [--json]``
-(or ``python -m spark_gotchas.microbench gemm …``).
+``probe_cublas`` measures BF16 and FP8 the same way without importing torch, through cuBLAS and
+cuBLASLt via ctypes (``_cublaslt``), so it runs while a process is still importing torch. It checks
+32 output elements against float64 dot products on the host instead of a corner. Below compute
+capability 10.0 there are no FP4 tensor cores and NVFP4 is a reading saying so; from 10.0 on it
+raises ``CublasUnavailable``: NVFP4 is measured through torch there, and the NVFP4/FP8 ratio must
+come from one path, so the caller runs ``probe`` for every precision.
+
+Command line: ``spark-gotchas microbench gemm [--size 8192] [--precisions bf16,fp8,nvfp4]
+[--backend torch|cublas] [--json]`` (or ``python -m spark_gotchas.microbench gemm …``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ._cli import print_json, require_cuda
+from ._cublas import CublasUnavailable
 from ._timing import Timing, TorchClock, bench, l2_flusher
 
 PRECISIONS = ("bf16", "fp8", "nvfp4")
@@ -37,6 +47,7 @@ CHECK_CORNER = 256
 # every product of the operands is exact in fp32, so what is left is fp32 accumulation and
 # the bfloat16 output's rounding (2**-9 relative).
 TOLERANCE = {"bf16": 1e-2, "fp8": 1e-2, "nvfp4": 1e-2}
+FP4_TENSOR_CORES = (10, 0)  # the first capability with FP4 MMA (Blackwell)
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
 
@@ -71,6 +82,7 @@ class GemmResult:
     k: int
     results: list[PrecisionResult] = field(default_factory=list)
     seconds: float = 0.0
+    backend: str = "torch"  # what measured it: "torch" (probe) or "cublas" (probe_cublas, no torch import)
 
     def get(self, precision: str) -> Optional[PrecisionResult]:
         for r in self.results:
@@ -215,20 +227,35 @@ def _one(torch: Any, precision: str, size: int, warmup_ms: float, rep_ms: float,
     except Exception as exc:
         result.error = _one_line(exc)
         return result
+
+    def measure_error() -> float:
+        nonlocal out
+        error = rel_error(out[:CHECK_CORNER, :CHECK_CORNER], reference())
+        out = None  # its memory back before the timing
+        return error
+
+    def time_it() -> Timing:
+        flush = l2_flusher(l2_bytes, device) if operand_bytes < 4 * l2_bytes else None
+        return bench(run, warmup_ms=warmup_ms, rep_ms=rep_ms, flush=flush, clock=clock)
+
+    return _check_then_time(result, measure_error, time_it, 2.0 * m * n * k)
+
+
+def _check_then_time(result: PrecisionResult, measure_error: Callable[[], float], time_it: Callable[[], Timing],
+                     flops: float) -> PrecisionResult:
+    """What both probes do once the first call ran: the output within tolerance (else no rate), then the
+    timing and the rates; a failure becomes a field, never an exception."""
     result.supported = True
     try:
-        result.rel_error = rel_error(out[:CHECK_CORNER, :CHECK_CORNER], reference())
-        if not result.rel_error <= TOLERANCE[precision]:  # NaN fails too
-            result.check = f"relative error {result.rel_error:.3g} over the {TOLERANCE[precision]:g} tolerance"
+        result.rel_error = measure_error()
+        if not result.rel_error <= result.tolerance:  # NaN fails too
+            result.check = f"relative error {result.rel_error:.3g} over the {result.tolerance:g} tolerance"
             return result
         result.check = "ok"
-        del out
-        flush = l2_flusher(l2_bytes, device) if operand_bytes < 4 * l2_bytes else None
-        result.timing = bench(run, warmup_ms=warmup_ms, rep_ms=rep_ms, flush=flush, clock=clock)
+        result.timing = time_it()
     except Exception as exc:
         result.error = _one_line(exc)
         return result
-    flops = 2.0 * m * n * k
     result.tflops = result.timing.rate(flops) / 1e12
     result.tflops_best = result.timing.rate(flops, at="min") / 1e12
     return result
@@ -250,18 +277,108 @@ def probe(size: int = 8192, precisions: tuple[str, ...] | list[str] = PRECISIONS
                      torch_cuda=torch.version.cuda, m=size, n=size, k=size)
     clock = TorchClock()
     l2 = int(getattr(props, "L2_cache_size", 0)) or 64 << 20
+    _check_precisions(precisions)
     for precision in precisions:
-        if precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {precision!r}; choose from {PRECISIONS}")
         out.results.append(_one(torch, precision, size, warmup_ms, rep_ms, fast_accum, l2, clock))
         torch.cuda.empty_cache()
     out.seconds = time.perf_counter() - t0
     return out
 
 
+# -- the same GEMMs without torch (cuBLAS and cuBLASLt through ctypes) --------------------------------
+class NvFp4ThroughTorch(CublasUnavailable):
+    """A GPU with FP4 tensor cores: NVFP4 is measured through torch there, so every precision is (one path
+    for the NVFP4/FP8 ratio the check judges)."""
+
+
+def installed_torch() -> str:
+    """The installed torch's version, read from its metadata without importing it ("" where none)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def no_fp4_text(capability: tuple[int, int]) -> str:
+    """Why NVFP4 is not measured below compute capability 10.0, as the reading's error says it."""
+    return (f"no FP4 tensor cores below compute capability {FP4_TENSOR_CORES[0]}.{FP4_TENSOR_CORES[1]} "
+            f"(this GPU: {capability[0]}.{capability[1]})")
+
+
+def check_nvfp4_path(capability: tuple[int, int], precisions: tuple[str, ...] | list[str]) -> None:
+    """Raise NvFp4ThroughTorch where NVFP4 is asked for and this GPU has FP4 tensor cores."""
+    if "nvfp4" in precisions and tuple(capability) >= FP4_TENSOR_CORES:
+        raise NvFp4ThroughTorch(f"compute capability {capability[0]}.{capability[1]} has FP4 tensor cores: NVFP4 "
+                                "is measured through torch there, so every precision is (use probe)")
+
+
+def _check_precisions(precisions: tuple[str, ...] | list[str]) -> None:
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; choose from {PRECISIONS}")
+
+
+def _one_cublas(session: Any, precision: str, size: int, warmup_ms: float, rep_ms: float) -> PrecisionResult:
+    """One precision through cuBLAS/cuBLASLt: build, first call (no algorithm, no memory: a reading with
+    cuBLAS's words), host check of sampled elements, timing; its buffers and descriptors freed after."""
+    from ._cublaslt import bf16_case, fp8_case
+
+    result = PrecisionResult(precision=precision, supported=False, tolerance=TOLERANCE[precision])
+    if precision == "nvfp4":
+        result.error = no_fp4_text(session.capability)
+        return result
+    case = None
+    try:
+        try:
+            case = (bf16_case if precision == "bf16" else fp8_case)(session, size)
+            result.api = case.api
+            case.run()  # the first call: an unsupported configuration fails here
+            session.synchronize()
+        except Exception as exc:
+            result.error = _one_line(exc)
+            return result
+
+        def time_it() -> Timing:  # 8192^3 operands are over 4x any L2: no flush, as in probe
+            return bench(case.run, warmup_ms=warmup_ms, rep_ms=rep_ms, clock=session)
+
+        return _check_then_time(result, case.check, time_it, 2.0 * size ** 3)
+    finally:
+        if case is not None:
+            if case.release is not None:
+                case.release()
+            for address in case.buffers:
+                session.free(address)
+
+
+def probe_cublas(size: int = 8192, precisions: tuple[str, ...] | list[str] = PRECISIONS, warmup_ms: float = 25.0,
+                 rep_ms: float = 100.0) -> GemmResult:
+    """Time each precision at ``size``^3 on device 0 through cuBLAS/cuBLASLt, without importing torch.
+
+    Raises ``CublasUnavailable`` where there is no driver, device or cuBLAS pair, and its subclass
+    ``NvFp4ThroughTorch`` where NVFP4 is asked for on a GPU with FP4 tensor cores (use ``probe``).
+    """
+    from ._cublaslt import Session
+
+    t0 = time.perf_counter()
+    _check_precisions(precisions)
+    session = Session()
+    try:
+        check_nvfp4_path(session.capability, precisions)
+        out = GemmResult(device=session.name, capability=session.capability, torch=installed_torch(),
+                         torch_cuda=None, m=size, n=size, k=size, backend="cublas")
+        session.open_blas()
+        for precision in precisions:
+            out.results.append(_one_cublas(session, precision, size, warmup_ms, rep_ms))
+    finally:
+        session.close()
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
 def format_result(res: GemmResult) -> str:
-    lines = [f"GEMM {res.m}x{res.n}x{res.k} on {res.device} (cc {res.capability[0]}.{res.capability[1]}), "
-             f"torch {res.torch} (CUDA {res.torch_cuda})",
+    through = (f"cuBLAS without torch (torch {res.torch or 'not installed'})" if res.backend == "cublas"
+               else f"torch {res.torch} (CUDA {res.torch_cuda})")
+    lines = [f"GEMM {res.m}x{res.n}x{res.k} on {res.device} (cc {res.capability[0]}.{res.capability[1]}), {through}",
              f"{'precision':<9} {'TFLOP/s':>9} {'best':>9} {'rel.err':>9}  api"]
     for r in res.results:
         if r.ok:
@@ -284,15 +401,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fast-accum", action="store_true", help="FP8 with cuBLAS fast accumulation")
     parser.add_argument("--warmup-ms", type=float, default=25.0)
     parser.add_argument("--rep-ms", type=float, default=100.0)
+    parser.add_argument("--backend", choices=("torch", "cublas"), default="torch",
+                        help="torch (default), or cublas: cuBLAS/cuBLASLt through ctypes, no torch import")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     precisions = tuple(p for p in args.precisions.split(",") if p)
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown:
         parser.error(f"unknown precision(s) {unknown}; choose from {PRECISIONS}")
-    if not require_cuda():
+    if args.backend == "cublas":
+        if args.fast_accum:
+            parser.error("--fast-accum is for the torch backend")
+        try:
+            result = probe_cublas(args.size, precisions, args.warmup_ms, args.rep_ms)
+        except CublasUnavailable as exc:
+            print(f"gemm: {exc}", file=sys.stderr)
+            return 2
+    elif not require_cuda():
         return 2
-    result = probe(args.size, precisions, args.warmup_ms, args.rep_ms, args.fast_accum)
+    else:
+        result = probe(args.size, precisions, args.warmup_ms, args.rep_ms, args.fast_accum)
     if args.json:
         print_json(result)
     else:

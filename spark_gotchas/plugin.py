@@ -304,8 +304,9 @@ def report_left_out(session: pytest.Session, state: SessionState) -> None:
     """A replay whose selection (``-m fast``, ``-k g04``, ``-m "not soak"``) leaves out a soak or
     multinode check of a gotcha it judges, when the snapshot's run selected that check: the check
     judges its recorded reading now (:class:`RecordedSpark`); a FAIL or WARN stands on the gotcha's
-    line as recorded (:func:`verdict.recorded`): never a PASS over it; anything else is a note that
-    the check was not judged, named in the line's ``not checked`` tail."""
+    line as recorded (:func:`verdict.recorded`): never a PASS over it, and ahead of a verdict of the
+    same status that this run judged (counted as ``+1 more``, its fix listed); anything else is a
+    note that the check was not judged, named in the line's ``not checked`` tail."""
     selected = set(session.items)
     judged = {gotcha_of(item) for item in session.items}
     for item, speed in session.config.stash.get(SPEED_CHECKS_KEY, []):
@@ -319,7 +320,8 @@ def report_left_out(session: pytest.Session, state: SessionState) -> None:
         else:
             verdict = Verdict(gid, Status.SKIP, f"{speed} check not judged: judged only with -m {speed}", check=label)
         state.left_out.add(item.nodeid)
-        state.reported.append(Reported(item.nodeid, verdict))
+        first = verdict.status.needs_fix  # a recorded FAIL or WARN speaks for a tie of statuses
+        state.reported.append(Reported(item.nodeid, verdict, order=-1 if first else 1 << 30))
 
 
 def fails_for_left_out(state: SessionState) -> bool:

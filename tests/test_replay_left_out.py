@@ -19,7 +19,6 @@ from gline_block import glines
 from inner_runs import inner_runs, run_checks  # noqa: F401  inner_runs: a fixture
 
 from spark_gotchas import diff, fleet
-from spark_gotchas.readers import load_all
 from spark_gotchas.readers.mem import from_result, parse_meminfo
 from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
 from spark_gotchas.readings.dist import BandwidthRow, CollectiveRun, LatencyRow, RankResult
@@ -29,7 +28,6 @@ from spark_gotchas.serial import to_jsonable
 from spark_gotchas.snapshot import Snapshot, save
 
 CHECKS = ("test_g03_unified_memory.py", "test_g04_thermal.py", "test_g05_bandwidth.py", "test_g10_parallelism.py")
-load_all()  # every reader and reading type imported before the in-process runs, which drop what they import
 
 # a Spark at rest (unslothai/unsloth PR #10704): MemFree 103.25, MemAvailable 115.85, Cached 12.64 GiB
 SPARK_AT_REST = ("MemTotal: 127600524 kB\nMemFree: 108265472 kB\nMemAvailable: 121477530 kB\nBuffers: 0 kB\n"

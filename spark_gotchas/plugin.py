@@ -310,18 +310,22 @@ def report_left_out(session: pytest.Session, state: SessionState) -> None:
     selected = set(session.items)
     judged = {gotcha_of(item) for item in session.items}
     for item, speed in session.config.stash.get(SPEED_CHECKS_KEY, []):
-        gid = gotcha_of(item)
-        if item in selected or gid not in judged or not recorded_with(state.replay, speed):
+        if item in selected or gotcha_of(item) not in judged or not recorded_with(state.replay, speed):
             continue
-        label = check_label(item)
-        found = RecordedSpark(state).judge(item)
-        if found is not None and found.gotcha == gid and found.status.needs_fix:
-            verdict = recorded(dataclasses.replace(found, check=label), speed)
-        else:
-            verdict = Verdict(gid, Status.SKIP, f"{speed} check not judged: judged only with -m {speed}", check=label)
+        verdict = left_out_verdict(state, item, speed)
         state.left_out.add(item.nodeid)
         first = verdict.status.needs_fix  # a recorded FAIL or WARN speaks for a tie of statuses
         state.reported.append(Reported(item.nodeid, verdict, order=-1 if first else 1 << 30))
+
+
+def left_out_verdict(state: SessionState, item: pytest.Item, speed: str) -> Verdict:
+    """The verdict a replay reports for the left-out check ``item``: its recorded FAIL or WARN, or
+    ``soak check not judged: judged only with -m soak``."""
+    gid, label = gotcha_of(item), check_label(item)
+    found = RecordedSpark(state).judge(item)
+    if found is not None and found.gotcha == gid and found.status.needs_fix:
+        return recorded(dataclasses.replace(found, check=label), speed)
+    return Verdict(gid, Status.SKIP, f"{speed} check not judged: judged only with -m {speed}", check=label)
 
 
 def fails_for_left_out(state: SessionState) -> bool:

@@ -130,7 +130,7 @@ def test_the_overnight_soak_that_throttled_replayed_with_m_fast_fails_g4_and_nam
     assert soak["gotcha"]["status"] == "FAIL" and soak["gotcha"]["check"] == "soak"
     assert soak["gotcha"]["detail"].startswith("throughput fell 40% from 0:00:15 on: SM clock 2450 -> 1310 MHz from "
                                                "0:00:15 (throughput fell 40% (95.0 -> 57.0 TFLOP/s")
-    assert f"- ❌ **G4 FAIL** (thermal throttling): {THROTTLED_FAIL[9:]}" in md.replace("\\-", "-")
+    assert f"- ❌ **G4 FAIL** (thermal throttling): {THROTTLED_FAIL[9:]}" in md
     assert HEALTHY_G4 in md  # the checks that ran are still listed under the recorded soak's line
 
 
@@ -139,9 +139,12 @@ def test_a_snapshot_older_than_the_recorded_selection_shows_the_soak_fail_too(py
     doc = json.loads(night.read_text())
     del doc["markers"]  # a suite before the markers field: the soak's reading tells
     night.write_text(json.dumps(doc))
-    result, report, _ = replay(pytester, night, "-m", "fast")
+    result, report, md = replay(pytester, night, "-m", "fast")
     assert of(glines(result), 4) == [THROTTLED_FAIL, COOLING_FIX]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert of(report["spark_gotchas"]["lines"], 4) == [THROTTLED_FAIL, COOLING_FIX]
     assert report["spark_gotchas"]["gotchas"]["G4"]["status"] == "FAIL"
+    assert f"- ❌ **G4 FAIL** (thermal throttling): {THROTTLED_FAIL[9:]}" in md
 
 
 def test_k_g4_without_m_shows_the_recorded_soak_fail_and_leaves_the_other_gotchas_out(pytester):

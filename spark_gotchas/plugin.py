@@ -11,6 +11,7 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import re
 import time
@@ -29,7 +30,7 @@ from .session import Reported, SessionState
 from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
-from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, summary_lines
+from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, recorded, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
 GOTCHA_FILE = re.compile(r"^test_g(\d{2})_")
@@ -86,6 +87,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 STATE_KEY = pytest.StashKey[SessionState]()
+SPEED_CHECKS_KEY = pytest.StashKey[list[tuple[pytest.Item, str]]]()  # a replay's soak and multinode checks
 VERDICT_KEY = pytest.StashKey[Verdict]()
 ORDER_KEY = pytest.StashKey[int]()
 
@@ -143,13 +145,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 f"{', '.join(SPEED_MARKERS)} (has: {', '.join(speeds) or 'none'})"
             )
         speed = speeds[0]
+        if speed in ("soak", "multinode") and state.replay is not None:
+            config.stash.setdefault(SPEED_CHECKS_KEY, []).append((item, speed))  # see report_left_out
         if speed in ("soak", "multinode") and speed not in markexpr:
             drop.append(item)  # hours of load or a torchrun launch only when asked for by name
-            if state.replay is not None and recorded_with(state.replay, speed):
-                state.not_judged.add(item.nodeid)
-                state.reported.append(Reported(item.nodeid, Verdict(
-                    gotcha_of(item), Status.SKIP, f"{speed} check not judged: judged only with -m {speed}",
-                    check=check_label(item)), item.stash.get(ORDER_KEY, 1 << 30)))
             continue
         if item.get_closest_marker("timeout") is None:
             seconds = state.options.spark_fast_timeout
@@ -173,15 +172,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Plan the head start for the GPU checks collected (live runs only). A replay's note that a
-    soak or multinode check was not judged stays only for a gotcha this run judges (``-k g04``
-    leaves G3's and G5's out), now that every plugin's selection (-k, -m) is applied."""
+    """Plan the head start for the GPU checks collected (live runs only). A replay reports the
+    soak and multinode checks its selection left out, now that every plugin's selection (-k, -m)
+    is applied (:func:`report_left_out`)."""
     state = session.config.stash.get(STATE_KEY, None)
     if state is None:
         return
     if state.replay is not None:
-        judged = {gotcha_of(item) for item in session.items}
-        state.reported = [r for r in state.reported if r.nodeid not in state.not_judged or r.verdict.gotcha in judged]
+        report_left_out(session, state)
     if not state.active or state.head_start is None:
         return
     state.head_start.plan({gotcha_of(item) for item in session.items
@@ -271,7 +269,70 @@ class Spark:
         return verdict
 
 
-READINGS_OF = {"soak": ("thermal.soak", "mem.load_probe"), "multinode": ("dist.collective",)}
+READINGS_OF = {"soak": ("thermal.soak", "mem.load_probe", "bench.bandwidth_sweep"), "multinode": ("dist.collective",)}
+
+
+class RecordedSpark(Spark):
+    """The ``spark`` of a check a replay's selection left out, run on the snapshot's readings:
+    its verdict is kept, not turned into a pytest outcome (pytest does not run the check)."""
+
+    def __init__(self, state: SessionState):
+        super().__init__(state)
+        self.verdict: Optional[Verdict] = None
+
+    def report(self, verdict: Verdict) -> Verdict:
+        self.verdict = verdict
+        return verdict
+
+    def stop_run(self, reason: str) -> None:
+        pass
+
+    def judge(self, item: pytest.Item) -> Optional[Verdict]:
+        """The verdict the check ``item`` reports on the recorded readings; None when it takes
+        more than ``spark``, cannot read them or fails."""
+        check = getattr(item, "obj", None)
+        try:
+            if not callable(check) or list(inspect.signature(check).parameters) != ["spark"]:
+                return None
+            check(spark=self)
+        except (Exception, pytest.skip.Exception, pytest.fail.Exception):
+            return None
+        return self.verdict
+
+
+def report_left_out(session: pytest.Session, state: SessionState) -> None:
+    """A replay whose selection (``-m fast``, ``-k g04``, ``-m "not soak"``) leaves out a soak or
+    multinode check of a gotcha it judges, when the snapshot's run selected that check: the check
+    judges its recorded reading now (:class:`RecordedSpark`); a FAIL or WARN stands on the gotcha's
+    line as recorded (:func:`verdict.recorded`): never a PASS over it, and ahead of a verdict of the
+    same status that this run judged (counted as ``+1 more``, its fix listed); anything else is a
+    note that the check was not judged, named in the line's ``not checked`` tail."""
+    selected = set(session.items)
+    judged = {gotcha_of(item) for item in session.items}
+    for item, speed in session.config.stash.get(SPEED_CHECKS_KEY, []):
+        if item in selected or gotcha_of(item) not in judged or not recorded_with(state.replay, speed):
+            continue
+        verdict = left_out_verdict(state, item, speed)
+        state.left_out.add(item.nodeid)
+        first = verdict.status.needs_fix  # a recorded FAIL or WARN speaks for a tie of statuses
+        state.reported.append(Reported(item.nodeid, verdict, order=-1 if first else 1 << 30))
+
+
+def left_out_verdict(state: SessionState, item: pytest.Item, speed: str) -> Verdict:
+    """The verdict a replay reports for the left-out check ``item``: its recorded FAIL or WARN, or
+    ``soak check not judged: judged only with -m soak``."""
+    gid, label = gotcha_of(item), check_label(item)
+    found = RecordedSpark(state).judge(item)
+    if found is not None and found.gotcha == gid and found.status.needs_fix:
+        return recorded(dataclasses.replace(found, check=label), speed)
+    return Verdict(gid, Status.SKIP, f"{speed} check not judged: judged only with -m {speed}", check=label)
+
+
+def fails_for_left_out(state: SessionState) -> bool:
+    """Whether a left-out check's recorded verdict fails the run, as it would have judged:
+    a FAIL, or a WARN under ``--spark-strict``."""
+    failing = (Status.FAIL, Status.WARN) if state.options.spark_strict else (Status.FAIL,)
+    return any(r.verdict.status in failing for r in state.reported if r.nodeid in state.left_out)
 
 
 def recorded_with(replay: Any, speed: str) -> bool:
@@ -402,6 +463,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
         state.release_workers()  # they exit while the reports are written, not after
     if state is not None and state.active:
         write_outputs(session, state)
+        if fails_for_left_out(state) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     return (yield)
 
 

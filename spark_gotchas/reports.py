@@ -40,6 +40,8 @@ def report_section(state: SessionState) -> dict[str, Any]:
         "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "summary": top.summary, "fix": top.fix,
                                         "checks": len(group)}
                     for top, group in summarize(state.verdicts)},
+        "left_out": [{"nodeid": r.nodeid, "gotcha": r.verdict.to_json()} for r in state.reported
+                     if r.nodeid in state.left_out],
         "platform": platform.describe(state.provider, state.options.spark_profile),
         "options": state.options.judged(),
         "versions": platform.versions(state.provider),

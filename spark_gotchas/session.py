@@ -34,7 +34,7 @@ class SessionState:
     replay: Optional[Snapshot] = None
     active: bool = False  # True once a gotcha check is collected
     reported: list[Reported] = field(default_factory=list)
-    not_judged: set[str] = field(default_factory=set)  # checks a replay names as recorded but not selected
+    left_out: set[str] = field(default_factory=set)  # soak/multinode checks a replay left out, reported from the snapshot
     notes: list[str] = field(default_factory=list)
     output_errors: list[str] = field(default_factory=list)  # outputs asked for and not written
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path, for reports

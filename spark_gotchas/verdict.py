@@ -163,3 +163,23 @@ def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
                     seen.append(v.fix)
             lines.extend(f"    fix: {fix}" for fix in seen)
     return lines
+
+
+def recorded(judged: Verdict, speed: str) -> Verdict:
+    """What a replay reports for a ``speed`` check (``soak``, ``multinode``) its selection left out
+    (``-m fast``) when the snapshot's reading, judged now by that check, FAILs or WARNs: that status
+    (never a PASS over it) and the check's fix, on the line ``the recorded soak FAILs: <as many of
+    the finding's leading clauses as fit in 100 columns>; replay with -m soak`` (``the recorded
+    soak FAILs: replay with -m soak`` when none fits); the whole finding is the detail."""
+    head = f"the recorded {judged.check or 'check'} {judged.status.value}s"
+    again = f"replay with -m {speed}"
+    clauses = judged.summary.split(": ")
+    summary = f"{head}: {again}"
+    for n in range(len(clauses), 0, -1):
+        fuller = f"{head}: {': '.join(clauses[:n])}; {again}"
+        if len(format_line(judged.gotcha, judged.status, fuller)) <= LINE_COLUMNS:
+            summary = fuller
+            break
+    detail = judged.summary + (f" ({judged.detail})" if judged.detail else "")
+    return Verdict(judged.gotcha, judged.status, summary, fix=judged.fix, readings=judged.readings,
+                   check=judged.check, detail=detail)

@@ -2,7 +2,8 @@
 preflight replayed plain, as a Spark, for NVFP4 and with its torch reading refused, the live-state
 and G9 snapshots, a GB10's memory and process tables, G3's memory view and G4's last-soak check
 alone (the heartbeat looked for in a deep --soak-dir), a soak cut short by Ctrl-C on the G4 tests'
-fake machine, every G10 launch file and G8 against a loopback GitHub.
+fake machine, the H200 snapshot with a throttled soak that -m fast and -k g4 leave out, every G10
+launch file and G8 against a loopback GitHub.
 
 ``python tests/line_widths.py`` prints each run's widths (max and median) and the lines over 100.
 Loaded as a plugin (``-p line_widths``, with ``FAKE_SOAK`` set to a soak folder), this module puts the
@@ -101,6 +102,24 @@ def uncommon_runs(folder: Path) -> list[Run]:
     return out
 
 
+def left_out_runs(folder: Path) -> list[Run]:
+    """The H200 snapshot with an 8-hour soak added that ended in throttling, replayed with -m fast
+    and with -k g4: G4's line is the recorded soak's FAIL."""
+    from g04_fakes import series, soak_reading
+
+    from spark_gotchas.serial import to_jsonable
+
+    snap = json.loads(H200.read_text())
+    throttled = soak_reading(series(n=20, tflops=lambda i: 95.0 - 2 * i, clock=lambda i: 2450.0 - 60 * i),
+                             planned_s=28800.0, elapsed_s=28800.0)
+    snap["readings"]["thermal.soak"] = to_jsonable(throttled)
+    snap["markers"] = "fast or soak"
+    night = folder / "h200-night-throttled.json"
+    night.write_text(json.dumps(snap))
+    return [Run("h200, throttled soak left out by -m fast", ["-m", "fast", "--spark-replay", str(night)]),
+            Run("h200, throttled soak left out by -k g4", ["-k", "g4", "--spark-replay", str(night)], (4,))]
+
+
 def pytest_configure(config) -> None:
     """With ``-p line_widths`` and FAKE_SOAK set: the soak runs on the G4 tests' fake machine (a fake
     GB10 through NVML, a fake load in a real worker, as tests/test_g04_replay.py sets it up) and a real
@@ -149,6 +168,7 @@ def runs(folder: Path, github: str = "") -> list[Run]:
             out.append(Run(f"g09 {snap.stem}", ["-m", "fast", "--spark-replay", str(snap)]))
     out.extend(gb10_snapshots(folder))
     out.extend(uncommon_runs(folder))
+    out.extend(left_out_runs(folder))
     for config in sorted((FIXTURES / "g10").iterdir()):
         if config.name != "README.md":
             out.append(Run(f"g10 {config.name}", ["-m", "fast", "-k", "g10", "--spark-replay", str(H200),

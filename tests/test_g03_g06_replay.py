@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from gline_block import glines
+from inner_runs import inner_runs, run_checks  # noqa: F401  inner_runs: a fixture
 
 from spark_gotchas.readers import load_all
 from spark_gotchas.readers.mem import from_result, parse_meminfo
@@ -21,21 +21,8 @@ CHECKS = ("test_g03_unified_memory.py", "test_g06_contention.py")
 load_all()  # every reader and reading type imported before the in-process runs, which drop what they import
 
 
-@pytest.fixture(autouse=True)
-def inner_runs(monkeypatch):
-    """In-process runs load only the plugins under test and a worker without torch."""
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
-
-
 def run(pytester, *args):
-    import pytest_timeout
-
-    import spark_gotchas.plugin
-
-    for name in CHECKS:
-        pytester.makepyfile(**{name[:-3] + "_here": (ROOT / "tests_gotchas" / name).read_text()})  # unique module name
-    return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[spark_gotchas.plugin, pytest_timeout])
+    return run_checks(pytester, CHECKS, *args)
 
 
 def gb10_snapshot(path: Path) -> Path:
@@ -66,12 +53,19 @@ def test_a_gb10_snapshot_replays_to_the_lines_a_spark_user_needs(pytester):
     result = run(pytester, "-m", "fast", "-v", "--spark-replay", str(snap))  # -v: each check's line with its detail
     result.assert_outcomes(passed=3, failed=1)
     lines = glines(result)
-    assert lines[0] == "G3 WARN: the 100.0 GB load peak exceeds what CUDA sees free (44.6 GB): page cache holds 78.0 GB"
-    assert lines[1] == ("    fix: drop the page cache between runs, as root: sync; echo 3 > /proc/sys/vm/drop_caches "
+    # the snapshot holds the load probe (a run with -m soak) and it WARNs: -m fast leaves the probe out, so G3's
+    # line says the recorded probe WARNs, and counts the page cache's WARN this run judged; both fixes are listed
+    assert lines[0] == "G3 WARN: the recorded load double count WARNs: replay with -m soak (+1 more WARN)"
+    assert lines[1] == ("    fix: judge plans on this machine with --spark-load-factor 2.3, and drop the page cache between "
+                        "runs as root (sync; echo 3 > /proc/sys/vm/drop_caches), never in the middle of training")
+    assert lines[2] == ("    fix: drop the page cache between runs, as root: sync; echo 3 > /proc/sys/vm/drop_caches "
                         "(never in the middle of training; the suite never does this itself)")
-    assert lines[2] == "G6 FAIL: 2 workloads in the way: pid 6008 vLLM (default cap 0.9); pid 44757 vLLM (default cap 0.9)"
-    assert lines[3] == ("    fix: run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
+    assert lines[3] == "G6 FAIL: 2 workloads in the way: pid 6008 vLLM (default cap 0.9); pid 44757 vLLM (default cap 0.9)"
+    assert lines[4] == ("    fix: run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
                         "or stop what you do not need (kill 6008 44757)")
+    assert ("    warn: the recorded load double count WARNs: replay with -m soak (an 8.0 GB cold safetensors load peaked "
+            "at 2.30x the file, above the x2 G3 assumes (page cache 1.00x, process RSS 0.02x, CUDA 1.00x; 21.5 s))"
+            ) in result.stdout.lines
     out = result.stdout.str()
     assert "NVIDIA GB10 (cc 12.1), driver 580.173.02 / CUDA 13.0" in out
     assert ("    warn: the 100.0 GB load peak exceeds what CUDA sees free (44.6 GB): page cache holds 78.0 GB (the planned "

@@ -1,9 +1,9 @@
 """Every G-line of the real runs (tests/line_widths.py: this machine's preflight, the H200 preflight
 replayed plain, as a Spark, for NVFP4 and with its torch reading refused, the live-state, G9, GB10
 memory and process, G10 launch file and G8 snapshots and servers, G3's memory view and G4's last-soak
-check alone with a deep --soak-dir, a soak cut short by Ctrl-C on a fake machine) fits in 100
-columns, except the uncommon case allowed below; and every fix line those runs print reads as an
-instruction."""
+check alone with a deep --soak-dir, a soak cut short by Ctrl-C on a fake machine, a throttled soak
+that -m fast and -k g4 leave out of a replay) fits in 100 columns, except the uncommon case allowed
+below; and every fix line those runs print reads as an instruction."""
 
 from __future__ import annotations
 

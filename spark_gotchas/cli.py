@@ -108,7 +108,10 @@ def needs_torch_early(user_args: list[str]) -> bool:
     """Whether the run will want the GPU worker's torch: a live run of the checks where torch is
     installed (a replay runs nothing, and pytest's informational options run no check). A worker
     started for a run that ends up needing none is closed unused."""
-    if any(a == flag or a.startswith(flag + "=") for a in user_args for flag in NO_WORKER):
+    from .headstart import enabled
+
+    if not enabled("early_import") or any(a == flag or a.startswith(flag + "=") for a in user_args
+                                          for flag in NO_WORKER):
         return False
     return importlib.util.find_spec("torch") is not None  # as readers.torch.torch_installed asks
 

@@ -28,6 +28,12 @@ def test_the_command_starts_torch_early_only_for_a_live_run(args, early, monkeyp
     assert cli.needs_torch_early(args) is early
 
 
+def test_the_head_start_part_early_import_turns_it_off(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "torch" else None)
+    monkeypatch.setenv("SPARK_GOTCHAS_HEADSTART", "-early_import")
+    assert cli.needs_torch_early(["-m", "fast"]) is False
+
+
 def test_no_torch_no_early_worker(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert cli.needs_torch_early(["-m", "fast"]) is False

@@ -2,7 +2,7 @@
 
 A cold preflight spends most of its wall time waiting for that import (3-6 s). The run order
 (checks of the machine at rest, then scans, then GPU checks) puts CPU-only work under the wait;
-the head start puts GPU work under it too. Its four parts, each measured against the run without
+the head start puts GPU work under it too. Its five parts, each measured against the run without
 it on one H200 (docs/benchmarks.md, "The head start, part by part"):
 
 - ``g4_load``: G4's spot-check load runs through cuBLAS in a worker without torch (the run's
@@ -14,9 +14,7 @@ it on one H200 (docs/benchmarks.md, "The head start, part by part"):
   and their launchers into Triton's cache for the GPU's compute capability, during the import;
 - ``g7_rates``: G7's BF16 and FP8 GEMM rates run through cuBLAS/cuBLASLt in the load worker,
   after G4's load and during the import, where the GPU has no FP4 tensor cores (below compute
-  capability 10.0; elsewhere all three rates come from torch, so NVFP4/FP8 compares one path);
-- ``early_import``: the ``spark-gotchas`` command starts the GPU worker, and so torch's import,
-  before it imports pytest and the plugins; the run adopts that worker.
+  capability 10.0; elsewhere all three rates come from torch, so NVFP4/FP8 compares one path).
 
 ``SPARK_GOTCHAS_HEADSTART`` turns parts off (``-g5_build,-cuda_context``; ``none`` for all). The
 readings a part starts early are taken once all the same: a reading started early is waited for.
@@ -33,7 +31,7 @@ import time
 from typing import Any, Callable, Optional
 
 ENV = "SPARK_GOTCHAS_HEADSTART"
-PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build", "g7_rates", "early_import")
+PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build", "g7_rates")
 TORCH_FREE = ("g4_load", "g7_rates")  # the parts whose GPU work runs in the load worker, without torch
 # The readings GPU checks take, started when the scans start: key -> the gotcha whose check reads it.
 EARLY: dict[str, int] = {

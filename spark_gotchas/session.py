@@ -81,10 +81,9 @@ class SessionState:
             raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
         if self._worker is None:
             from .readers.torch import torch_installed
-            from .worker import Worker, adopt
+            from .worker import Worker
 
-            preload = ("torch",) if torch_installed() else ()
-            self._worker = adopt(preload) or Worker(preload=preload)
+            self._worker = Worker(preload=("torch",) if torch_installed() else ())
         return self._worker
 
     @property

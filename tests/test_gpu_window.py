@@ -129,6 +129,7 @@ def test_one_other_run_is_one_run_though_its_gpu_worker_and_load_worker_are_both
     fake = nvml_fake(SharedGpu(listed=both, util=both))
     window = measure(fake, {4242: OTHER_RUN, 4243: OTHER_RUN[:3], 5555: OTHER_RUN})
     assert sharing(window).names == "2 spark-gotchas runs (pids 1424, 1555)"
+    assert sharing(window).brief == "2 other spark-gotchas runs"
 
 
 def test_a_process_that_exits_before_the_window_ends_keeps_what_it_was(nvml_fake):
@@ -240,7 +241,7 @@ def g5(reading, processes=None):
 def test_g5_two_preflights_at_once_name_each_other_and_never_blame_the_hardware():
     v = g5(bandwidth(HALF, window_with(OTHER)))
     assert v.status is Status.WARN
-    assert v.line == "G5 WARN: read 1914 GB/s, far below H200's 4264-4400: shared with a spark-gotchas run (pid 4242)"
+    assert v.line == "G5 WARN: read 1914 GB/s, far below H200's 4264-4400: shared with another spark-gotchas run"
     assert len(v.line) <= 100 and "copy, read, write, triad far below" in v.detail
     assert v.fix == ("re-run spark-gotchas -m fast -k g05 when no other run is measuring: a spark-gotchas run (pid "
                      "4242) shared the GPU with this one, so no figure is the GPU's own")
@@ -249,7 +250,8 @@ def test_g5_two_preflights_at_once_name_each_other_and_never_blame_the_hardware(
 
 def test_g5_three_preflights_at_once_name_both_others():
     v = g5(bandwidth(0.33, window_with(OTHER, THIRD)))
-    assert v.line == "G5 WARN: read 1289 GB/s, far below H200's 4264-4400: shared with 2 spark-gotchas runs (pids 4242, 4343)"
+    assert v.line == "G5 WARN: read 1289 GB/s, far below H200's 4264-4400: shared with 2 other spark-gotchas runs"
+    assert v.detail.endswith("; measured while 2 spark-gotchas runs (pids 4242, 4343) shared the GPU")
     assert v.readings["busy_pids"] == [4242, 4343] and "NVIDIA" not in v.fix
 
 
@@ -279,6 +281,7 @@ def test_g5_a_job_that_arrives_for_the_second_look_is_named():
     v = g5(bandwidth(HALF, again_scale=0.5, again_window=window_with(
         WindowProcess(pid=7001, program="python3", phases=["during"], sm_util_max_pct=97))))
     assert v.status is Status.WARN and v.summary.endswith("shared with pid 7001 python3")
+    assert "measured while pid 7001 python3 shared the GPU" in v.detail
     assert "measured twice" in v.detail
 
 
@@ -350,7 +353,9 @@ def spot(tflops, window=NOBODY, again=None) -> SpotCheck:
 
 def test_g4_two_preflights_at_once_name_the_other_run_and_say_re_run():
     v = g04.judge_spot_check(spot(409.8, window_with(OTHER)), profiles.H200)
-    assert v.line == "G4 WARN: 409.8 TFLOP/s at 1500 MHz, far below H200's 763-798: shared with a spark-gotchas run (pid 4242)"
+    assert v.line == "G4 WARN: 409.8 TFLOP/s, far below H200's 763-798: shared with another spark-gotchas run"
+    assert v.detail.endswith("SM clock 1500 MHz, 520 W, 50 °C, 409.8 TFLOP/s; measured while a spark-gotchas run (pid 4242) "
+                             "shared the GPU")
     assert v.fix.startswith("re-run spark-gotchas -m fast -k g04 when no other run is measuring: a spark-gotchas run")
     assert "NVIDIA" not in v.fix
 
@@ -382,7 +387,7 @@ def test_g4_wants_a_second_look_only_without_a_busy_neighbour():
 def test_g7_nvfp4_slower_while_another_process_shared_the_gpu_is_a_warn_not_a_fail():
     shared = GemmReading(attempted=True, result=fk.gb10_gemm(nvfp4_tflops=120.0), window=window_with(OTHER))
     v = g07.judge_gemm_rates(shared, profiles.GB10, Plan())
-    assert v.status is Status.WARN and v.summary.endswith("shared with a spark-gotchas run (pid 4242)")
+    assert v.status is Status.WARN and v.summary.endswith("shared with another spark-gotchas run")
     assert v.fix == g07.FIX_SHARED.format(names="a spark-gotchas run (pid 4242)")
     alone = GemmReading(attempted=True, result=fk.gb10_gemm(nvfp4_tflops=120.0), window=NOBODY)
     assert g07.judge_gemm_rates(alone, profiles.GB10, Plan()).status is Status.FAIL
@@ -392,3 +397,15 @@ def test_g7_elsewhere_says_who_shared_the_gpu_in_the_detail():
     v = g07.judge_gemm_rates(GemmReading(attempted=True, result=fk.h200_gemm(), window=window_with(OTHER)),
                              profiles.H200, Plan())
     assert v.status is Status.INFO and "measured while a spark-gotchas run (pid 4242) shared the GPU" in v.detail
+
+
+def test_every_line_of_a_shared_or_repeated_measurement_fits_100_columns():
+    seven_digit = WindowProcess(pid=4194303, program="python3", suite_run=True, run_pid=4194300, phases=["during"],
+                                sm_util_max_pct=90)
+    lines = [g5(bandwidth(HALF, w, again, NOBODY)).line
+             for w in (NOBODY, None, window_with(seven_digit), window_with(OTHER, THIRD))
+             for again in (None, 0.5, 1.0)]
+    lines += [g04.judge_spot_check(spot(409.8, w, again), profiles.H200).line
+              for w in (NOBODY, None, window_with(seven_digit), window_with(OTHER, THIRD))
+              for again in (None, spot(402.0), spot(671.0))]
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)

@@ -314,7 +314,9 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
                 f"{expected.lo:.0f}-{expected.hi:.0f}")
         if share.busy:
             fix = FIX_SPOT_SUITE if share.suite_runs == len(share.pids) else FIX_SPOT_BUSY
-            return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}",
+            if share.sampled:  # the clock is in the detail: the line names who shared the GPU
+                head = f"{tflops} TFLOP/s, far below {profile.key.upper()}'s {expected.lo:.0f}-{expected.hi:.0f}"
+            return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}{share.aside}",
                            fix=fix.format(names=share.names), readings=readings)
         seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
         if first is not None:
@@ -324,7 +326,7 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
                        fix=FIX_SPOT_ONCE, readings=readings)
     floor_note = f", floor {floor:.0f} MHz" if floor else ""
     rate = "" if spot.tflops is None else f", {spot.tflops:.0f} TFLOP/s"
-    aside = f"; measured while {share.names} shared the GPU" if share.busy else ""
+    aside = share.aside
     if first is not None:
         aside += "; the first load was far below with nothing else seen on the GPU, so something unseen slowed it"
     return Verdict(G, Status.PASS, f"{clock:.0f} MHz under load{f' (floor {floor:.0f})' if floor else ''}{rate}, "

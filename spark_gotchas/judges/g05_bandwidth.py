@@ -112,20 +112,22 @@ def _shared_fix(share: Sharing) -> str:
     return f"stop or pause {share.names} (G6 says how), then re-run spark-gotchas -m fast -k g05"
 
 
-def _slow(far: bool, line: str, share: Sharing, readings: dict, detail: str, look: Look) -> Verdict:
+def _slow(far: bool, line: str, share: Sharing, readings: dict, detail: str, look: Look, too: str = "") -> Verdict:
     """A figure under the yardstick, by who else was on the GPU while it was measured:
     someone busy → WARN naming them; nobody seen → far below is a FAIL only when a second
-    measurement agreed (``look.repeated``), else a WARN that asks for a re-run."""
+    measurement agreed (``look.repeated``), else a WARN that asks for a re-run. ``too`` (the other
+    methods below, `` (copy, triad too)``) joins the line only where no cause follows it (the
+    detail names them all)."""
     readings["busy_pids"] = list(share.pids) if share.busy is not None else None
     readings["sharing_sampled"] = share.sampled
     if look.first is not None:
         detail += f"; measured twice: the first read {look.first}"
     if share.busy:
-        return Verdict(G, Status.WARN, f"{line}: {share.cause}", detail=detail, fix=_shared_fix(share),
+        return Verdict(G, Status.WARN, f"{line}: {share.cause}", detail=detail + share.aside, fix=_shared_fix(share),
                        readings=readings)
     seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
     if not far:
-        return Verdict(G, Status.WARN, line + (f"; {seen}" if share.busy is False else ""), detail=detail,
+        return Verdict(G, Status.WARN, line + (f"; {seen}" if share.busy is False else too), detail=detail,
                        fix=FIX_SLOW, readings=readings)
     if look.repeated:
         return Verdict(G, Status.FAIL, f"{line}; {seen}" + (", twice" if look.first is not None else ""),
@@ -149,7 +151,7 @@ ONCE = Look()  # measured once
 
 def _aside(share: Sharing, look: Look) -> str:
     """What a PASS's detail adds: who shared the GPU meanwhile, and a first measurement that was far below."""
-    out = f"; measured while {share.names} shared the GPU" if share.busy else ""
+    out = share.aside
     if look.first is not None:
         out += (f"; measured twice: the first read {look.first}, far below with nothing else seen on the GPU, "
                 "so something unseen slowed it")
@@ -195,11 +197,11 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
             lead = "read" if "read" in flagged else flagged[0]
             others = [m for m in flagged if m != lead]
             line = (f"{lead} {_fmt(figures[lead])} GB/s, {'far ' if far else ''}below {name}'s "
-                    f"{ranges[lead].lo:.0f}-{ranges[lead].hi:.0f}"
-                    + (f" ({', '.join(others)} too)" if others and not share.busy else ""))
+                    f"{ranges[lead].lo:.0f}-{ranges[lead].hi:.0f}")
             return _slow(bool(far), line, share, readings,
                          f"{_figures_text(figures)} ({what}): {', '.join(flagged)} {'far ' if far else ''}below "
-                         f"{name}'s measured range ({expected} GB/s){peak_note}", look)
+                         f"{name}'s measured range ({expected} GB/s){peak_note}", look,
+                         f" ({', '.join(others)} too)" if others else "")
         budget = " and ".join(f"{_fmt(figures[m])} GB/s {m}" for m in ("copy", "read") if m in figures)
         _, ceiling = _ceiling_word(profile, theoretical)
         against = f" - not {ceiling}" if ceiling else ""

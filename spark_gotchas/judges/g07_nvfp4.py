@@ -210,7 +210,7 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
                        readings=readings)
     share = sharing(reading.window)
     readings["busy_pids"] = list(share.pids) if share.busy is not None else None
-    aside = f"; measured while {share.names} shared the GPU" if share.busy else ""
+    aside = share.aside
     runs = {r.precision: r for r in res.results if r.ok}
     not_run = {r.precision: (r.error or r.check or "no figure") for r in res.results if not r.ok}
     rates = ", ".join(f"{_name(p)} {_rate(r)}" for p, r in runs.items())

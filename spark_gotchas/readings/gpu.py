@@ -157,6 +157,16 @@ class WindowProcess:
             return f"pid {self.pid} (not visible here)"
         return f"pid {self.pid} {self.program[:40] or 'unknown process'}"
 
+    @property
+    def brief(self) -> str:
+        """The label in the few words a G-line has room for: ``another spark-gotchas run``,
+        ``pid 7001 python3`` (the program cut to 20 characters)."""
+        if self.suite_run:
+            return "another spark-gotchas run"
+        if not self.visible:
+            return f"pid {self.pid} (not visible here)"
+        return f"pid {self.pid} {self.program[:20] or 'unknown process'}"
+
 
 @dataclass
 class MeasureWindow:
@@ -200,10 +210,11 @@ class Sharing:
     while it ran and nobody else was busy), None (not known: not sampled, or NVML could not list)."""
 
     busy: Optional[bool]
-    names: str = ""
+    names: str = ""  # who, with pids (fixes, details)
     pids: tuple[int, ...] = ()
     sampled: bool = False  # True: from lists read during the measurement; False: from a list read at another time
-    suite_runs: int = 0  # how many of the busy ones are other spark-gotchas runs
+    suite_runs: int = 0  # how many of the busy ones are other spark-gotchas runs' workers
+    brief: str = ""  # who, in the few words a G-line has room for
 
     @property
     def cause(self) -> str:
@@ -211,19 +222,29 @@ class Sharing:
         at another moment of the run); '' when nobody is known to have been busy."""
         if not self.busy:
             return ""
-        return f"shared with {self.names}" if self.sampled else f"{self.names} busy (see G6)"
+        return f"shared with {self.brief or self.names}" if self.sampled else f"{self.names} busy (see G6)"
+
+    @property
+    def aside(self) -> str:
+        """What a detail adds about them: ``; measured while a spark-gotchas run (pid 579) shared the GPU``."""
+        return f"; measured while {self.names} shared the GPU" if self.busy and self.sampled else ""
 
 
-def _names(procs: list, limit: int = 2) -> str:
-    """Who shared the GPU, in a few words: other spark-gotchas runs together (``2 spark-gotchas runs
-    (pids 4242, 4343)``), then the rest by pid and program, ``+N more`` past ``limit`` names."""
+def _names(procs: list, limit: int = 2, brief: bool = False) -> str:
+    """Who shared the GPU: other spark-gotchas runs together (``2 spark-gotchas runs (pids 4242,
+    4343)``; brief: ``2 other spark-gotchas runs``), then the rest by pid and program, ``+N more``
+    past ``limit`` names."""
     workers = [p for p in procs if isinstance(p, WindowProcess) and p.suite_run]
     rest = [p for p in procs if p not in workers]
     runs = list(dict.fromkeys(p.run_pid or p.pid for p in workers))  # a run's GPU and load workers are one run
-    parts = [f"a spark-gotchas run (pid {runs[0]})"] if len(runs) == 1 else \
-        [f"{len(runs)} spark-gotchas runs (pids {', '.join(str(p) for p in runs[:3])}"
-         + (", ..." if len(runs) > 3 else "") + ")"] if runs else []
-    parts += [p.label if isinstance(p, WindowProcess) else process_label(p) for p in rest]
+    if brief:
+        parts = ["another spark-gotchas run"] if len(runs) == 1 else [f"{len(runs)} other spark-gotchas runs"] if runs \
+            else []
+    else:
+        parts = [f"a spark-gotchas run (pid {runs[0]})"] if len(runs) == 1 else \
+            [f"{len(runs)} spark-gotchas runs (pids {', '.join(str(p) for p in runs[:3])}"
+             + (", ..." if len(runs) > 3 else "") + ")"] if runs else []
+    parts += [(p.brief if brief else p.label) if isinstance(p, WindowProcess) else process_label(p) for p in rest]
     more = f" +{len(parts) - limit} more" if len(parts) > limit else ""
     return ", ".join(parts[:limit]) + more
 
@@ -235,7 +256,7 @@ def sharing(window: Optional[MeasureWindow], processes: Optional[GpuProcesses] =
     if window is not None and window.read:
         busy = window.busy()
         return Sharing(bool(busy), _names(busy), tuple(p.pid for p in busy), True,
-                       sum(1 for p in busy if p.suite_run))
+                       sum(1 for p in busy if p.suite_run), _names(busy, limit=1, brief=True))
     if window is None and processes is not None:
         computing = processes.computing()
         if computing:

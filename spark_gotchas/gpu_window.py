@@ -81,6 +81,7 @@ class Watch:
         self._psutil = psutil
         self._seen: dict[int, dict] = {}  # pid -> {"phases": set, "memory": int | None}
         self._measurer_listed = False
+        self._own: set[int] = set()  # this run's processes, read again only when NVML lists a pid not seen yet
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -91,13 +92,14 @@ class Watch:
             self.window.lists_error = self.window.lists_error or procs.reason
             return
         self.window.samples += 1
-        own = _own_pids(self._psutil)
         measurer = self._measuring_pid()
-        for proc in procs or []:
-            pid = int(proc.pid)
+        listed = [int(proc.pid) for proc in procs or []]
+        if any(pid not in self._own and pid not in self._seen for pid in listed):
+            self._own = _own_pids(self._psutil)  # a pid not known yet: is it a new child of this run's?
+        for proc, pid in zip(procs or [], listed, strict=True):
             if pid == measurer:
                 self._measurer_listed = True
-            if pid in own:
+            if pid in self._own:
                 continue
             row = self._seen.get(pid)
             if row is None:

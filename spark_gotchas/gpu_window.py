@@ -69,6 +69,23 @@ def _describe(psutil: Any, pid: int) -> dict[str, Any]:
     return out
 
 
+def _own_workers(psutil: Any) -> int:
+    """How many of this process's children are the suite's workers (each may hold a CUDA context)."""
+    if psutil is None:
+        return 1
+    try:
+        children = psutil.Process().children(recursive=True)
+    except (psutil.Error, OSError):
+        return 1
+    count = 0
+    for child in children:
+        try:
+            count += SUITE_WORKER_MODULE in child.cmdline()
+        except (psutil.Error, OSError):
+            continue
+    return count
+
+
 class Watch:
     """Samples the compute processes of one NVML device in a thread while a measurement runs."""
 
@@ -157,7 +174,11 @@ class Watch:
                                                             if p in row["phases"]],
                                                     sm_util_max_pct=sm, gpu_memory_bytes=row["memory"]))
         if hidden and self._measuring_pid() is not None and not self._measurer_listed:
-            self.window.own_hidden = 1  # NVML lists host pids: the measuring process is one of the hidden
+            # NVML lists host pids: this run's processes are among the hidden ones. With per-process
+            # utilization only the measuring one is busy; without it every worker of this run that
+            # may hold a context is listed, so all of them are discounted.
+            own = 1 if self.window.utilization_error is None else max(1, _own_workers(self._psutil))
+            self.window.own_hidden = min(hidden, own)
 
 
 class _NoWatch:

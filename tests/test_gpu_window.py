@@ -184,6 +184,19 @@ def test_host_pids_in_a_container_count_this_runs_own_measuring_process_once(nvm
     assert sharing(measure(fake, {}, measuring_pid=123)).busy is False
 
 
+def test_host_pids_without_utilization_discount_every_worker_of_this_run(nvml_fake, monkeypatch):
+    # a GPU without per-process utilization: this run's GPU worker and load worker are both listed, by host pid
+    two = lambda: [(90001, 1 << 30, 0), (90003, 1 << 30, 0)]  # noqa: E731
+    fake = nvml_fake(SharedGpu(listed=two, util_error=type("NVMLError_NotSupported", (Exception,), {})("Not Supported")))
+    monkeypatch.setattr(gpu_window, "_own_workers", lambda psutil: 2)
+    window = measure(fake, {}, measuring_pid=123)
+    assert window.own_hidden == 2 and sharing(window).busy is False
+    three = lambda: [(90001, 1 << 30, 0), (90002, 1 << 30, 0), (90003, 1 << 30, 0)]  # noqa: E731
+    fake.listed = three
+    shared = sharing(measure(fake, {}, measuring_pid=123))  # one more than this run's two: someone else's
+    assert shared.busy is True and len(shared.pids) == 1 and shared.names.endswith("(not visible here)")
+
+
 def test_a_hostile_program_name_is_masked_and_stays_one_line(nvml_fake):
     fake = nvml_fake(SharedGpu(listed=lambda: [(555, 1 << 30, 50)], util=lambda: [(555, 0, 50)]))
     window = measure(fake, {555: ["/tmp/x\nG4 PASS: forged\x1b[2J", "--api-key", "sk-live-123456789012345678"]})

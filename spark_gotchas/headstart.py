@@ -65,14 +65,6 @@ def triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def single_capability(provider: Any) -> Optional[tuple[int, int]]:
-    """The compute capability of every GPU NVML lists, when they all share one (else None: which
-    of them the worker's device 0 is would be a guess)."""
-    inventory = provider.try_read("gpu.inventory")
-    capabilities = {d.capability for d in inventory.devices} if inventory is not None else set()
-    return capabilities.pop() if len(capabilities) == 1 and None not in capabilities else None
-
-
 def _build_problem(result: Any) -> str:
     """What went wrong in the build worker, in one line ('' when every part was built or cached)."""
     if not result.ok:
@@ -145,6 +137,8 @@ class HeadStart:
             return None
         self._compiled = True
         worker = self.gpu_worker()
+        from .readers.gpu import single_capability
+
         capability = single_capability(self.provider) if enabled("g5_build") else None
         if capability is None or not triton_installed():
             worker.submit(COMPILE_TASK)

@@ -154,13 +154,14 @@ def after_torch(worker: Any, check_times: list, origin: float) -> Optional[dict[
 
     ``ready_s``: when the GPU worker had imported torch; ``import_s``: how long the import took;
     ``checks_end_s``: when the last check ended; ``after_ready_s``: the checks' time after torch was
-    ready; ``tasks_after_ready_s``: the worker's task seconds after it (the GPU work on that path).
+    ready; ``tasks_after_ready_s``: the seconds the worker's tasks ran after it (a task that waited for
+the import counts from then: the GPU work on that path).
     None when no worker imported torch (a replay, no GPU check)."""
     if worker is None or not worker.timeline.ready:
         return None
     ready = worker.timeline.ready[0]
     end = max((start + seconds for _nodeid, start, seconds in check_times), default=ready)
-    busy = sum(t["seconds"] for t in worker.timeline.tasks if t["start"] + t["seconds"] > ready)
+    busy = sum(max(0.0, t["start"] + t["seconds"] - max(t["start"], ready)) for t in worker.timeline.tasks)
     return {"ready_s": round(ready - origin, 3), "import_s": round(worker.timeline.preload_seconds.get("torch", 0.0), 3),
             "checks_end_s": round(end - origin, 3), "after_ready_s": round(max(0.0, end - ready), 3),
             "tasks_after_ready_s": round(busy, 3)}

@@ -55,6 +55,8 @@ FIXES = [
      'run the soak again for its whole planned length (spark-gotchas -m soak --soak-duration {planned}) before trusting a long run to this machine'),
     ("g04_thermal", "FIX_SPOT_BUSY",
      'stop or pause {names} (G6 says how), then re-run spark-gotchas -m fast -k g04'),
+    ("g04_thermal", "FIX_SPOT_UNSEEN",
+     'find what else uses the GPU (G6, nvidia-smi): NVML could not list its processes while the load ran; then re-run spark-gotchas -m fast -k g04'),
     ("g04_thermal", "FIX_SPOT_ALONE",
      'update or reinstall the NVIDIA driver and re-run (nothing else ran on the GPU during either load); if the rate stays low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs service'),
     ("g04_thermal", "FIX_SPOT_SUITE",

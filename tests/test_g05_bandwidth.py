@@ -382,3 +382,19 @@ def test_two_capabilities_no_nvml_or_no_triton_leave_the_compile_to_the_gpu_work
 def test_with_the_build_part_off_the_gpu_worker_compiles_at_once(monkeypatch):
     gpu, build, _ = head_start(fk.h200_inventory(), monkeypatch, with_build_worker=False)
     assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]
+
+
+def test_a_sweep_far_below_is_a_hardware_fail_only_when_nobody_was_seen_meanwhile():
+    slow = fk.GB10["stuck_low_power"]["slowdown"]
+    sizes = (1 << 28, 1 << 29, 1 << 30)
+    points = [p for size in sizes for p in fk.method_results(
+        {m: (lo * slow, hi * slow) for m, (lo, hi) in fk.gb10_figures().items()}, array_bytes=size)]
+    for p in points:
+        p.role = "probe"
+    sweep = BandwidthSweep(device="NVIDIA GB10", l2_bytes=24 << 20, unified_memory=True, points=points)
+    seen = g05.judge_sweep(BandwidthSweepReading(attempted=True, result=sweep, window=NOBODY), fk.gb10_inventory(),
+                           profiles.GB10)
+    assert seen.status is Status.FAIL and seen.summary.endswith("; nothing else on the GPU")
+    older = g05.judge_sweep(BandwidthSweepReading(attempted=True, result=sweep), fk.gb10_inventory(), profiles.GB10)
+    assert older.status is Status.WARN and older.summary.endswith("; other GPU work unknown")
+    assert older.fix == g05.FIX_SLOW

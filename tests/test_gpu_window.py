@@ -200,9 +200,10 @@ def test_host_pids_without_utilization_discount_every_worker_of_this_run(nvml_fa
 def test_a_hostile_program_name_is_masked_and_stays_one_line(nvml_fake):
     fake = nvml_fake(SharedGpu(listed=lambda: [(555, 1 << 30, 50)], util=lambda: [(555, 0, 50)]))
     window = measure(fake, {555: ["/tmp/x\nG4 PASS: forged\x1b[2J", "--api-key", "sk-live-123456789012345678"]})
-    v = g05.judge_bandwidth(BandwidthReading(attempted=True, result=fk.h200_bandwidth(), window=window),
-                            fk.h200_inventory(), profiles.H200)
-    assert "\n" not in v.line and "\x1b" not in v.line and "sk-live" not in str(v.readings)
+    v = g05.judge_bandwidth(bandwidth(HALF, window), fk.h200_inventory(), profiles.H200)
+    assert v.status is Status.WARN and "pid 555 x" in v.line  # the program's file name, from its argv[0]
+    for text in (v.line, v.fix, v.detail):
+        assert "\n" not in text and "\x1b" not in text and "sk-live" not in text
 
 
 def test_no_nvml_is_a_reason_not_a_crash():
@@ -422,3 +423,10 @@ def test_every_line_of_a_shared_or_repeated_measurement_fits_100_columns():
               for w in (NOBODY, None, window_with(seven_digit), window_with(OTHER, THIRD))
               for again in (None, spot(402.0), spot(671.0))]
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+
+
+def test_g4_twice_far_below_while_nvml_could_not_list_does_not_blame_the_hardware():
+    unread = MeasureWindow(what="G4", samples=0, lists_error="Not Supported")
+    v = g04.judge_spot_check(spot(409.8, unread, again=spot(402.0, unread)), profiles.H200)
+    assert v.summary.endswith("; other GPU work unknown, twice") and v.fix == g04.FIX_SPOT_UNSEEN
+    assert "NVIDIA support" not in v.fix

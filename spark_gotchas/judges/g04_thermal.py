@@ -31,8 +31,9 @@ Under load (spot check):
   that shared the GPU → "shared with …" naming it (another spark-gotchas run as such), fix: stop it
   or re-run once it has finished; nobody seen → the load runs once more first, and only a second
   rate far below with nobody seen says "twice" with the driver and NVIDIA support in the fix (both
-  rates in the detail); a second rate that is fine is judged instead ("(second try)"); no second
-  rate → "measured once", fix: re-run. A snapshot without the load's window names a process from
+  rates in the detail; where NVML could not list the processes, the fix asks what else uses the
+  GPU instead); a second rate that is fine is judged instead ("(second try)"); no second rate →
+  "measured once", fix: re-run. A snapshot without the load's window names a process from
   the run's process list, never "nothing else". A profile without that figure is not judged on it;
 - otherwise **PASS** with clock and throughput (power and temperature in the detail).
 
@@ -221,6 +222,8 @@ FIX_SPOT_SUITE = ("re-run spark-gotchas -m fast -k g04 when no other run is meas
                   "this one, so no rate is the GPU's own")
 FIX_SPOT_ONCE = ("re-run spark-gotchas -m fast -k g04: this rate was measured once; if it stays far below with healthy "
                  "clocks and nothing else on the GPU, update or reinstall the NVIDIA driver")
+FIX_SPOT_UNSEEN = ("find what else uses the GPU (G6, nvidia-smi): NVML could not list its processes while the load "
+                   "ran; then re-run spark-gotchas -m fast -k g04")
 FIX_SPOT_ALONE = ("update or reinstall the NVIDIA driver and re-run (nothing else ran on the GPU during either load); "
                   "if the rate stays low with healthy clocks, contact NVIDIA support: the GPU or its cooling needs "
                   "service")
@@ -313,15 +316,15 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
         head = (f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
                 f"{expected.lo:.0f}-{expected.hi:.0f}")
         if share.busy:
-            fix = FIX_SPOT_SUITE if share.suite_runs == len(share.pids) else FIX_SPOT_BUSY
+            fix = FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY
             if share.sampled:  # the clock is in the detail: the line names who shared the GPU
                 head = f"{tflops} TFLOP/s, far below {profile.key.upper()}'s {expected.lo:.0f}-{expected.hi:.0f}"
             return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}{share.aside}",
                            fix=fix.format(names=share.names), readings=readings)
         seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
-        if first is not None:
+        if first is not None:  # the driver or the hardware only when nobody was seen either time
             return Verdict(G, Status.WARN, f"{head}; {seen}, twice", detail=f"{load}: {figures}{twice}",
-                           fix=FIX_SPOT_ALONE, readings=readings)
+                           fix=FIX_SPOT_ALONE if share.busy is False else FIX_SPOT_UNSEEN, readings=readings)
         return Verdict(G, Status.WARN, f"{head}; {seen}, measured once", detail=f"{load}: {figures}",
                        fix=FIX_SPOT_ONCE, readings=readings)
     floor_note = f", floor {floor:.0f} MHz" if floor else ""

@@ -28,7 +28,9 @@ Rules:
   (G4), the driver, then NVIDIA support; the second look within range → judged on it ("(second
   try)"), the first figures in the detail. Far below with no second measurement (a snapshot of
   an older suite, or the second one failed) → **WARN** "measured once", fix: re-run. A snapshot
-  without the probe's window names a process from the run's process list, never "nothing else".
+  without the probe's window names a process from the run's process list, never "nothing else",
+  and is never a **FAIL** on the hardware (a sweep of an older suite: **WARN** "other GPU work
+  unknown").
 - Profiles without ranges (generic, H100, GH200): the best method against NVML's theoretical
   peak: under 50 % is far below, under 70 % below, with the same causes and verdicts; else
   **PASS**. Neither a range nor a theoretical peak → **INFO** with the figures.
@@ -107,7 +109,7 @@ def _ceiling_word(profile: Profile, theoretical: Optional[float]) -> tuple[Optio
 
 def _shared_fix(share: Sharing) -> str:
     """Re-run once the process that shared the GPU is gone: the figure was partly its doing."""
-    if share.suite_runs == len(share.pids):
+    if share.only_runs:
         return FIX_SHARED_SUITE.format(names=share.names)
     return f"stop or pause {share.names} (G6 says how), then re-run spark-gotchas -m fast -k g05"
 
@@ -129,9 +131,11 @@ def _slow(far: bool, line: str, share: Sharing, readings: dict, detail: str, loo
     if not far:
         return Verdict(G, Status.WARN, line + (f"; {seen}" if share.busy is False else too), detail=detail,
                        fix=FIX_SLOW, readings=readings)
-    if look.repeated:
+    if look.repeated and share.busy is False:
         return Verdict(G, Status.FAIL, f"{line}; {seen}" + (", twice" if look.first is not None else ""),
                        detail=detail, fix=FIX_HARDWARE, readings=readings)
+    if look.repeated:  # measured more than once, but who else ran meanwhile is not known: no verdict on the GPU
+        return Verdict(G, Status.WARN, f"{line}; {seen}", detail=detail, fix=FIX_SLOW, readings=readings)
     return Verdict(G, Status.WARN, f"{line}; {seen}, measured once", detail=detail, fix=FIX_REMEASURE,
                    readings=readings)
 

@@ -44,6 +44,24 @@ class ReadContext:
         """A second worker that imports nothing up front (None where the run has none)."""
         return self.load_worker_factory() if self.load_worker_factory is not None else None
 
+    def profile(self) -> Any:
+        """The profile this run judges against (the option's, or the one matching this GPU)."""
+        from ..platform import profile
+
+        return profile(self.provider, self.options.spark_profile)
+
+    def gpu_to_itself(self) -> Any:
+        """Pause the GPU worker while a measurement runs in another worker: no GPU task of its may
+        start meanwhile (a context manager; a run without a GPU worker has nothing to pause)."""
+        from contextlib import nullcontext
+
+        from ..provider import ReadingUnavailable
+
+        try:
+            return self.worker.paused()
+        except ReadingUnavailable:
+            return nullcontext()
+
     def torch_free_worker(self, part: str) -> Any:
         """The load worker, where the head start's ``part`` runs there (None: its work waits for torch)."""
         return self.load_worker if part in self.torch_free else None

@@ -19,6 +19,7 @@ from ..microbench.gemm import GemmResult
 from ..readings.bench import BandwidthReading, BandwidthSweepReading, GemmReading
 from ..serial import from_jsonable
 from . import ReadContext, reader
+from .gpu import single_capability
 
 BANDWIDTH_TASK = "spark_gotchas.microbench.bandwidth:probe"
 GEMM_CUBLAS_TASK = "spark_gotchas.microbench.gemm:probe_cublas"
@@ -27,7 +28,7 @@ GEMM_SIZE = 8192  # the public GB10 and measured H200 figures are at 8192^3
 
 def _unified_memory(ctx: ReadContext) -> Optional[bool]:
     """The profile's word on unified memory (GB10, GH200); None lets the probe ask the device."""
-    return True if _profile(ctx).unified_memory else None
+    return True if ctx.profile().unified_memory else None
 
 
 def _failed(result) -> dict:
@@ -40,12 +41,6 @@ def measured(ctx: ReadContext, what: str, task: str, args: dict, timeout: float,
     with watch(what, measuring_pid=lambda: worker.pid) as window:
         result = worker.call(task, args, timeout=timeout, **call)
     return result, window.window
-
-
-def _profile(ctx: ReadContext) -> Any:
-    from ..platform import profile
-
-    return profile(ctx.provider, ctx.options.spark_profile)
 
 
 @reader("bench.bandwidth")
@@ -62,7 +57,7 @@ def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
     reading = BandwidthReading(attempted=True, result=from_jsonable(BandwidthResult, result.value), window=window)
     from ..judges.g05_bandwidth import wants_second_look  # the judge's own rule
 
-    if wants_second_look(reading.result, window, _profile(ctx), ctx.provider.try_read("gpu.inventory")):
+    if wants_second_look(reading.result, window, ctx.profile(), ctx.provider.try_read("gpu.inventory")):
         again, reading.again_window = measured(ctx, "G5 bandwidth probe, again", BANDWIDTH_TASK, args, 120)
         if again.ok:
             reading.again = from_jsonable(BandwidthResult, again.value)
@@ -113,9 +108,8 @@ def read_gemm(ctx: ReadContext) -> GemmReading:
     light = ctx.torch_free_worker("g7_rates")
     if light is not None and gemm_without_torch(ctx):
         from .thermal.snapshot import cuda0_handle
-        from .thermal.spot_check import gpu_to_itself
 
-        with gpu_to_itself(ctx), watch("G7 GEMM probe", cuda0_handle()[0], lambda: light.pid) as window:
+        with ctx.gpu_to_itself(), watch("G7 GEMM probe", cuda0_handle()[0], lambda: light.pid) as window:
             result = light.call(GEMM_CUBLAS_TASK, {"size": GEMM_SIZE}, timeout=180)
         if result.ok:
             return GemmReading(attempted=True, result=from_jsonable(GemmResult, result.value), window=window.window)
@@ -139,6 +133,5 @@ def gemm_without_torch(ctx: ReadContext) -> bool:
     """Whether G7's rates can be measured through cuBLAS without torch: every GPU NVML lists is below
     compute capability 10.0 (on a GPU that can run NVFP4, all three rates come from torch, so the
     NVFP4/FP8 ratio compares one path)."""
-    inventory = ctx.provider.try_read("gpu.inventory")
-    capabilities = {d.capability for d in inventory.devices} if inventory is not None else set()
-    return len(capabilities) == 1 and None not in capabilities and tuple(capabilities.pop()) < FP4_CAPABILITY
+    capability = single_capability(ctx.provider)
+    return capability is not None and tuple(capability) < FP4_CAPABILITY

@@ -80,6 +80,14 @@ def read_inventory(ctx: ReadContext) -> GpuInventory:
     )
 
 
+def single_capability(provider: Any) -> Optional[tuple[int, int]]:
+    """The compute capability of every GPU NVML lists, when they all share one (else None: which
+    of them the worker's device 0 is would be a guess)."""
+    inventory = provider.try_read("gpu.inventory")
+    capabilities = {d.capability for d in inventory.devices} if inventory is not None else set()
+    return capabilities.pop() if len(capabilities) == 1 and None not in capabilities else None
+
+
 # -- gpu.visibility -------------------------------------------------------------------------------
 SYS_ROOT_ENV = "SPARK_GOTCHAS_SYS_ROOT"  # a folder read in place of / (tests: a fake sysfs and /dev)
 IMAGE_VARS = ("NVIDIA_PRODUCT_NAME", "NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "NVIDIA_DRIVER_CAPABILITIES",

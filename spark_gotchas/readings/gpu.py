@@ -119,14 +119,6 @@ def process_label(proc: GpuProcess) -> str:
     return f"pid {proc.pid} {name}"
 
 
-def busy_names(processes: Optional[GpuProcesses], limit: int = 2) -> str:
-    """``pid 6008 VLLM::EngineCore, pid 44757 VLLM::EngineCore +1 more`` for the processes that may
-    keep the GPU busy (:meth:`GpuProcesses.computing`); '' when there are none."""
-    busy = processes.computing() if processes is not None else []
-    more = f" +{len(busy) - limit} more" if len(busy) > limit else ""
-    return ", ".join(process_label(p) for p in busy[:limit]) + more
-
-
 # -- who else was on the GPU while a measurement ran (G4 spot load, G5 bandwidth, G7 GEMM) ---------
 SUITE_WORKER_MODULE = "spark_gotchas.worker_main"  # how another spark-gotchas run's worker shows in its command line
 
@@ -215,6 +207,11 @@ class Sharing:
     sampled: bool = False  # True: from lists read during the measurement; False: from a list read at another time
     suite_runs: int = 0  # how many of the busy ones are other spark-gotchas runs' workers
     brief: str = ""  # who, in the few words a G-line has room for
+
+    @property
+    def only_runs(self) -> bool:
+        """Everyone busy was another spark-gotchas run: wait for it, nothing to stop."""
+        return bool(self.pids) and self.suite_runs == len(self.pids)
 
     @property
     def cause(self) -> str:

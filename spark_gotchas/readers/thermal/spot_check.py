@@ -20,7 +20,6 @@ Key: ``thermal.spot_check``; its type is in :mod:`spark_gotchas.readings.thermal
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from typing import Any, Optional
 
 from ... import nvml
@@ -60,16 +59,10 @@ def read_spot_check(ctx: ReadContext) -> SpotCheck:
     from ...judges.g04_thermal import wants_second_look  # the judge's own rule; the soak's engine imports no judge
 
     spot = _one_load(ctx, handle, index, how)
-    if spot.attempted and wants_second_look(spot, _profile(ctx)):
+    if spot.attempted and wants_second_look(spot, ctx.profile()):
         again = _one_load(ctx, handle, index, how, "G4 spot check's load, again")
         spot.again = again if again.attempted else None
     return spot
-
-
-def _profile(ctx: ReadContext) -> Any:
-    from ...platform import profile
-
-    return profile(ctx.provider, ctx.options.spark_profile)
 
 
 def _one_load(ctx: ReadContext, handle: Any, index: Optional[int], how: str,
@@ -100,23 +93,13 @@ def _one_load(ctx: ReadContext, handle: Any, index: Optional[int], how: str,
     return spot
 
 
-def gpu_to_itself(ctx: ReadContext) -> Any:
-    """Pause the GPU worker while the load runs elsewhere: no GPU task of its may start meanwhile."""
-    from ...provider import ReadingUnavailable
-
-    try:
-        return ctx.worker.paused()
-    except ReadingUnavailable:  # no GPU worker in this run: nothing else can run either
-        return nullcontext()
-
-
 def _run_load(ctx: ReadContext, spot: SpotCheck, handle: Any, what: str) -> tuple[Any, Any]:
     """(the load's TaskResult, who else was on the GPU meanwhile): torch-free first, else through
     torch; (None, window) with spot.reason when neither can run."""
     args = {"seconds": LOAD_SECONDS, "window_s": WINDOW_S, "device": "cuda"}
     light = ctx.torch_free_worker("g4_load")
     if light is not None:
-        with gpu_to_itself(ctx), watch(what, handle, lambda: light.pid) as window:
+        with ctx.gpu_to_itself(), watch(what, handle, lambda: light.pid) as window:
             result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)
         if result.ok or result.timed_out:  # a hung GEMM is the finding, not a reason to try again
             return result, window.window

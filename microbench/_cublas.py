@@ -115,6 +115,41 @@ def open_primary_context(driver: Driver) -> tuple[ctypes.c_int, ctypes.c_void_p]
     return device, context
 
 
+class DeviceSession:
+    """Device 0's primary context and the device memory taken in it, every buffer freed and the context
+    released by :meth:`release`, whatever failed in between. Shaped as a ``_timing.bench`` clock."""
+
+    def __init__(self) -> None:
+        self.driver = Driver()
+        self.device, self.context = open_primary_context(self.driver)
+        self._buffers: list[int] = []
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = ctypes.c_uint64()
+        self.driver("cuMemAlloc_v2", ctypes.byref(ptr), ctypes.c_size_t(nbytes))
+        self._buffers.append(ptr.value)
+        return ptr.value
+
+    def free(self, address: int) -> None:
+        if address in self._buffers:
+            self._buffers.remove(address)
+            self.driver.lib.cuMemFree_v2(ctypes.c_uint64(address))
+
+    def event(self) -> Event:
+        return Event(self.driver)
+
+    def synchronize(self) -> None:
+        self.driver("cuCtxSynchronize")
+
+    def release(self) -> None:
+        """Free every buffer and release the primary context (each once)."""
+        for address in list(self._buffers):
+            self.free(address)
+        if self.device is not None:
+            self.driver.lib.cuDevicePrimaryCtxRelease_v2(self.device)
+            self.device = None
+
+
 def load_cublas_pair(path: str) -> tuple[ctypes.CDLL, ctypes.CDLL | None]:
     """libcublas at ``path`` and its libcublasLt sibling, the sibling loaded first (RTLD_GLOBAL) so the pair
     matches whatever the search path holds; the sibling is None where no such file is beside it."""

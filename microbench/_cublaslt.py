@@ -30,12 +30,11 @@ from typing import Callable, Optional
 from ._cublas import (
     FILL_BLOCK_ELEMENTS,
     CublasUnavailable,
+    DeviceSession,
     Driver,
-    Event,
     cublas_candidates,
     fill_tiled,
     load_cublas_pair,
-    open_primary_context,
     random_block,
 )
 
@@ -222,14 +221,12 @@ def device_identity(driver: Driver, device: ctypes.c_int) -> tuple[str, tuple[in
     return name.value.decode(errors="replace"), (major.value, minor.value)
 
 
-class Session:
+class Session(DeviceSession):
     """Device 0's primary context, then (``open_blas``) cuBLAS and cuBLASLt handles; every buffer and handle
     is released by ``close``, whatever failed in between. Shaped as a ``_timing.bench`` clock."""
 
     def __init__(self) -> None:
-        self.driver = Driver()
-        self.device, self.context = open_primary_context(self.driver)
-        self._buffers: list[int] = []
+        super().__init__()
         self.cublas = self.lt = self.handle = self.lt_handle = None
         self.library = ""
         try:
@@ -259,17 +256,6 @@ class Session:
         if status != CUBLAS_STATUS_SUCCESS:
             raise CublasStatusError(call, status, self.status_name(status))
 
-    def alloc(self, nbytes: int) -> int:
-        ptr = ctypes.c_uint64()
-        self.driver("cuMemAlloc_v2", ctypes.byref(ptr), ctypes.c_size_t(nbytes))
-        self._buffers.append(ptr.value)
-        return ptr.value
-
-    def free(self, address: int) -> None:
-        if address in self._buffers:
-            self._buffers.remove(address)
-            self.driver.lib.cuMemFree_v2(ctypes.c_uint64(address))
-
     def random_matrix(self, dtype: str, elements: int) -> tuple[int, list[float]]:
         """Device memory holding ``elements`` random values tiled from one block, and the block's values."""
         block = random_block(dtype, FILL_BLOCK_ELEMENTS)
@@ -294,12 +280,6 @@ class Session:
             out.append(decode_bf16(bits.value))
         return out
 
-    def event(self) -> Event:
-        return Event(self.driver)
-
-    def synchronize(self) -> None:
-        self.driver("cuCtxSynchronize")
-
     def close(self) -> None:
         """Free every buffer, destroy the handles, release the primary context (each once)."""
         for address in list(self._buffers):
@@ -309,9 +289,7 @@ class Session:
         if self.handle is not None and self.handle.value:
             self.cublas.cublasDestroy_v2(self.handle)
         self.handle = self.lt_handle = None
-        if self.device is not None:
-            self.driver.lib.cuDevicePrimaryCtxRelease_v2(self.device)
-            self.device = None
+        self.release()
 
 
 # -- the two GEMMs ------------------------------------------------------------------------------------

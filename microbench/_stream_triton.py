@@ -135,34 +135,3 @@ def launcher(method: str, config, sms: int, arrays: dict, scalar: float, fill_va
         def run():
             triad_kernel[grid](b, c, a, scalar, n, **options)
     return run, grid[0]
-
-
-def arguments(method: str, pointer, n: int, scalar: float, fill_value: float) -> tuple:
-    """``method``'s kernel arguments in :func:`launcher`'s order, ``pointer`` standing for each array."""
-    return {"read": (pointer, pointer, n), "write": (pointer, fill_value, n), "copy": (pointer, pointer, n),
-            "triad": (pointer, pointer, pointer, scalar, n)}[method]
-
-
-def fill_cache(method: str, config, n: int, capability, scalar: float, fill_value: float) -> bool:
-    """Put ``method``'s kernel and launcher for ``n`` fp32 elements into Triton's cache, from a
-    process without torch (:mod:`microbench._triton_cache`); :func:`compile_ahead` then loads them.
-    False when the cache held them already."""
-    from . import _triton_cache
-
-    args = arguments(method, _triton_cache.mock_pointer(), n, scalar, fill_value)
-    return _triton_cache.fill(KERNELS[method], args, _options(method, config), capability)
-
-
-def compile_ahead(method: str, config, n: int, float32, scalar: float, fill_value: float) -> None:
-    """Compile and load ``method``'s kernel for ``n`` fp32 elements without launching it (Triton's warmup).
-
-    The launch in :func:`launcher` then finds it in Triton's cache, provided ``n`` specialises the
-    same way (a multiple of 16 under 2**31). ``float32`` is ``torch.float32``: a pointer argument.
-    """
-    kernel = KERNELS[method].warmup(*arguments(method, float32, n, scalar, fill_value), grid=(1,),
-                                    **_options(method, config))
-    # Load it on the device and build its launcher now too (Triton does both at the first launch;
-    # the launcher is C compiled on a machine's first run): a private step, skipped if it moves.
-    init = getattr(kernel, "_init_handles", None)
-    if callable(init):
-        init()

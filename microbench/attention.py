@@ -104,8 +104,17 @@ def flash_attn_probe(seqlen: int = 256, heads: int = 4, head_dim: int = 64, dtyp
     return out
 
 
-def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: str = "bfloat16") -> dict[str, Any]:
-    """Which SDPA backends torch has enabled, and which of them run a tiny call on cuda:0."""
+def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: str = "bfloat16",
+                  warm_in_threads: bool = False) -> dict[str, Any]:
+    """Which SDPA backends torch has enabled, and which of them run a tiny call on cuda:0.
+
+    A backend's first call loads its library and kernels (cuDNN's, cuBLAS's for the math backend:
+    about 1 s cold in all). ``warm_in_threads`` makes those first calls at once, a thread per
+    backend, through each backend's own operator where torch's own test says the backend can take
+    the problem; then every backend is called one by one as before, through
+    ``scaled_dot_product_attention`` with only that backend allowed, and that call alone decides
+    what ``ran`` says. (``sdpa_kernel`` sets process-wide flags, so it cannot run in threads.)
+    """
     import torch
 
     cuda = torch.backends.cuda
@@ -125,6 +134,8 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
 
     kinds = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
     q, k, v = _problem(seqlen, heads, head_dim, dtype)
+    if warm_in_threads:
+        out["warm_seconds"] = _warm_in_threads(torch, q, k, v)
     for name in SDPA_BACKENDS:
         backend = getattr(SDPBackend, kinds[name], None)
         if backend is None:
@@ -142,6 +153,53 @@ def sdpa_backends(seqlen: int = 128, heads: int = 4, head_dim: int = 64, dtype: 
             out["ran"][name] = first_line(exc, 160)
         out["seconds"][name] = round(time.perf_counter() - began, 4)
     return out
+
+
+def _warm_in_threads(torch: Any, q: Any, k: Any, v: Any) -> dict[str, Any]:
+    """Each backend's first call in a thread of its own (results and errors ignored: the calls that
+    count come after); per backend the seconds it took, or why it was not warmed."""
+    import threading
+
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # SDPA's (batch, heads, seq, dim)
+    cuda, aten = torch.backends.cuda, torch.ops.aten
+    try:
+        params = cuda.SDPAParams(q, k, v, None, 0.0, True, False)
+    except Exception as exc:  # an older torch: no warm-up, the calls below load what they need
+        return {"all": first_line(exc, 120)}
+    calls = {  # backend -> (torch's own test of the problem, the backend's operator)
+        "flash": ("can_use_flash_attention", lambda: aten._scaled_dot_product_flash_attention(q, k, v, is_causal=True)),
+        "efficient": ("can_use_efficient_attention",
+                      lambda: aten._scaled_dot_product_efficient_attention(q, k, v, None, False, is_causal=True)),
+        "cudnn": ("can_use_cudnn_attention",
+                  lambda: aten._scaled_dot_product_cudnn_attention(q, k, v, None, False, is_causal=True)),
+        "math": (None, lambda: aten._scaled_dot_product_attention_math(q, k, v, is_causal=True)),
+    }
+    took: dict[str, Any] = {}
+
+    def warm(name: str) -> None:
+        test, call = calls[name]
+        began = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if test is not None and not getattr(cuda, test)(params, False):
+                    took[name] = "not for this problem"
+                    return
+                call()
+            took[name] = round(time.perf_counter() - began, 4)
+        except Exception as exc:
+            took[name] = first_line(exc, 120)
+
+    threads = [threading.Thread(target=warm, args=(name,), name=f"sdpa-warm-{name}", daemon=True) for name in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # a warm call's kernel failed: the calls below meet it again and say so
+        took["synchronize"] = first_line(exc, 120)
+    return took
 
 
 def main(argv: list[str]) -> int:

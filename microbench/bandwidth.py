@@ -16,24 +16,26 @@ the next timed kernel would pay for) and at most a quarter of the free memory; o
 memory (GB10) free means the smaller of cudaMemGetInfo and the kernel's MemAvailable. Every
 kernel's output is checked once (outside the timing) against an exact expectation.
 
-Kernels are Triton's (``_stream_triton``) where Triton imports, torch ops otherwise;
+Kernels are CUDA C built into PTX (``stream_kernels.cu``), launched through the CUDA driver
+(``_stream_cuda``): no torch and no Triton, so the suite runs the probe while torch imports. Where
+the driver refuses them, Triton's (``_stream_triton``) where Triton imports, torch ops otherwise;
 ``references=True`` also times the torch ops so the two can be compared in one run.
 
-Command line: ``spark-gotchas microbench bandwidth [--size-mb N] [--references] [--tune] [--sweep]
-[--json]`` (or ``python -m spark_gotchas.microbench bandwidth …``). Nearest shell equivalents:
+Command line: ``spark-gotchas microbench bandwidth [--size-mb N] [--backend cuda|triton|torch]
+[--references] [--tune] [--sweep] [--json]`` (or ``python -m spark_gotchas.microbench bandwidth …``). Nearest shell equivalents:
 BabelStream (``cuda-stream --arraysize``), nvbandwidth.
 """
 
 from __future__ import annotations
 
 import argparse
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
+from . import _stream_cuda
 from ._cli import first_line, print_json, require_cuda
+from ._stream_cuda import StreamConfig
 from ._timing import Timing, TorchClock, bench
 
 METHODS = ("read", "write", "copy", "triad")
@@ -64,7 +66,7 @@ READ_REL_TOL = 1e-5
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Tuning knobs of the Triton kernels (see ``_stream_triton``)."""
+    """Tuning knobs of the Triton kernels (see ``_stream_triton``; the CUDA kernels' are ``StreamConfig``)."""
 
     block: int = 4096
     warps: int = 4
@@ -89,6 +91,16 @@ DEFAULT_CONFIGS: dict[str, KernelConfig] = {
     "copy": KernelConfig(block=1024, warps=8),
     "triad": KernelConfig(block=1024, warps=8),
 }
+# The CUDA kernels' launch shapes, per method, picked as the Triton defaults were (docs/benchmarks.md):
+# the fastest of CUDA_TUNE_GRID on an H200 at 1 GiB per array.
+CUDA_CONFIGS: dict[str, StreamConfig] = {
+    "read": StreamConfig(threads=128, vectors=8),
+    "write": StreamConfig(threads=256, vectors=1),
+    "copy": StreamConfig(threads=256, vectors=1),
+    "triad": StreamConfig(threads=256, vectors=1),
+}
+CUDA_TUNE_GRID: tuple[StreamConfig, ...] = tuple(StreamConfig(threads=t, vectors=v)
+                                                 for t in (128, 256, 512) for v in (1, 2, 4, 8))
 TUNE_GRID: tuple[KernelConfig, ...] = tuple(
     KernelConfig(block=b, warps=w, programs_per_sm=p)
     for b in (1024, 4096, 8192) for w in (4, 8) for p in (0, 4)
@@ -136,7 +148,7 @@ class BandwidthResult:
     backend: str = ""  # "triton 3.6.0" | "torch (triton: <why not>)"
     seconds: float = 0.0  # the whole probe: setup, checks, timing
     setup_seconds: float = 0.0  # allocation and initialisation
-    compile_wait_seconds: float = 0.0  # waiting for the kernels compiled ahead (compile_ahead), before setup
+    compile_wait_seconds: float = 0.0  # no longer measured (kernels compiled ahead by Triton); kept for old snapshots
 
     def method(self, name: str) -> Optional[MethodResult]:
         for result in self.methods:
@@ -206,108 +218,6 @@ def choose_array_bytes(l2_bytes: Optional[int], available: int, requested: Optio
 
 def _human(n: float) -> str:
     return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
-
-
-# -- compiling ahead -----------------------------------------------------------------------------
-_AHEAD: dict[str, Any] = {"thread": None, "compiled": [], "error": ""}
-AHEAD_WAIT_S = 120.0
-
-
-def fill_triton_cache(capability: list[int], methods: tuple[str, ...] | list[str] = METHODS) -> dict:
-    """Compile the fast probe's Triton kernels for a device of ``capability`` and build their
-    launchers into Triton's on-disk cache, in this process, which must not import torch.
-
-    The suite runs this in a worker of its own while the GPU worker imports torch, so that
-    :func:`compile_ahead` there finds everything built (docs/benchmarks.md). Each kernel in a
-    thread of its own: most of a cold build is ``ptxas`` and the C compiler, in processes of
-    their own. A part whose C module the cache holds already is not loaded (that would link
-    libcuda for nothing). Returns what was built, what was cached, each part's seconds, and any
-    error (one line each).
-    """
-    from . import _triton_cache
-
-    began = time.perf_counter()
-    out: dict[str, Any] = {"capability": list(capability), "built": [], "cached": [], "errors": {}, "seconds": {}}
-    try:
-        _triton_cache.block_torch()
-        import triton
-
-        from . import _stream_triton
-    except Exception as exc:  # no Triton, a broken install, or torch already here
-        out["errors"]["setup"] = first_line(exc, 300)
-        return out
-    out["triton"] = triton.__version__
-    n = FAST_ARRAY_BYTES // ELEMENT_BYTES  # the fast probe's size class, as compile_ahead uses
-
-    def one(name: str) -> None:
-        t0 = time.perf_counter()
-        try:
-            if name == "driver":
-                built = _triton_cache.build_driver_module()
-            else:
-                built = _stream_triton.fill_cache(name, DEFAULT_CONFIGS[name], n, capability, SCALAR, FILL_VALUE)
-            out["built" if built else "cached"].append(name)
-        except Exception as exc:  # the worker compiles for itself
-            out["errors"][name] = first_line(exc, 300)
-        out["seconds"][name] = round(time.perf_counter() - t0, 3)
-
-    parts = ["driver", *methods]
-    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="triton-cache") as pool:
-        list(pool.map(one, parts))
-    out["total_seconds"] = round(time.perf_counter() - began, 3)
-    return out
-
-
-def compile_ahead(methods: tuple[str, ...] | list[str] = METHODS) -> dict:
-    """Compile the probe's Triton kernels in a background thread of the worker, and return at once.
-
-    A machine's first probe otherwise spends about 2 s compiling them and building their
-    launchers (docs/benchmarks.md). The suite starts this with the scans (``gpu(prepare=...)``),
-    so the work overlaps the checks before G5; :func:`probe` and :func:`sweep` wait for it before
-    they time anything. It is host-side work but for loading each kernel's module on the device.
-    Even importing Triton happens in the thread: the worker's next task need not wait for it.
-    """
-    if _AHEAD["thread"] is not None:
-        return {"started": False, "why": "already started"}
-
-    def one(method: str) -> None:
-        import torch
-
-        from . import _stream_triton
-
-        n = FAST_ARRAY_BYTES // ELEMENT_BYTES  # the fast probe's size class: a multiple of 16 under 2**31
-        _stream_triton.compile_ahead(method, DEFAULT_CONFIGS[method], n, torch.float32, SCALAR, FILL_VALUE)
-        _AHEAD["compiled"].append(method)
-
-    def work() -> None:
-        version, why = _triton_version()
-        if version is None:
-            _AHEAD["error"] = f"Triton not usable: {why}"
-            return
-        # One thread per kernel: much of a cold compile is ptxas and the C compiler building each
-        # launcher, in processes of their own (Triton compiles from thread pools itself).
-        try:
-            from triton.runtime import driver
-
-            driver.active.get_current_target()  # the driver's own set-up once, before the threads
-            with ThreadPoolExecutor(max_workers=len(methods), thread_name_prefix="bandwidth-compile") as pool:
-                for done in [pool.submit(one, m) for m in methods]:
-                    done.result()
-        except Exception as exc:  # the probe compiles (and reports) for itself
-            _AHEAD["error"] = f"{type(exc).__name__}: {exc}"
-
-    thread = threading.Thread(target=work, name="bandwidth-compile-ahead", daemon=True)
-    _AHEAD["thread"] = thread
-    thread.start()
-    return {"started": True}
-
-
-def _wait_for_compile_ahead() -> float:
-    """Wait for :func:`compile_ahead` to end; the seconds waited."""
-    thread, t0 = _AHEAD["thread"], time.perf_counter()
-    if thread is not None:
-        thread.join(AHEAD_WAIT_S)
-    return time.perf_counter() - t0
 
 
 # -- the probe ----------------------------------------------------------------------------------
@@ -483,27 +393,39 @@ def probe(
 ) -> BandwidthResult:
     """Measure each method once at one array size.
 
-    ``backend``: "auto" (Triton where it imports, torch otherwise), "triton" or "torch".
-    ``configs``: per-method KernelConfig fields overriding DEFAULT_CONFIGS. ``device`` and
-    ``clock`` exist for the suite's tests (CPU tensors, a wall clock).
+    ``backend``: "auto" (the CUDA driver's kernels, else Triton where it imports, else torch ops),
+    "cuda", "triton" or "torch". ``configs``: per-method fields overriding the backend's defaults
+    (CUDA_CONFIGS or DEFAULT_CONFIGS). ``device`` and ``clock`` exist for the suite's tests (CPU
+    tensors, a wall clock): they take the torch path.
     """
+    note = ""
+    if backend in ("auto", "cuda") and clock is None and device.startswith("cuda"):
+        try:
+            result = probe_cuda(mode, size_mb, methods, warmup_ms, rep_ms, unified_memory, fraction, configs)
+        except _stream_cuda.CudaUnavailable as exc:
+            if backend == "cuda":
+                raise RuntimeError(f"the CUDA driver's kernels asked for but not usable: {exc}") from None
+            note = f"CUDA driver kernels not usable: {exc}"
+        else:
+            if references:
+                result.references = _torch_references(result.array_bytes, methods, warmup_ms, rep_ms)
+            return result
     import torch
 
-    waited = _wait_for_compile_ahead()
     t0 = time.perf_counter()
     clock = clock or TorchClock()
     facts = _device_facts(torch, unified_memory)
     requested = int(size_mb * MIB) if size_mb else None
     array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"], requested, fraction)
-    use_triton, backend_text = _pick_backend(backend)
+    use_triton, backend_text = _pick_backend("auto" if backend == "cuda" else backend)
     bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES, device)
     clock.synchronize()
     setup = time.perf_counter() - t0
     result = BandwidthResult(
         device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
         unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing,
-        mode="sized" if requested else mode, backend=backend_text, setup_seconds=setup,
-        compile_wait_seconds=waited,
+        mode="sized" if requested else mode, backend=f"{backend_text}{f' ({note})' if note else ''}"[:400],
+        setup_seconds=setup,
     )
     try:
         for method in methods:
@@ -519,6 +441,99 @@ def probe(
             torch.cuda.empty_cache()
     result.seconds = time.perf_counter() - t0
     return result
+
+
+# -- through the CUDA driver (no torch) -----------------------------------------------------------
+def _cuda_config(method: str, configs: Optional[dict[str, dict]]) -> StreamConfig:
+    base = CUDA_CONFIGS[method]
+    if configs and method in configs:
+        return replace(base, **configs[method])
+    return base
+
+
+def _cuda_measure(arrays: Any, method: str, config: StreamConfig, warmup_ms: float, rep_ms: float) -> MethodResult:
+    """Check one run of ``method``'s kernel (outputs reset first), then time it; failures become fields."""
+    array_bytes = arrays.n * ELEMENT_BYTES
+    result = MethodResult(method=method, implementation=config.label, accounting=ACCOUNTING[method],
+                          array_bytes=array_bytes, bytes_per_call=ARRAYS_COUNTED[method] * array_bytes)
+    dev = arrays.dev
+    try:
+        run, blocks = _stream_cuda.method_launcher(arrays, method, config, SCALAR, FILL_VALUE)
+        arrays.reset(blocks if method == "read" else 0)
+        t0 = time.perf_counter()
+        run()
+        dev.synchronize()
+        result.first_call_seconds = time.perf_counter() - t0
+        result.check = _stream_cuda.check(arrays, method, blocks, SCALAR, FILL_VALUE)
+        if result.check != "ok":
+            return result
+        timing = bench(run, warmup_ms=warmup_ms, rep_ms=rep_ms, clock=dev)
+    except Exception as exc:  # a launch error, an illegal address …: a reading, not a crash
+        result.error = first_line(exc, 300)
+        return result
+    result.timing = timing
+    result.gbps = timing.rate(result.bytes_per_call) / 1e9
+    result.gbps_best = timing.rate(result.bytes_per_call, at="min") / 1e9
+    return result
+
+
+def _cuda_facts(dev: Any, unified_memory: Optional[bool]) -> dict:
+    f = dev.facts
+    unified, mem_available = _stream_cuda.unified_available(f["free_bytes"], f["integrated"], unified_memory)
+    return {**f, "unified_memory": unified, "available": available_bytes(f["free_bytes"], mem_available, unified),
+            "backend": f"cuda driver {f['driver_cuda']} (PTX kernels, no torch)"}
+
+
+def probe_cuda(
+    mode: str = "fast",
+    size_mb: Optional[float] = None,
+    methods: tuple[str, ...] | list[str] = METHODS,
+    warmup_ms: float = 10.0,
+    rep_ms: float = 50.0,
+    unified_memory: Optional[bool] = None,
+    fraction: float = MEMORY_FRACTION,
+    configs: Optional[dict[str, dict]] = None,
+) -> BandwidthResult:
+    """:func:`probe` through the CUDA driver alone, in a process that need not import torch (the
+    suite's load worker, while the GPU worker imports it). Raises ``CudaUnavailable`` when the
+    driver, the device or the PTX cannot be used; a method that fails says so in its result."""
+    t0 = time.perf_counter()
+    chosen = {m: _cuda_config(m, configs) for m in methods}
+    dev = _stream_cuda.open_device(tuple(sorted({c.vectors for c in chosen.values()})))
+    try:
+        facts = _cuda_facts(dev, unified_memory)
+        requested = int(size_mb * MIB) if size_mb else None
+        array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"], requested, fraction)
+        arrays = _stream_cuda.StreamArrays(dev, array_bytes // ELEMENT_BYTES)
+        dev.synchronize()
+        result = BandwidthResult(
+            device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
+            unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing,
+            mode="sized" if requested else mode, backend=facts["backend"], setup_seconds=time.perf_counter() - t0,
+        )
+        try:
+            for method in methods:
+                result.methods.append(_cuda_measure(arrays, method, chosen[method], warmup_ms, rep_ms))
+        finally:
+            arrays.free()
+    finally:
+        dev.close()
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _torch_references(array_bytes: int, methods: tuple[str, ...] | list[str], warmup_ms: float,
+                      rep_ms: float, first_only: bool = False) -> list[MethodResult]:
+    """Every torch op of TORCH_OPS (or each method's first) on arrays of ``array_bytes``, to compare with."""
+    import torch
+
+    bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES)
+    try:
+        return [_reference(torch, op, bufs, warmup_ms, rep_ms) for m in methods
+                for op in (TORCH_OPS[m][:1] if first_only else TORCH_OPS[m])]
+    finally:
+        del bufs
+        torch.cuda.empty_cache()
 
 
 def _reference(torch: Any, op: str, bufs: _Buffers, warmup_ms: float, rep_ms: float, clock: Any = None) -> MethodResult:
@@ -560,17 +575,35 @@ def _preferred(torch, method, use_triton, bufs, sms, warmup_ms, rep_ms, config, 
 
 def tune(size_mb: Optional[float] = None, methods: tuple[str, ...] | list[str] = METHODS,
          grid: Optional[list[dict]] = None, warmup_ms: float = 10.0, rep_ms: float = 60.0,
-         unified_memory: Optional[bool] = None) -> TuneResult:
-    """Every Triton configuration of ``grid`` (default TUNE_GRID) and every torch op, per method."""
+         unified_memory: Optional[bool] = None, backend: str = "auto") -> TuneResult:
+    """Every CUDA launch shape of CUDA_TUNE_GRID, every Triton configuration of ``grid`` (default
+    TUNE_GRID) and every torch op, per method, at one size (``backend`` "cuda" or "triton": that
+    backend's grid only, with the torch ops)."""
     import torch
 
     facts = _device_facts(torch, unified_memory)
     array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"],
                                              int(size_mb * MIB) if size_mb else None)
-    version, why = _triton_version()
+    rows: list[MethodResult] = []
+    try:
+        if backend not in ("auto", "cuda"):
+            raise _stream_cuda.CudaUnavailable(f"not asked for (backend {backend})")
+        dev = _stream_cuda.open_device(tuple(sorted({c.vectors for c in CUDA_TUNE_GRID})))
+    except _stream_cuda.CudaUnavailable as exc:
+        rows += [MethodResult(m, "cuda", ACCOUNTING[m], array_bytes, ARRAYS_COUNTED[m] * array_bytes, error=str(exc))
+                 for m in methods]
+    else:
+        try:
+            arrays = _stream_cuda.StreamArrays(dev, array_bytes // ELEMENT_BYTES)
+            try:
+                rows += [_cuda_measure(arrays, m, cfg, warmup_ms, rep_ms) for m in methods for cfg in CUDA_TUNE_GRID]
+            finally:
+                arrays.free()
+        finally:
+            dev.close()
+    version, why = _triton_version() if backend in ("auto", "triton") else (None, f"not asked for (backend {backend})")
     configs = [KernelConfig(**g) for g in grid] if grid else list(TUNE_GRID)
     bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES)
-    rows: list[MethodResult] = []
     try:
         for method in methods:
             if version is not None:
@@ -599,30 +632,63 @@ def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.
           progress: Optional[Callable[[Any], None]] = None, should_stop: Optional[Callable[[], bool]] = None,
           device: str = "cuda", clock: Any = None) -> BandwidthSweep:
     """The probe at every size of :func:`sweep_sizes`; ``progress`` gets one line per size, and the
-    sweep ends early (``stopped_early``) once ``should_stop()`` says so or ``max_seconds`` pass."""
-    import torch
-
-    _wait_for_compile_ahead()
+    sweep ends early (``stopped_early``) once ``should_stop()`` says so or ``max_seconds`` pass.
+    ``backend`` as :func:`probe`'s; the torch references (the first op of each method) need torch."""
     t0 = time.perf_counter()
-    clock = clock or TorchClock()
-    facts = _device_facts(torch, unified_memory)
-    use_triton, backend_text = _pick_backend(backend)
+    dev, note = None, ""
+    if backend in ("auto", "cuda") and clock is None and device.startswith("cuda"):
+        try:
+            dev = _stream_cuda.open_device(tuple(sorted({c.vectors for c in CUDA_CONFIGS.values()})))
+        except _stream_cuda.CudaUnavailable as exc:
+            if backend == "cuda":
+                raise RuntimeError(f"the CUDA driver's kernels asked for but not usable: {exc}") from None
+            note = f" (CUDA driver kernels not usable: {exc})"
+    try:
+        return _sweep(dev, backend, note, references, warmup_ms, rep_ms, unified_memory, max_seconds, progress,
+                      should_stop, device, clock, t0)
+    finally:
+        if dev is not None:
+            dev.close()
+
+
+def _sweep(dev: Any, backend: str, note: str, references: bool, warmup_ms: float, rep_ms: float,
+           unified_memory: Optional[bool], max_seconds: float, progress: Optional[Callable[[Any], None]],
+           should_stop: Optional[Callable[[], bool]], device: str, clock: Any, t0: float) -> BandwidthSweep:
+    torch = None
+    if dev is not None:
+        facts = _cuda_facts(dev, unified_memory)
+        use_triton, backend_text = False, facts["backend"]
+    else:
+        import torch
+
+        clock = clock or TorchClock()
+        facts = _device_facts(torch, unified_memory)
+        use_triton, backend_text = _pick_backend("auto" if backend == "cuda" else backend)
     out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"], unified_memory=facts["unified_memory"],
-                         backend=backend_text)
+                         backend=f"{backend_text}{note}"[:400])
     for size in sweep_sizes(facts["l2_bytes"], facts["available"]):
         if (should_stop is not None and should_stop()) or time.perf_counter() - t0 > max_seconds:
             out.stopped_early = True
             break
-        bufs = _Buffers(torch, size // ELEMENT_BYTES, device)
-        try:
-            row = [_preferred(torch, m, use_triton, bufs, facts["sms"], warmup_ms, rep_ms, DEFAULT_CONFIGS[m], clock)
-                   for m in METHODS]
+        if dev is not None:
+            arrays = _stream_cuda.StreamArrays(dev, size // ELEMENT_BYTES)
+            try:
+                row = [_cuda_measure(arrays, m, CUDA_CONFIGS[m], warmup_ms, rep_ms) for m in METHODS]
+            finally:
+                arrays.free()
             if references:
-                row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms, clock) for m in METHODS]
-        finally:
-            del bufs
-            if device.startswith("cuda"):
-                torch.cuda.empty_cache()
+                row += _torch_references(size, METHODS, warmup_ms, rep_ms, first_only=True)
+        else:
+            bufs = _Buffers(torch, size // ELEMENT_BYTES, device)
+            try:
+                row = [_preferred(torch, m, use_triton, bufs, facts["sms"], warmup_ms, rep_ms, DEFAULT_CONFIGS[m],
+                                  clock) for m in METHODS]
+                if references:
+                    row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms, clock) for m in METHODS]
+            finally:
+                del bufs
+                if device.startswith("cuda"):
+                    torch.cuda.empty_cache()
         out.points += row
         out.sizes_bytes.append(size)
         if progress is not None:
@@ -661,9 +727,10 @@ def format_result(res: BandwidthResult) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench bandwidth", description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=float, help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
-    parser.add_argument("--backend", choices=("auto", "triton", "torch"), default="auto")
+    parser.add_argument("--backend", choices=("auto", "cuda", "triton", "torch"), default="auto",
+                        help="auto: the CUDA driver's kernels (no torch), else Triton, else torch ops")
     parser.add_argument("--references", action="store_true", help="also time the torch reference ops")
-    parser.add_argument("--tune", action="store_true", help="time every Triton configuration of the tuning grid")
+    parser.add_argument("--tune", action="store_true", help="time every CUDA and Triton configuration of the tuning grids")
     parser.add_argument("--sweep", action="store_true", help="array sizes from L2/2 to the memory budget")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     parser.add_argument("--warmup-ms", type=float, default=10.0)
@@ -680,7 +747,7 @@ def main(argv: list[str]) -> int:
         return 2
     if args.tune:
         tuned = tune(args.size_mb, methods, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
-                     unified_memory=args.unified_memory)
+                     unified_memory=args.unified_memory, backend=args.backend)
         if args.json:
             print_json(tuned)
         else:

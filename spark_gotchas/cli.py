@@ -86,11 +86,34 @@ def run_checks(user_args: list[str]) -> int:
         print(f"{prog()}: {sys.executable} lacks the suite's dependencies {', '.join(missing)}: install the suite "
               "into this environment (pip install -e . in a checkout, or pip install its wheel)", file=sys.stderr)
         return 2
-    import pytest
+    from . import worker
 
-    from . import plugin, startup
+    if needs_torch_early(user_args):
+        worker.prestart(("torch",))  # torch imports while pytest and the plugins do
+    try:
+        import pytest
 
-    return int(pytest.main(pytest_args(user_args), plugins=[plugin, startup, ShortPaths()]))
+        from . import plugin, startup
+
+        return int(pytest.main(pytest_args(user_args), plugins=[plugin, startup, ShortPaths()]))
+    finally:
+        worker.close_unadopted()
+
+
+NO_WORKER = ("--spark-replay", "--help", "-h", "--collect-only", "--co", "--version", "-V", "--fixtures",
+             "--markers", "--setup-plan")
+
+
+def needs_torch_early(user_args: list[str]) -> bool:
+    """Whether the run will want the GPU worker's torch: a live run of the checks where torch is
+    installed (a replay runs nothing, and pytest's informational options run no check). A worker
+    started for a run that ends up needing none is closed unused."""
+    from .headstart import enabled
+
+    if not enabled("early_import") or any(a == flag or a.startswith(flag + "=") for a in user_args
+                                          for flag in NO_WORKER):
+        return False
+    return importlib.util.find_spec("torch") is not None  # as readers.torch.torch_installed asks
 
 
 class ShortPaths:

@@ -2,23 +2,33 @@
 
 A cold preflight spends most of its wall time waiting for that import (3-6 s). The run order
 (checks of the machine at rest, then scans, then GPU checks) puts CPU-only work under the wait;
-the head start puts GPU work under it too. Its five parts, each measured against the run without
-it on one H200 (docs/benchmarks.md, "The head start, part by part"):
+the head start puts GPU work under it too, and one part shortens what must wait for it. Its seven
+parts, each measured against the run without it on one H200 (docs/benchmarks.md, "The head start,
+part by part"):
 
 - ``g4_load``: G4's spot-check load runs through cuBLAS in a worker without torch (the run's
   ``load_worker``), during the import; the GPU worker starts no task meanwhile;
 - ``cuda_context``: the GPU worker creates device 0's CUDA context in a thread during the import,
   once the checks of the machine at rest are done (a context changes what NVML reads at rest);
-- ``g5_compile``: the GPU worker compiles G5's Triton kernels in threads before G5 runs;
-- ``g5_build``: a worker that never imports torch (the ``build_worker``) builds those kernels
-  and their launchers into Triton's cache for the GPU's compute capability, during the import;
+- ``g5_probe``: G5's bandwidth probe runs through the CUDA driver (PTX kernels, no torch, no
+  Triton) in the load worker, during the import;
 - ``g7_rates``: G7's BF16 and FP8 GEMM rates run through cuBLAS/cuBLASLt in the load worker,
-  after G4's load and during the import, where the GPU has no FP4 tensor cores (below compute
-  capability 10.0; elsewhere all three rates come from torch, so NVFP4/FP8 compares one path).
+  during the import, where the GPU has no FP4 tensor cores (below compute capability 10.0;
+  elsewhere all three rates come from torch, so NVFP4/FP8 compares one path);
+- ``g2_libs``: the GPU worker loads the libraries G2's attention probe would load on its first
+  call (cuDNN's engines, heuristics and ops, several hundred MB) in a thread during the import:
+  the same files torch's own ``libcudnn.so.9`` loads, from the ``nvidia/cudnn/lib`` beside torch;
+- ``g2_threads``: after the import, G2's four SDPA backends make their first calls (each loads its
+  library and kernels) at once, a thread each, before the probe calls them one by one;
+- ``early_import``: the ``spark-gotchas`` command starts the GPU worker, and so torch's import,
+  before it imports pytest and the plugins; the run adopts that worker.
 
-``SPARK_GOTCHAS_HEADSTART`` turns parts off (``-g5_build,-cuda_context``; ``none`` for all). The
-readings a part starts early are taken once all the same: a reading started early is waited for.
-Nothing here runs in a replay. The GPU worker's side is :func:`serve` and :func:`cuda_context`.
+The load worker runs one measurement at a time, so the three never share the GPU with each other,
+and each pauses the GPU worker's tasks while it runs. ``SPARK_GOTCHAS_HEADSTART`` turns parts off
+(``-g5_probe,-cuda_context``; ``none`` for all): a part's work then waits for torch and runs in its
+check's place. The readings a part starts early are taken once all the same: a reading started
+early is waited for. Nothing here runs in a replay. The GPU worker's side is :func:`serve` and
+:func:`cuda_context`.
 """
 
 from __future__ import annotations
@@ -31,20 +41,20 @@ import time
 from typing import Any, Callable, Optional
 
 ENV = "SPARK_GOTCHAS_HEADSTART"
-PARTS = ("g4_load", "cuda_context", "g5_compile", "g5_build", "g7_rates")
-TORCH_FREE = ("g4_load", "g7_rates")  # the parts whose GPU work runs in the load worker, without torch
+PARTS = ("g4_load", "cuda_context", "g5_probe", "g7_rates", "g2_libs", "g2_threads", "early_import")
+TORCH_FREE = ("g4_load", "g5_probe", "g7_rates")  # the parts whose GPU work runs in the load worker, without torch
 # The readings GPU checks take, started when the scans start: key -> the gotcha whose check reads it.
 EARLY: dict[str, int] = {
     "thermal.spot_check": 4,  # its load needs no torch (g4_load); otherwise it waits in a thread
-    "bench.bandwidth": 5,  # its kernels compile (g5_compile), built first without torch (g5_build)
-    "bench.bandwidth_sweep": 5,
+    "bench.bandwidth": 5,  # through the CUDA driver without torch (g5_probe); else not early
     "env.fp4_kernels": 7,  # an ELF scan, in a thread of pytest's process
     "bench.gemm": 7,  # through cuBLAS without torch (g7_rates), where NVFP4 cannot run; else not early
 }
-BANDWIDTH_KEYS = ("bench.bandwidth", "bench.bandwidth_sweep")
-BUILD_TIMEOUT_S = 60.0
-COMPILE_TASK = "spark_gotchas.microbench.bandwidth:compile_ahead"
-BUILD_TASK = "spark_gotchas.microbench.bandwidth:fill_triton_cache"
+# Readings that start early only where their part runs them without torch: key -> (part, the reader's test).
+TORCH_FREE_READINGS: dict[str, tuple[str, str]] = {
+    "bench.bandwidth": ("g5_probe", "bandwidth_without_torch"),
+    "bench.gemm": ("g7_rates", "gemm_without_torch"),
+}
 
 
 def enabled(part: str, environ: dict[str, str] | None = None) -> bool:
@@ -61,55 +71,52 @@ def early_readings(gotchas: set[int]) -> list[str]:
     return [key for key, gotcha in EARLY.items() if gotcha in gotchas]
 
 
-def triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
-def _build_problem(result: Any) -> str:
-    """What went wrong in the build worker, in one line ('' when every part was built or cached)."""
-    if not result.ok:
-        return f"building G5's kernels without torch: {result.problem}"
-    errors = (result.value or {}).get("errors") or {}
-    return "; ".join(f"building G5's {part} without torch: {why}" for part, why in errors.items())
-
-
 class HeadStart:
-    """The parent's side for one run: which readings start early, and the build worker.
+    """The parent's side for one run: which readings start early.
 
-    ``gpu_worker`` gives the run's GPU worker (started on first use); ``bare_worker`` makes a
-    worker that imports nothing up front. ``errors`` (reading key -> why its head start failed)
-    reaches the JSON report's ``timing.prepare_errors``; the reading is then taken as usual.
+    ``gpu_worker`` gives the run's GPU worker (started on first use). ``errors`` (reading key ->
+    why its head start failed) reaches the JSON report's ``timing.prepare_errors``; the reading is
+    then taken as usual.
     """
 
-    def __init__(self, provider: Any, gpu_worker: Callable[[], Any], bare_worker: Callable[[], Any]):
+    def __init__(self, provider: Any, gpu_worker: Callable[[], Any]):
         self.provider = provider
         self.gpu_worker = gpu_worker
-        self.bare_worker = bare_worker
-        self.build_worker: Any = None
         self.keys: list[str] = []
         self.errors: dict[str, str] = {}
         self._asked_context = False
-        self._compiled = False
+        self.read_ahead = False
 
     def plan(self, gotchas: set[int]) -> None:
         """Note the readings the collected GPU checks of ``gotchas`` will take."""
         self.keys = [key for key in early_readings(gotchas) if key not in self.keys]
+        self.read_ahead = 2 in gotchas and enabled("g2_libs")
 
     def begin(self) -> None:
         """At the first scan or GPU check (the checks of the machine at rest are done): the CUDA
         context, then each reading planned, once."""
         self.cuda_context()
+        if self.read_ahead:
+            self.read_ahead = False
+            worker = self.gpu_worker()
+            if worker is not None and "torch" in worker.preload:
+                worker.head_start("g2_libs")
         keys, self.keys = self.keys, []
         for key in keys:
             try:
-                if key in BANDWIDTH_KEYS:
-                    self.compile_g5_kernels()
-                elif key == "bench.gemm":
-                    self.gemm_rates()
-                else:
+                if key not in TORCH_FREE_READINGS or self.runs_without_torch(key):
                     self.provider.prefetch(key)
             except Exception as exc:  # a head start that fails costs only the head start
                 self.errors[key] = f"{type(exc).__name__}: {exc}"[:600]
+
+    def runs_without_torch(self, key: str) -> bool:
+        """Whether reading ``key`` runs in the load worker (its part on, and its reader says it can:
+        elsewhere the check takes it through torch when it runs, in its place among the GPU work)."""
+        from .readers import bench
+
+        part, test = TORCH_FREE_READINGS[key]
+        ctx = self.provider.ctx
+        return ctx.torch_free_worker(part) is not None and getattr(bench, test)(ctx)
 
     def cuda_context(self) -> None:
         """Ask the GPU worker for device 0's CUDA context in a thread (``cuda_context`` part)."""
@@ -118,45 +125,6 @@ class HeadStart:
         worker = self.gpu_worker()
         if worker is not None and "torch" in worker.preload and worker.head_start("cuda_context"):
             self._asked_context = True
-
-    def gemm_rates(self) -> None:
-        """G7's rates through cuBLAS in the load worker now (``g7_rates``), where they need no torch;
-        elsewhere the check takes them through torch when it runs, in its place among the GPU work."""
-        from .readers.bench import gemm_without_torch
-
-        ctx = self.provider.ctx
-        if ctx.torch_free_worker("g7_rates") is not None and gemm_without_torch(ctx):
-            self.provider.prefetch("bench.gemm")
-
-    def compile_g5_kernels(self) -> Optional[threading.Thread]:
-        """G5's Triton kernels: built into Triton's cache by the build worker (no torch) while the
-        GPU worker imports torch, then compiled and loaded by the GPU worker in the background.
-        Without Triton or one known capability, the GPU worker compiles them itself at once.
-        Returns the thread that waits for the build, if any."""
-        if self._compiled or not enabled("g5_compile"):
-            return None
-        self._compiled = True
-        worker = self.gpu_worker()
-        from .readers.gpu import single_capability
-
-        capability = single_capability(self.provider) if enabled("g5_build") else None
-        if capability is None or not triton_installed():
-            worker.submit(COMPILE_TASK)
-            return None
-        worker.start()  # importing torch now, if it was not already
-        self.build_worker = self.bare_worker()
-
-        def build_then_load() -> None:
-            result = self.build_worker.call(BUILD_TASK, {"capability": list(capability)}, timeout=BUILD_TIMEOUT_S)
-            self.build_worker.end_input()  # its one job is done; it holds no GPU context
-            problem = _build_problem(result)
-            if problem:
-                self.errors["bench.bandwidth"] = problem[:600]
-            worker.submit(COMPILE_TASK, start=False)  # not after the run closed it
-
-        thread = threading.Thread(target=build_then_load, name="G5 kernel build", daemon=True)
-        thread.start()
-        return thread
 
 
 # -- the GPU worker's side -------------------------------------------------------------------------
@@ -177,7 +145,42 @@ def cuda_context() -> Any:
     return round(time.perf_counter() - t0, 3)
 
 
-IN_WORKER: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context}
+def attention_libraries(torch_dir: Optional[str] = None) -> list[str]:
+    """cuDNN's libraries as torch loads them on a first cuDNN call (not at ``import torch``): those of
+    ``nvidia/cudnn/lib`` in torch's own site-packages, the folder a pip-installed torch's RPATH names
+    (``$ORIGIN/../../nvidia/cudnn/lib``). Elsewhere (an NGC image's system cuDNN) none: loading another
+    copy than torch's would put a second library under the same name in the process."""
+    if torch_dir is None:
+        try:
+            spec = importlib.util.find_spec("torch")
+        except (ImportError, ValueError):
+            return []
+        if spec is None or not spec.origin:
+            return []
+        torch_dir = os.path.dirname(spec.origin)
+    folder = os.path.join(os.path.dirname(torch_dir), "nvidia", "cudnn", "lib")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if n.startswith("libcudnn") and n.endswith(".so.9")]
+
+
+def g2_libs() -> Any:
+    """Load cuDNN's libraries into this process (the GPU worker, while torch imports): seconds, or why not."""
+    t0 = time.perf_counter()
+    paths = attention_libraries()
+    if not paths:
+        return "not available: no nvidia/cudnn/lib beside torch"
+    for path in paths:
+        try:
+            ctypes.CDLL(path)
+        except OSError as exc:
+            return f"{os.path.basename(path)}: {exc}"[:200]
+    return round(time.perf_counter() - t0, 3)
+
+
+IN_WORKER: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context, "g2_libs": g2_libs}
 
 
 def serve(fd: int, send: Callable[[dict], None]) -> None:

@@ -53,9 +53,10 @@ class SessionState:
             from . import headstart
 
             parts = frozenset(p for p in headstart.TORCH_FREE if headstart.enabled(p))
-            load = self.load_worker if parts else None  # else G4's load and G7's rates wait for torch
+            load = self.load_worker if parts else None  # else G4's load, G5's probe and G7's rates wait for torch
             self._provider = Provider(self.options, self.replay, self.worker, load)
             self._provider.ctx.torch_free = parts
+            self._provider.ctx.head_start = frozenset(p for p in headstart.PARTS if headstart.enabled(p))
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
         return self._provider
@@ -81,9 +82,10 @@ class SessionState:
             raise ReadingUnavailable("worker", "replaying a snapshot: nothing runs on this machine")
         if self._worker is None:
             from .readers.torch import torch_installed
-            from .worker import Worker
+            from .worker import Worker, adopt
 
-            self._worker = Worker(preload=("torch",) if torch_installed() else ())
+            preload = ("torch",) if torch_installed() else ()
+            self._worker = adopt(preload) or Worker(preload=preload)
         return self._worker
 
     @property
@@ -92,7 +94,7 @@ class SessionState:
         if self._head_start is None and self.replay is None:
             from .headstart import HeadStart
 
-            self._head_start = HeadStart(self.provider, self.worker, self._bare_worker)
+            self._head_start = HeadStart(self.provider, self.worker)
         return self._head_start
 
     def load_worker(self) -> Any:
@@ -112,22 +114,16 @@ class SessionState:
     def release_workers(self) -> None:
         """Every check has run: close the workers' input, so they exit (a torch process takes tenths
         of a second to) while pytest writes its reports; :meth:`close` then finds them gone."""
-        for worker in (self._worker, self._load_worker, self._build_worker):
+        for worker in (self._worker, self._load_worker):
             if worker is not None:
                 worker.end_input()
 
     def close(self) -> None:
-        workers = [w for w in (self._worker, self._load_worker, self._build_worker) if w is not None]
+        workers = [w for w in (self._worker, self._load_worker) if w is not None]
         self.release_workers()  # all start leaving at once
         for worker in workers:
             worker.close()
         self._worker = self._load_worker = None
-        if self._head_start is not None:
-            self._head_start.build_worker = None
-
-    @property
-    def _build_worker(self) -> Any:
-        return self._head_start.build_worker if self._head_start is not None else None
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -138,7 +134,7 @@ class SessionState:
         """Where the run's time went, in seconds after pytest configured the run: each check's call,
         and each worker's start, imports and tasks (null when that worker did not run)."""
         origin = self.configured_epoch
-        workers = {"worker": self._worker, "load_worker": self._load_worker, "build_worker": self._build_worker}
+        workers = {"worker": self._worker, "load_worker": self._load_worker}
         return {
             "torch": after_torch(self._worker, self.check_times, origin),
             "checks": [{"nodeid": nodeid, "start_s": round(start - origin, 3), "seconds": round(seconds, 3)}

@@ -417,3 +417,31 @@ class Worker:
             return json.loads(line)
         except json.JSONDecodeError:
             return {}
+
+
+# -- a worker started before pytest is imported (the spark-gotchas command) -------------------------
+_PRESTARTED: list[Worker] = []
+
+
+def prestart(preload: tuple[str, ...]) -> Worker:
+    """Start a worker now, before pytest and its plugins are imported (tenths of a second the torch
+    import would otherwise wait); the run's :func:`adopt` takes it over."""
+    worker = Worker(preload=preload)
+    worker.start()
+    _PRESTARTED.append(worker)
+    return worker
+
+
+def adopt(preload: tuple[str, ...]) -> Worker | None:
+    """The worker :func:`prestart` started with these preload modules, once (None if there is none)."""
+    for worker in _PRESTARTED:
+        if worker.preload == preload:
+            _PRESTARTED.remove(worker)
+            return worker
+    return None
+
+
+def close_unadopted() -> None:
+    """Close what was started early and never taken over (a run that needed no GPU worker)."""
+    while _PRESTARTED:
+        _PRESTARTED.pop().close()

@@ -256,3 +256,34 @@ def test_hide_xformers_too_when_it_is_installed(tmp_path):
     both = run_python("from spark_gotchas.fixes import force_sdpa\nforced = None\nforce_sdpa(hide_xformers=True)\n"
                       + CHOICE, extra_path=[tmp_path])
     assert both["backend"] == "sdpa"
+
+
+# -- SDPA's backends: first calls in threads (the head start's g2_threads), then one by one ---------
+def test_the_sdpa_reader_asks_for_the_warm_up_unless_the_part_is_off(monkeypatch):
+    import bench_fakes as fk
+
+    from spark_gotchas import headstart
+    from spark_gotchas.options import RunOptions
+    from spark_gotchas.provider import Provider
+
+    task = "spark_gotchas.microbench.attention:sdpa_backends"
+    monkeypatch.setattr("spark_gotchas.readers.attention.torch_installed", lambda: True)
+    for env, warm in (("", True), ("-g2_threads", False)):
+        monkeypatch.setenv(headstart.ENV, env)
+        worker = fk.FakeWorker({task: {"torch": "2.11.0", "device": "NVIDIA H200", "ran": {"math": "ok"}}})
+        provider = Provider(RunOptions(), worker_factory=lambda worker=worker: worker)
+        provider.ctx.head_start = frozenset(p for p in headstart.PARTS if headstart.enabled(p))  # as the session sets it
+        reading = provider.read("attention.sdpa")
+        assert worker.args[task] == {"warm_in_threads": warm} and reading.ran == {"math": "ok"}
+
+
+def test_the_warm_up_never_raises_and_says_what_each_backend_did():
+    torch = pytest.importorskip("torch")
+    from spark_gotchas.microbench import attention
+
+    q = torch.randn(1, 16, 2, 8)
+    took = attention._warm_in_threads(torch, q, q, q)
+    assert set(took) >= {"flash", "efficient", "cudnn", "math"}
+    assert isinstance(took["math"], float)  # the math backend runs anywhere, CPU tensors included
+    if not torch.cuda.is_available():
+        assert took["flash"] == "not for this problem"  # torch's own test: flash needs CUDA tensors

@@ -10,7 +10,7 @@ import pytest
 from gline_block import glines as block
 from sysfs_fakes import GB10_PCI, H200_PCI, make_root
 
-from spark_gotchas import headstart, profiles
+from spark_gotchas import profiles
 from spark_gotchas.judges import g05_bandwidth as g05
 from spark_gotchas.microbench.bandwidth import BandwidthSweep
 from spark_gotchas.options import RunOptions
@@ -323,65 +323,6 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
     assert len(rows) == 1 + len(sweep.points)
     assert artifacts == {"G5 bandwidth sweep (CSV)": got.csv_path}
     assert g05.judge_sweep(got, fk.gb10_inventory(), profiles.GB10).status is Status.PASS
-
-
-# -- the kernels' head start: built without torch, then loaded by the GPU worker -------------------
-class InventoryOnly:
-    def __init__(self, inventory):
-        self.inventory = inventory
-
-    def try_read(self, key):
-        return self.inventory if key == "gpu.inventory" else None
-
-
-def head_start(inventory, monkeypatch, build_answer=None, with_build_worker=True, triton=True):
-    gpu = fk.FakeWorker({})
-    build = fk.FakeWorker({"spark_gotchas.microbench.bandwidth:fill_triton_cache": build_answer or {"built": ["read"]}})
-    if with_build_worker:
-        monkeypatch.delenv(headstart.ENV, raising=False)
-    else:
-        monkeypatch.setenv(headstart.ENV, "-g5_build")
-    monkeypatch.setattr(headstart, "triton_installed", lambda: triton)
-    start = headstart.HeadStart(InventoryOnly(inventory), lambda: gpu, lambda: build)
-    thread = start.compile_g5_kernels()
-    if thread is not None:
-        thread.join(10)
-    return gpu, build, start.errors
-
-
-def test_the_build_worker_builds_for_the_gpus_capability_before_the_gpu_worker_loads(monkeypatch):
-    gpu, build, errors = head_start(fk.gb10_inventory(), monkeypatch)
-    assert build.calls == ["spark_gotchas.microbench.bandwidth:fill_triton_cache"]
-    assert build.args["spark_gotchas.microbench.bandwidth:fill_triton_cache"] == {"capability": [12, 1]} and build.ended
-    assert gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", False)]  # only to a worker still running
-    assert errors == {}
-
-
-def test_a_failed_build_still_lets_the_gpu_worker_compile_for_itself_and_says_why(monkeypatch):
-    gpu, build, errors = head_start(fk.h200_inventory(), monkeypatch,
-                                    build_answer=TaskResult(ok=False, crashed=True, signal="SIGSEGV"))
-    assert build.calls == ["spark_gotchas.microbench.bandwidth:fill_triton_cache"]
-    assert gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", False)]
-    assert errors == {"bench.bandwidth": "building G5's kernels without torch: child process killed by SIGSEGV"}
-
-
-def test_a_part_that_failed_to_build_is_named_in_the_reports_prepare_errors(monkeypatch):
-    answer = {"built": ["read"], "cached": [], "errors": {"copy": "CalledProcessError: ptxas exited 255"}}
-    gpu, _, errors = head_start(fk.h200_inventory(), monkeypatch, build_answer=answer)
-    assert gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", False)]
-    assert errors == {"bench.bandwidth": "building G5's copy without torch: CalledProcessError: ptxas exited 255"}
-
-
-def test_two_capabilities_no_nvml_or_no_triton_leave_the_compile_to_the_gpu_worker(monkeypatch):
-    mixed = replace(fk.h200_inventory(), devices=[*fk.h200_inventory().devices, *fk.gb10_inventory().devices])
-    for inventory, triton in ((mixed, True), (None, True), (fk.gb10_inventory(), False)):
-        gpu, build, _ = head_start(inventory, monkeypatch, triton=triton)
-        assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]
-
-
-def test_with_the_build_part_off_the_gpu_worker_compiles_at_once(monkeypatch):
-    gpu, build, _ = head_start(fk.h200_inventory(), monkeypatch, with_build_worker=False)
-    assert build.calls == [] and gpu.submitted == [("spark_gotchas.microbench.bandwidth:compile_ahead", True)]
 
 
 def test_a_sweep_far_below_is_a_hardware_fail_only_when_nobody_was_seen_meanwhile():

@@ -74,7 +74,7 @@ def test_the_head_start_starts_the_rates_only_where_they_need_no_torch():
     for caps, early in (((9, 0),), True), (((12, 1),), False):
         gpu, load = workers()
         p = provider(gpu, load, caps=caps)
-        h = HeadStart(p, lambda gpu=gpu: gpu, lambda load=load: load)
+        h = HeadStart(p, lambda gpu=gpu: gpu)
         h.plan({7})
         h.begin()
         thread = p._prefetching.get("bench.gemm")

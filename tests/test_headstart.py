@@ -5,6 +5,7 @@ import ctypes.util
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_with_a_driver_the_cuda_context_takes_seconds():
 
 
 @pytest.mark.parametrize("value, off", [(None, ()), ("", ()), ("none", headstart.PARTS),
-                                        ("-g5_build, -cuda_context", ("g5_build", "cuda_context"))])
+                                        ("-g5_probe, -cuda_context", ("g5_probe", "cuda_context"))])
 def test_the_environment_turns_parts_off(value, off):
     environ = {} if value is None else {headstart.ENV: value}
     assert tuple(p for p in headstart.PARTS if not headstart.enabled(p, environ)) == tuple(
@@ -43,7 +44,7 @@ def test_the_environment_turns_parts_off(value, off):
 
 def test_only_the_gpu_checks_collected_start_their_readings():
     assert headstart.early_readings({4}) == ["thermal.spot_check"]
-    assert headstart.early_readings({5, 7}) == ["bench.bandwidth", "bench.bandwidth_sweep", "env.fp4_kernels", "bench.gemm"]
+    assert headstart.early_readings({5, 7}) == ["bench.bandwidth", "env.fp4_kernels", "bench.gemm"]
     assert headstart.early_readings({1, 9}) == []
 
 
@@ -112,30 +113,32 @@ class FakeWorker:
 class FakeProvider:
     def __init__(self):
         self.prefetched: list[str] = []
+        self.ctx = SimpleNamespace(torch_free_worker=lambda part: None)  # no load worker
 
     def prefetch(self, key):
         self.prefetched.append(key)
 
     def try_read(self, key):
-        return None  # no inventory: the GPU worker compiles G5's kernels itself
+        return None
 
 
 def test_begin_asks_the_cuda_context_once_and_starts_each_planned_reading_once(monkeypatch):
     monkeypatch.delenv(headstart.ENV, raising=False)
     worker, provider = FakeWorker(), FakeProvider()
-    start = HeadStart(provider, lambda: worker, lambda: None)
+    start = HeadStart(provider, lambda: worker)
     start.plan({4, 5, 7})
     start.begin()
     start.begin()
     assert worker.asked == ["cuda_context"]
+    # no inventory: G5's probe and G7's rates cannot run without torch, so they wait for their checks
     assert provider.prefetched == ["thermal.spot_check", "env.fp4_kernels"]
-    assert worker.submitted == [headstart.COMPILE_TASK]  # bandwidth and its sweep share one compile
+    assert worker.submitted == []
 
 
 def test_each_part_turned_off_starts_nothing_of_its_own(monkeypatch):
-    monkeypatch.setenv(headstart.ENV, "-cuda_context,-g5_compile")
+    monkeypatch.setenv(headstart.ENV, "-cuda_context,-g5_probe")
     worker, provider = FakeWorker(), FakeProvider()
-    start = HeadStart(provider, lambda: worker, lambda: None)
+    start = HeadStart(provider, lambda: worker)
     start.plan({5})
     start.begin()
     assert worker.asked == [] and worker.submitted == []
@@ -144,5 +147,30 @@ def test_each_part_turned_off_starts_nothing_of_its_own(monkeypatch):
 def test_without_torch_there_is_no_cuda_context_to_ask_for(monkeypatch):
     monkeypatch.delenv(headstart.ENV, raising=False)
     worker = FakeWorker(preload=())
-    HeadStart(FakeProvider(), lambda: worker, lambda: None).begin()
+    HeadStart(FakeProvider(), lambda: worker).begin()
     assert worker.asked == []
+
+
+def test_g2_libs_loads_cudnn_from_beside_torch_and_only_for_a_run_that_checks_g2(tmp_path, monkeypatch):
+    site = tmp_path / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    lib = site / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    for name in ("libcudnn.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_ops.so.9", "README", "libz.so.1"):
+        (lib / name).write_bytes(b"")
+    found = headstart.attention_libraries(str(site / "torch"))
+    assert [Path(p).name for p in found] == ["libcudnn.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_ops.so.9"]
+    assert headstart.attention_libraries(str(tmp_path / "elsewhere" / "torch")) == []  # no cuDNN beside that torch
+    monkeypatch.setattr(headstart, "attention_libraries", lambda: found)
+    assert headstart.g2_libs().startswith("libcudnn.so.9: ")  # empty files: the loader's reason, not a crash
+    monkeypatch.setattr(headstart, "attention_libraries", lambda: [])
+    assert headstart.g2_libs() == "not available: no nvidia/cudnn/lib beside torch"
+    monkeypatch.delenv(headstart.ENV, raising=False)
+    h = HeadStart(provider=None, gpu_worker=lambda: None)
+    h.plan({5, 7})
+    assert not h.read_ahead
+    h.plan({2, 5})
+    assert h.read_ahead
+    monkeypatch.setenv(headstart.ENV, "-g2_libs")
+    h.plan({2})
+    assert not h.read_ahead

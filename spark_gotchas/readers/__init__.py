@@ -33,7 +33,8 @@ class ReadContext:
     add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
     load_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for loads that need none
-    torch_free: frozenset = frozenset({"g4_load"})  # what runs in it: the head start's parts g4_load, g7_rates
+    torch_free: frozenset = frozenset({"g4_load"})  # what runs in it: the head start's parts g4_load, g5_probe, g7_rates
+    head_start: frozenset = frozenset()  # the head start's parts this run uses (spark_gotchas.headstart.PARTS)
 
     @property
     def worker(self) -> Any:

@@ -101,7 +101,8 @@ def read_sdpa(ctx: ReadContext) -> Sdpa:
     plus one tiny call per backend on cuda:0."""
     if not torch_installed():
         return Sdpa(torch_installed=False, problem="torch is not installed")
-    result = ctx.worker.call("spark_gotchas.microbench.attention:sdpa_backends", timeout=PROBE_TIMEOUT_S)
+    result = ctx.worker.call("spark_gotchas.microbench.attention:sdpa_backends",
+                             {"warm_in_threads": "g2_threads" in ctx.head_start}, timeout=PROBE_TIMEOUT_S)
     if not result.ok:
         return Sdpa(torch_installed=True, problem=result.problem)
     v = result.value

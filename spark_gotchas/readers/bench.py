@@ -22,6 +22,7 @@ from . import ReadContext, reader
 from .gpu import single_capability
 
 BANDWIDTH_TASK = "spark_gotchas.microbench.bandwidth:probe"
+BANDWIDTH_CUDA_TASK = "spark_gotchas.microbench.bandwidth:probe_cuda"  # no torch: the load worker's
 GEMM_CUBLAS_TASK = "spark_gotchas.microbench.gemm:probe_cublas"
 GEMM_SIZE = 8192  # the public GB10 and measured H200 figures are at 8192^3
 
@@ -45,23 +46,53 @@ def measured(ctx: ReadContext, what: str, task: str, args: dict, timeout: float,
 
 @reader("bench.bandwidth")
 def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
-    """The fast bandwidth probe in the worker (read, write, copy, triad; ~1 s), with who else was on
-    the GPU meanwhile; run once more when it is far below the profile with nobody else seen."""
+    """The fast bandwidth probe (read, write, copy, triad; ~1 s), with who else was on the GPU
+    meanwhile; run once more when it is far below the profile with nobody else seen. Through the
+    CUDA driver without torch in the load worker (the head start's ``g5_probe``, during the
+    import) where a GPU is seen, else through torch in the GPU worker."""
+    args = {"mode": "fast", "unified_memory": _unified_memory(ctx)}
+    light = ctx.torch_free_worker("g5_probe")
+    note = ""
+    if light is not None and bandwidth_without_torch(ctx):
+        reading = _bandwidth(ctx, light, BANDWIDTH_CUDA_TASK, args)
+        if reading.result is not None or reading.crashed:  # a crash or hang is the finding: not tried again
+            return reading
+        note = f"CUDA driver kernels without torch: {reading.problem}"[:300]
     why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
-        return BandwidthReading(attempted=False, reason=why)
-    args = {"mode": "fast", "unified_memory": _unified_memory(ctx)}
-    result, window = measured(ctx, "G5 bandwidth probe", BANDWIDTH_TASK, args, 120)
+        return BandwidthReading(attempted=False, reason=why, backend_note=note)
+    reading = _bandwidth(ctx, None, BANDWIDTH_TASK, args)
+    reading.backend_note = note
+    return reading
+
+
+def _bandwidth(ctx: ReadContext, light: Any, task: str, args: dict) -> BandwidthReading:
+    """The probe in the load worker (``light``, the GPU worker paused) or the GPU worker (None)."""
+
+    def once(what: str) -> tuple[Any, Any]:
+        if light is None:
+            return measured(ctx, what, task, args, 120)
+        with ctx.gpu_to_itself(), watch(what, measuring_pid=lambda: light.pid) as window:
+            return light.call(task, args, timeout=120), window.window
+
+    result, window = once("G5 bandwidth probe")
     if not result.ok:
         return BandwidthReading(attempted=True, window=window, **_failed(result))
     reading = BandwidthReading(attempted=True, result=from_jsonable(BandwidthResult, result.value), window=window)
     from ..judges.g05_bandwidth import wants_second_look  # the judge's own rule
 
     if wants_second_look(reading.result, window, ctx.profile(), ctx.provider.try_read("gpu.inventory")):
-        again, reading.again_window = measured(ctx, "G5 bandwidth probe, again", BANDWIDTH_TASK, args, 120)
+        again, reading.again_window = once("G5 bandwidth probe, again")
         if again.ok:
             reading.again = from_jsonable(BandwidthResult, again.value)
     return reading
+
+
+def bandwidth_without_torch(ctx: ReadContext) -> bool:
+    """Whether G5's probe can run through the CUDA driver without torch: NVML lists GPUs of one
+    compute capability (device 0 is one of them). Where it cannot, the probe says why and the
+    reader takes it through torch."""
+    return single_capability(ctx.provider) is not None
 
 
 @reader("bench.bandwidth_sweep")

@@ -30,6 +30,7 @@ class BandwidthReading:
     window: Optional[MeasureWindow] = None  # who else was on the GPU while the probe ran (None: not sampled)
     again: Optional[BandwidthResult] = None  # the probe run once more: the first was far below with nobody else seen
     again_window: Optional[MeasureWindow] = None
+    backend_note: str = ""  # why the torch-free measurement was not used, where it was tried
 
 
 # -- bench.bandwidth_sweep ------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""G5's probe without torch (the head start's ``g5_probe``): the CUDA driver's kernels in the load
+worker while torch imports, through torch in the GPU worker where that cannot run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import bench_fakes as fk
+import pytest
+
+from spark_gotchas import headstart
+from spark_gotchas.headstart import HeadStart
+from spark_gotchas.microbench import _stream_cuda, _stream_ptx, bandwidth
+from spark_gotchas.options import RunOptions
+from spark_gotchas.provider import Provider
+from spark_gotchas.worker import TaskResult
+
+CUDA = "spark_gotchas.microbench.bandwidth:probe_cuda"
+TORCH = "spark_gotchas.microbench.bandwidth:probe"
+BUILD = "spark_gotchas.tasks:torch_build"
+
+
+def provider(gpu, load, inventory=None, parts=frozenset({"g4_load", "g5_probe", "g7_rates"})):
+    p = Provider(RunOptions(), worker_factory=lambda: gpu, load_worker_factory=lambda: load)
+    p.ctx.torch_free = parts
+    p._cache["gpu.inventory"] = fk.h200_inventory() if inventory is None else inventory
+    return p
+
+
+def workers(cuda_answer=None):
+    gpu = fk.FakeWorker({BUILD: fk.torch_build_value(), TORCH: fk.h200_bandwidth()})
+    cuda = fk.h200_bandwidth() if cuda_answer is None else cuda_answer
+    return gpu, fk.FakeWorker({CUDA: cuda})
+
+
+def test_an_h200_measures_its_bandwidth_in_the_load_worker_without_waiting_for_torch():
+    gpu, load = workers()
+    reading = provider(gpu, load).read("bench.bandwidth")
+    assert load.calls == [CUDA] and gpu.calls == ["paused"]  # no GPU task meanwhile; torch.build not asked for
+    assert load.args[CUDA] == {"mode": "fast", "unified_memory": None}
+    assert reading.result.method("copy").gbps == fk.h200_bandwidth().method("copy").gbps and reading.backend_note == ""
+
+
+def test_a_spark_sizes_its_arrays_from_unified_memory_in_the_load_worker_too():
+    gpu, load = workers(fk.gb10_bandwidth())
+    provider(gpu, load, inventory=fk.gb10_inventory()).read("bench.bandwidth")
+    assert load.args[CUDA] == {"mode": "fast", "unified_memory": True}
+
+
+def test_mixed_gpus_no_nvml_or_the_part_turned_off_measure_through_torch():
+    mixed = fk.h200_inventory()
+    mixed.devices = [*mixed.devices, *fk.gb10_inventory().devices]
+    for inventory, parts in ((mixed, None), (False, None), (None, frozenset({"g4_load"}))):
+        gpu, load = workers()
+        p = provider(gpu, load, inventory=inventory, parts=parts or frozenset({"g5_probe"}))
+        if inventory is False:
+            p._cache["gpu.inventory"] = None
+        reading = p.read("bench.bandwidth")
+        assert load.calls == [] and TORCH in gpu.calls and reading.result is not None
+
+
+def test_a_driver_that_refuses_the_kernels_falls_back_to_torch_and_says_why():
+    why = "CudaUnavailable: cuModuleLoadDataEx failed: a PTX JIT compilation failed (218)"
+    gpu, load = workers(TaskResult(ok=False, error=why))
+    reading = provider(gpu, load).read("bench.bandwidth")
+    assert load.calls == [CUDA] and TORCH in gpu.calls and reading.result is not None
+    assert reading.backend_note == f"CUDA driver kernels without torch: {why}"
+
+
+def test_a_crashed_or_hung_torch_free_probe_is_the_finding():
+    for answer, said in ((TaskResult(ok=False, timed_out=True, seconds=120.0), "timed out after 120 s"),
+                         (TaskResult(ok=False, crashed=True, signal="SIGSEGV"), "SIGSEGV")):
+        gpu, load = workers(answer)
+        reading = provider(gpu, load).read("bench.bandwidth")
+        assert reading.crashed and said in reading.problem and gpu.calls == ["paused"]
+
+
+def test_the_head_start_starts_the_probe_only_where_it_needs_no_torch():
+    for inventory, early in ((fk.h200_inventory(), True), (False, False)):
+        gpu, load = workers()
+        p = provider(gpu, load, inventory=inventory)
+        if inventory is False:
+            p._cache["gpu.inventory"] = None
+        h = HeadStart(p, lambda gpu=gpu: gpu)
+        h.plan({5})
+        h.begin()
+        thread = p._prefetching.get("bench.bandwidth")
+        if thread is not None:
+            thread.join(10)
+        assert (thread is not None) is early and (CUDA in load.calls) is early and TORCH not in gpu.calls
+
+
+def test_g5_probe_is_a_part_that_can_be_turned_off():
+    assert "g5_probe" in headstart.PARTS and "g5_probe" in headstart.TORCH_FREE
+    assert not headstart.enabled("g5_probe", {headstart.ENV: "-g5_probe"})
+
+
+# -- the probe itself, where there is no GPU ------------------------------------------------------
+def test_without_a_driver_the_probe_says_so_and_never_imports_torch():
+    code = ("import sys\nfrom spark_gotchas.microbench import bandwidth as b, _stream_cuda as s\n"
+            "import ctypes\nreal = ctypes.CDLL\n"
+            "def refuse(name, *a, **k):\n"
+            "    if 'libcuda' in str(name): raise OSError(name + ': cannot open shared object file')\n"
+            "    return real(name, *a, **k)\n"
+            "ctypes.CDLL = refuse\n"
+            "try:\n    b.probe_cuda()\nexcept s.CudaUnavailable as exc:\n    print('unavailable:', exc)\n"
+            "print('torch imported:', 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == [
+        "unavailable: libcuda.so.1 not loadable: libcuda.so.1: cannot open shared object file",
+        "torch imported: False"], out.stderr
+
+
+def test_asking_for_the_cuda_kernels_without_a_driver_is_an_error_auto_falls_back(monkeypatch):
+    def refuse(vectors):
+        raise _stream_cuda.CudaUnavailable("libcuda.so.1 not loadable")
+
+    monkeypatch.setattr(_stream_cuda, "open_device", refuse)
+    with pytest.raises(RuntimeError, match="CUDA driver's kernels asked for but not usable: libcuda.so.1"):
+        bandwidth.probe(backend="cuda")
+
+
+@pytest.mark.parametrize("v", sorted(_stream_ptx.PTX))
+def test_each_ptx_module_has_every_kernel_and_loads_on_old_drivers(v):
+    text = _stream_ptx.PTX[v]
+    entries = {line.split()[2].split("(")[0] for line in text.splitlines() if line.startswith(".visible .entry")}
+    assert entries == {f"stream_{m}_v{v}" for m in bandwidth.METHODS} | {"stream_init", "stream_check", "stream_sum"}
+    assert ".version 7.0" in text.splitlines()[:3] and ".target sm_75" in text
+
+
+def test_every_default_launch_shape_has_its_module():
+    assert {c.vectors for c in bandwidth.CUDA_CONFIGS.values()} <= set(_stream_ptx.PTX)
+    assert {c.vectors for c in bandwidth.CUDA_TUNE_GRID} <= set(_stream_ptx.PTX)
+    assert bandwidth.CUDA_CONFIGS["read"].label == "cuda 128 threads x 8 float4, 1 tile/block"
+
+
+def test_blocks_cover_every_float4_of_an_array():
+    config = _stream_cuda.StreamConfig(threads=128, vectors=8)
+    assert _stream_cuda.blocks_for(1 << 28, config) == (1 << 26) // 1024
+    assert _stream_cuda.blocks_for(4 * 1025, _stream_cuda.StreamConfig(threads=1024, vectors=1)) == 2

@@ -2,7 +2,7 @@
 
 A cold preflight spends most of its wall time waiting for that import (3-6 s). The run order
 (checks of the machine at rest, then scans, then GPU checks) puts CPU-only work under the wait;
-the head start puts GPU work under it too, and one part shortens what must wait for it. Its seven
+the head start puts GPU work under it too, and one part shortens what must wait for it. Its six
 parts, each measured against the run without it on one H200 (docs/benchmarks.md, "The head start,
 part by part"):
 
@@ -15,9 +15,6 @@ part by part"):
 - ``g7_rates``: G7's BF16 and FP8 GEMM rates run through cuBLAS/cuBLASLt in the load worker,
   during the import, where the GPU has no FP4 tensor cores (below compute capability 10.0;
   elsewhere all three rates come from torch, so NVFP4/FP8 compares one path);
-- ``g2_libs``: the GPU worker loads the libraries G2's attention probe would load on its first
-  call (cuDNN's engines, heuristics and ops, several hundred MB) in a thread during the import:
-  the same files torch's own ``libcudnn.so.9`` loads, from the ``nvidia/cudnn/lib`` beside torch;
 - ``g2_threads``: after the import, G2's four SDPA backends make their first calls (each loads its
   library and kernels) at once, a thread each, before the probe calls them one by one;
 - ``early_import``: the ``spark-gotchas`` command starts the GPU worker, and so torch's import,
@@ -34,14 +31,13 @@ early is waited for. Nothing here runs in a replay. The GPU worker's side is :fu
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 ENV = "SPARK_GOTCHAS_HEADSTART"
-PARTS = ("g4_load", "cuda_context", "g5_probe", "g7_rates", "g2_libs", "g2_threads", "early_import")
+PARTS = ("g4_load", "cuda_context", "g5_probe", "g7_rates", "g2_threads", "early_import")
 TORCH_FREE = ("g4_load", "g5_probe", "g7_rates")  # the parts whose GPU work runs in the load worker, without torch
 # The readings GPU checks take, started when the scans start: key -> the gotcha whose check reads it.
 EARLY: dict[str, int] = {
@@ -85,22 +81,15 @@ class HeadStart:
         self.keys: list[str] = []
         self.errors: dict[str, str] = {}
         self._asked_context = False
-        self.read_ahead = False
 
     def plan(self, gotchas: set[int]) -> None:
         """Note the readings the collected GPU checks of ``gotchas`` will take."""
         self.keys = [key for key in early_readings(gotchas) if key not in self.keys]
-        self.read_ahead = 2 in gotchas and enabled("g2_libs")
 
     def begin(self) -> None:
         """At the first scan or GPU check (the checks of the machine at rest are done): the CUDA
         context, then each reading planned, once."""
         self.cuda_context()
-        if self.read_ahead:
-            self.read_ahead = False
-            worker = self.gpu_worker()
-            if worker is not None and "torch" in worker.preload:
-                worker.head_start("g2_libs")
         keys, self.keys = self.keys, []
         for key in keys:
             try:
@@ -145,42 +134,7 @@ def cuda_context() -> Any:
     return round(time.perf_counter() - t0, 3)
 
 
-def attention_libraries(torch_dir: Optional[str] = None) -> list[str]:
-    """cuDNN's libraries as torch loads them on a first cuDNN call (not at ``import torch``): those of
-    ``nvidia/cudnn/lib`` in torch's own site-packages, the folder a pip-installed torch's RPATH names
-    (``$ORIGIN/../../nvidia/cudnn/lib``). Elsewhere (an NGC image's system cuDNN) none: loading another
-    copy than torch's would put a second library under the same name in the process."""
-    if torch_dir is None:
-        try:
-            spec = importlib.util.find_spec("torch")
-        except (ImportError, ValueError):
-            return []
-        if spec is None or not spec.origin:
-            return []
-        torch_dir = os.path.dirname(spec.origin)
-    folder = os.path.join(os.path.dirname(torch_dir), "nvidia", "cudnn", "lib")
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [os.path.join(folder, n) for n in names if n.startswith("libcudnn") and n.endswith(".so.9")]
-
-
-def g2_libs() -> Any:
-    """Load cuDNN's libraries into this process (the GPU worker, while torch imports): seconds, or why not."""
-    t0 = time.perf_counter()
-    paths = attention_libraries()
-    if not paths:
-        return "not available: no nvidia/cudnn/lib beside torch"
-    for path in paths:
-        try:
-            ctypes.CDLL(path)
-        except OSError as exc:
-            return f"{os.path.basename(path)}: {exc}"[:200]
-    return round(time.perf_counter() - t0, 3)
-
-
-IN_WORKER: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context, "g2_libs": g2_libs}
+IN_WORKER: dict[str, Callable[[], Any]] = {"cuda_context": cuda_context}
 
 
 def serve(fd: int, send: Callable[[dict], None]) -> None:

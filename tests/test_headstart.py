@@ -150,27 +150,3 @@ def test_without_torch_there_is_no_cuda_context_to_ask_for(monkeypatch):
     HeadStart(FakeProvider(), lambda: worker).begin()
     assert worker.asked == []
 
-
-def test_g2_libs_loads_cudnn_from_beside_torch_and_only_for_a_run_that_checks_g2(tmp_path, monkeypatch):
-    site = tmp_path / "site-packages"
-    (site / "torch").mkdir(parents=True)
-    lib = site / "nvidia" / "cudnn" / "lib"
-    lib.mkdir(parents=True)
-    for name in ("libcudnn.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_ops.so.9", "README", "libz.so.1"):
-        (lib / name).write_bytes(b"")
-    found = headstart.attention_libraries(str(site / "torch"))
-    assert [Path(p).name for p in found] == ["libcudnn.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_ops.so.9"]
-    assert headstart.attention_libraries(str(tmp_path / "elsewhere" / "torch")) == []  # no cuDNN beside that torch
-    monkeypatch.setattr(headstart, "attention_libraries", lambda: found)
-    assert headstart.g2_libs().startswith("libcudnn.so.9: ")  # empty files: the loader's reason, not a crash
-    monkeypatch.setattr(headstart, "attention_libraries", lambda: [])
-    assert headstart.g2_libs() == "not available: no nvidia/cudnn/lib beside torch"
-    monkeypatch.delenv(headstart.ENV, raising=False)
-    h = HeadStart(provider=None, gpu_worker=lambda: None)
-    h.plan({5, 7})
-    assert not h.read_ahead
-    h.plan({2, 5})
-    assert h.read_ahead
-    monkeypatch.setenv(headstart.ENV, "-g2_libs")
-    h.plan({2})
-    assert not h.read_ahead

@@ -29,6 +29,7 @@ BabelStream (``cuda-stream --arraysize``), nvbandwidth.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
@@ -728,7 +729,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench bandwidth", description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=float, help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
     parser.add_argument("--backend", choices=("auto", "cuda", "triton", "torch"), default="auto",
-                        help="auto: the CUDA driver's kernels (no torch), else Triton, else torch ops")
+                        help="auto: the CUDA driver's kernels, else Triton, else torch ops; cuda alone (without "
+                             "--references, --tune, --sweep) needs no torch")
     parser.add_argument("--references", action="store_true", help="also time the torch reference ops")
     parser.add_argument("--tune", action="store_true", help="time every CUDA and Triton configuration of the tuning grids")
     parser.add_argument("--sweep", action="store_true", help="array sizes from L2/2 to the memory budget")
@@ -743,8 +745,21 @@ def main(argv: list[str]) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown method(s) {unknown}; choose from {METHODS}")
-    if not require_cuda():
+    torch_free = args.backend == "cuda" and not (args.references or args.tune or args.sweep)
+    if not torch_free and not require_cuda():
         return 2
+    if torch_free:  # the CUDA driver alone: no torch needed, none imported
+        try:
+            result = probe("fast", args.size_mb, "cuda", False, methods, args.warmup_ms, args.rep_ms,
+                           args.unified_memory)
+        except (RuntimeError, ValueError) as exc:  # no driver, no device, PTX refused, memory too short
+            print(f"bandwidth: {exc}", file=sys.stderr)
+            return 1
+        if args.json:
+            print_json(result)
+        else:
+            print(format_result(result))
+        return 0
     if args.tune:
         tuned = tune(args.size_mb, methods, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
                      unified_memory=args.unified_memory, backend=args.backend)

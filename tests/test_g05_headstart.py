@@ -139,3 +139,18 @@ def test_blocks_cover_every_float4_of_an_array():
     config = _stream_cuda.StreamConfig(threads=128, vectors=8)
     assert _stream_cuda.blocks_for(1 << 28, config) == (1 << 26) // 1024
     assert _stream_cuda.blocks_for(4 * 1025, _stream_cuda.StreamConfig(threads=1024, vectors=1)) == 2
+
+
+def test_the_command_line_cuda_backend_needs_no_torch_and_says_why_it_cannot_run():
+    code = ("import sys, ctypes\nreal = ctypes.CDLL\n"
+            "def refuse(name, *a, **k):\n"
+            "    if 'libcuda' in str(name): raise OSError(name + ': cannot open shared object file')\n"
+            "    return real(name, *a, **k)\n"
+            "ctypes.CDLL = refuse\n"
+            "from spark_gotchas.microbench import bandwidth\n"
+            "rc = bandwidth.main(['--backend', 'cuda'])\n"
+            "print('rc', rc, 'torch imported:', 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == ["rc 1 torch imported: False"], out.stderr
+    assert out.stderr.strip() == ("bandwidth: the CUDA driver's kernels asked for but not usable: libcuda.so.1 not "
+                                  "loadable: libcuda.so.1: cannot open shared object file")

@@ -89,7 +89,10 @@ class Driver:
             raise CublasUnavailable(f"libcuda.so.1 not loadable: {exc}") from None
 
     def __call__(self, name: str, *args) -> None:
-        rc = getattr(self.lib, name)(*args)
+        self.check(name, getattr(self.lib, name)(*args))
+
+    def check(self, name: str, rc: int) -> None:
+        """Raise for a call's result code other than CUDA_SUCCESS, naming the call and the error."""
         if rc != CUDA_SUCCESS:
             text = ctypes.c_char_p()
             self.lib.cuGetErrorString(rc, ctypes.byref(text))

@@ -112,12 +112,10 @@ class StreamDevice(DeviceSession):
         """A no-argument function that launches ``kernel`` on the default stream; arguments fixed now."""
         function = self._functions[kernel]
         params = (ctypes.c_void_p * len(args))(*(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in args))
-        launch, driver = self.driver.lib.cuLaunchKernel, self.driver
+        launch, check = self.driver.lib.cuLaunchKernel, self.driver.check
 
-        def run() -> None:
-            rc = launch(function, blocks, 1, 1, threads, 1, 1, 0, None, params, None)
-            if rc != 0:
-                driver("cuLaunchKernel", function, blocks, 1, 1, threads, 1, 1, 0, None, params, None)  # names the error
+        def run() -> None:  # the timed loop's one call: the launch, its result checked
+            check("cuLaunchKernel", launch(function, blocks, 1, 1, threads, 1, 1, 0, None, params, None))
 
         run.keep = (args, params)  # the argument values must outlive the function
         return run

@@ -3,6 +3,8 @@ worker while torch imports, through torch in the GPU worker where that cannot ru
 
 from __future__ import annotations
 
+import array
+import struct
 import subprocess
 import sys
 
@@ -154,3 +156,110 @@ def test_the_command_line_cuda_backend_needs_no_torch_and_says_why_it_cannot_run
     assert out.stdout.splitlines() == ["rc 1 torch imported: False"], out.stderr
     assert out.stderr.strip() == ("bandwidth: the CUDA driver's kernels asked for but not usable: libcuda.so.1 not "
                                   "loadable: libcuda.so.1: cannot open shared object file")
+
+
+# -- the host side of the CUDA path, against a stand-in device that runs the kernels in Python ------
+class StandInDriver:
+    """The driver calls StreamArrays makes by name (cuMemsetD32_v2), on the stand-in's memory."""
+
+    def __init__(self, dev):
+        self.dev = dev
+
+    def __call__(self, name, *args):
+        assert name == "cuMemsetD32_v2", name
+        address, bits, count = (a.value for a in args)
+        self.dev.memory[address][:count] = array.array("f", struct.pack("<I", bits) * count)
+
+    def check(self, name, rc):
+        assert rc == 0
+
+
+class StandInDevice(fk.WallClock):
+    """StreamDevice's methods over Python arrays; ``skip`` names a kernel that leaves its output alone."""
+
+    def __init__(self, skip: str = ""):
+        self.memory: dict[int, array.array] = {}
+        self.next, self.skip = 1 << 20, skip
+        self.driver = StandInDriver(self)
+        self.facts = {"sms": 2}
+
+    def alloc(self, nbytes):
+        address, self.next = self.next, self.next + (1 << 20) + nbytes
+        self.memory[address] = array.array("f", bytes(nbytes))
+        return address
+
+    def free(self, address):
+        self.memory.pop(address, None)
+
+    def helper_blocks(self):
+        return 1
+
+    def to_host(self, address, out):
+        base = max(a for a in self.memory if a <= address)
+        offset = (address - base) // out.itemsize
+        raw = self.memory[base].tobytes()[offset * out.itemsize:(offset + len(out)) * out.itemsize]
+        out[:] = array.array(out.typecode, raw)
+        return out
+
+    def to_device(self, address, data):
+        self.memory[address][:] = array.array("f", data.tobytes() + bytes(len(self.memory[address]) * 4 - len(data.tobytes())))
+
+    def launcher(self, kernel, blocks, threads, *args):
+        v = [a.value for a in args]
+        mem = self.memory
+
+        def run():
+            if kernel.startswith(self.skip or "-"):
+                return
+            if kernel == "stream_init":
+                a, b, c, n, _seed = v
+                for i in range(n):
+                    mem[a][i], mem[b][i], mem[c][i] = -1.0, float(i % 16), float((i * 7) % 16)
+            elif kernel == "stream_sum":
+                b, n, total = v
+                mem[total][:2] = array.array("f", struct.pack("<Q", int(sum(mem[b][:n]))))
+            elif kernel == "stream_check":
+                a, b, c, n, mode, value, s, counters = v
+                want = [value if mode == 0 else mem[b][i] if mode == 1 else mem[b][i] + s * mem[c][i] for i in range(n)]
+                wrong = [i for i in range(n) if mem[a][i] != want[i]]
+                mem[counters][:4] = array.array("f", struct.pack("<QQ", len(wrong), wrong[0] if wrong else 2**64 - 1))
+            elif kernel.startswith("stream_read"):
+                x, partial, n4 = v
+                tile = 4 * threads * int(kernel.rsplit("_v", 1)[1])
+                for block in range(blocks):
+                    mem[partial][block] = sum(mem[x][block * tile:min((block + 1) * tile, 4 * n4)])
+            elif kernel.startswith("stream_write"):
+                a, value, n4 = v
+                mem[a][:4 * n4] = array.array("f", [value] * (4 * n4))
+            elif kernel.startswith("stream_copy"):
+                b, a, n4 = v
+                mem[a][:4 * n4] = mem[b][:4 * n4]
+            elif kernel.startswith("stream_triad"):
+                b, c, a, s, n4 = v
+                mem[a][:4 * n4] = array.array("f", [mem[b][i] + s * mem[c][i] for i in range(4 * n4)])
+
+        return run
+
+
+@pytest.mark.parametrize("method", bandwidth.METHODS)
+def test_each_method_is_checked_then_timed_and_counts_its_bytes(method):
+    dev = StandInDevice()
+    arrays = _stream_cuda.StreamArrays(dev, 4096)
+    assert arrays.b_sum == sum(i % 16 for i in range(4096))
+    r = bandwidth._cuda_measure(arrays, method, bandwidth.CUDA_CONFIGS[method], warmup_ms=1, rep_ms=2)
+    assert r.check == "ok" and r.ok and r.error == ""
+    assert r.bytes_per_call == bandwidth.ARRAYS_COUNTED[method] * 4096 * 4 and r.gbps > 0
+    assert r.implementation == bandwidth.CUDA_CONFIGS[method].label
+
+
+@pytest.mark.parametrize("method, said", [
+    ("read", "reduction gave nan, expected 30720"),
+    ("write", "element 0 is -1.0, expected 1.5"),
+    ("copy", "element 0 is -1.0, expected 0.0"),
+    ("triad", "element 0 is -1.0, expected 0.0"),
+])
+def test_a_kernel_that_skips_its_work_fails_its_check_and_is_not_timed(method, said):
+    dev = StandInDevice(skip=f"stream_{method}_")
+    arrays = _stream_cuda.StreamArrays(dev, 4096)
+    r = bandwidth._cuda_measure(arrays, method, bandwidth.CUDA_CONFIGS[method], warmup_ms=1, rep_ms=2)
+    assert r.check == said and r.gbps is None and r.timing is None and not r.ok

@@ -27,7 +27,7 @@ if worker:
     rows += [(w.get("start_s") or 0, w.get("seconds") or 0, f"warmup {name}: {w.get('result')}")
              for name, w in worker.get("warmups", {}).items()]
     rows += [(t["start_s"], t["seconds"], "worker " + t["task"] + ("" if t["ok"] else " (failed)")) for t in worker["tasks"]]
-for name in ("load_worker", "build_worker"):
+for name in ("load_worker", "build_worker"):  # build_worker: reports before 2026-12-04 18:00
     other = timing.get(name)
     if other:
         rows += [(t["start_s"], t["seconds"], f"{name} {t['task']}" + ("" if t["ok"] else " (failed)"))

@@ -118,6 +118,25 @@ def open_primary_context(driver: Driver) -> tuple[ctypes.c_int, ctypes.c_void_p]
     return device, context
 
 
+# CUdevice_attribute numbers (cuda.h)
+DEVICE_ATTRIBUTES = {"sms": 16, "integrated": 18, "l2_bytes": 38, "major": 75, "minor": 76}
+
+
+def device_attribute(driver: Driver, device: ctypes.c_int, name: str) -> int:
+    """One of DEVICE_ATTRIBUTES of ``device``, from the driver."""
+    value = ctypes.c_int()
+    driver("cuDeviceGetAttribute", ctypes.byref(value), DEVICE_ATTRIBUTES[name], device)
+    return int(value.value)
+
+
+def device_identity(driver: Driver, device: ctypes.c_int) -> tuple[str, tuple[int, int]]:
+    """The device's name and compute capability, from the driver."""
+    name = ctypes.create_string_buffer(256)
+    driver("cuDeviceGetName", name, 256, device)
+    return name.value.decode(errors="replace"), (device_attribute(driver, device, "major"),
+                                                 device_attribute(driver, device, "minor"))
+
+
 class DeviceSession:
     """Device 0's primary context and the device memory taken in it, every buffer freed and the context
     released by :meth:`release`, whatever failed in between. Shaped as a ``_timing.bench`` clock."""

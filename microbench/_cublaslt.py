@@ -31,8 +31,8 @@ from ._cublas import (
     FILL_BLOCK_ELEMENTS,
     CublasUnavailable,
     DeviceSession,
-    Driver,
     cublas_candidates,
+    device_identity,
     fill_tiled,
     load_cublas_pair,
     random_block,
@@ -54,8 +54,6 @@ CUBLASLT_MATMUL_DESC_TRANSB = 4  # int32_t
 CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17  # const void * (device memory, the compute type: float)
 CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18
 CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1  # cublasLtMatmulPreferenceAttributes_t (cublasLt.h): uint64_t
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75  # CUdevice_attribute (cuda.h)
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 WORKSPACE_BYTES = 32 << 20
 SAMPLES = 32  # output elements checked against float64 on the host
@@ -209,16 +207,6 @@ def open_libraries() -> tuple[str, ctypes.CDLL, ctypes.CDLL]:
         except (OSError, AttributeError) as exc:
             problems.append(f"{path}: {exc}")
     raise CublasUnavailable("no usable cuBLAS/cuBLASLt pair: " + ("; ".join(problems[:3]) or "none found"))
-
-
-def device_identity(driver: Driver, device: ctypes.c_int) -> tuple[str, tuple[int, int]]:
-    """The device's name and compute capability, from the driver."""
-    name = ctypes.create_string_buffer(256)
-    driver("cuDeviceGetName", name, 256, device)
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    driver("cuDeviceGetAttribute", ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
-    driver("cuDeviceGetAttribute", ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
-    return name.value.decode(errors="replace"), (major.value, minor.value)
 
 
 class Session(DeviceSession):

@@ -17,18 +17,18 @@ import array
 import ctypes
 import struct
 from dataclasses import dataclass
-from typing import Callable, Optional
+from functools import partial
+from typing import Callable
 
-from ._cublas import CublasUnavailable, DeviceSession
-from ._stream_ptx import PTX
+from ._cli import first_line
+from ._cublas import CublasUnavailable, DeviceSession, device_attribute, device_identity
+from ._stream_ptx import HELPERS, PTX
 
 METHOD_MODE = {"write": 0, "copy": 1, "triad": 2}  # stream_check's modes
 INIT_SEED = 0x5EED
 HELPER_THREADS = 256
 CU_JIT_ERROR_LOG_BUFFER = 5
 CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
-# cuDeviceGetAttribute numbers (cuda.h)
-ATTRIBUTES = {"sms": 16, "integrated": 18, "l2_bytes": 38, "major": 75, "minor": 76}
 
 
 class CudaUnavailable(RuntimeError):
@@ -48,59 +48,52 @@ class StreamConfig:
 
 
 class StreamDevice(DeviceSession):
-    """Device 0's primary context, the PTX modules of the ``vectors`` asked for, and its facts."""
+    """Device 0's primary context, the PTX modules of the ``vectors`` asked for, and its facts; a
+    context manager that closes it (:func:`open_device` makes one)."""
 
     def __init__(self, vectors: tuple[int, ...] = (1,)):
-        try:
-            super().__init__()
-        except CublasUnavailable as exc:
-            raise CudaUnavailable(str(exc)) from None
-        self._modules: dict[int, ctypes.c_void_p] = {}
+        super().__init__()
+        self._modules: dict[str, ctypes.c_void_p] = {}
         self._functions: dict[str, ctypes.c_void_p] = {}
         try:
             self.facts = self._facts()
+            helpers = self._load("helpers", HELPERS)
+            for name in ("stream_init", "stream_check", "stream_sum"):
+                self._functions[name] = self._function(helpers, name)
             for v in sorted(set(vectors)):
-                self._load(v)
+                if v not in PTX:
+                    raise ValueError(f"no kernels with {v} float4s per thread (there are {sorted(PTX)})")
+                module = self._load(f"v{v}", PTX[v])
+                for name in ("stream_read", "stream_write", "stream_copy", "stream_triad"):
+                    self._functions[f"{name}_v{v}"] = self._function(module, f"{name}_v{v}")
         except Exception:
             self.close()
             raise
 
     # -- set-up ------------------------------------------------------------------------------
-    def _attribute(self, name: str) -> int:
-        value = ctypes.c_int()
-        self.driver("cuDeviceGetAttribute", ctypes.byref(value), ATTRIBUTES[name], self.device)
-        return int(value.value)
-
     def _facts(self) -> dict:
-        name = ctypes.create_string_buffer(256)
-        self.driver("cuDeviceGetName", name, 256, self.device)
+        name, capability = device_identity(self.driver, self.device)
         free, total = ctypes.c_size_t(), ctypes.c_size_t()
         self.driver("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
         version = ctypes.c_int()
         self.driver("cuDriverGetVersion", ctypes.byref(version))
-        return {"device": name.value.decode(errors="replace"), "capability": (self._attribute("major"),
-                self._attribute("minor")), "sms": self._attribute("sms"), "l2_bytes": self._attribute("l2_bytes") or None,
-                "integrated": bool(self._attribute("integrated")), "free_bytes": int(free.value),
-                "driver_cuda": f"{version.value // 1000}.{version.value % 1000 // 10}"}
+        attribute = partial(device_attribute, self.driver, self.device)
+        return {"device": name, "capability": capability, "sms": attribute("sms"),
+                "l2_bytes": attribute("l2_bytes") or None, "integrated": bool(attribute("integrated")),
+                "free_bytes": int(free.value), "driver_cuda": f"{version.value // 1000}.{version.value % 1000 // 10}"}
 
-    def _load(self, v: int) -> None:
-        """Compile module ``v`` for this GPU (the driver's JIT; its error log in the exception)."""
-        if v not in PTX:
-            raise ValueError(f"no kernels with {v} float4s per thread (there are {sorted(PTX)})")
+    def _load(self, name: str, ptx: str) -> ctypes.c_void_p:
+        """Compile one PTX module for this GPU (the driver's JIT; its error log in the exception)."""
         module, log = ctypes.c_void_p(), ctypes.create_string_buffer(4096)
         options = (ctypes.c_int * 2)(CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
         values = (ctypes.c_void_p * 2)(ctypes.cast(log, ctypes.c_void_p), ctypes.c_void_p(len(log)))
         try:
-            self.driver("cuModuleLoadDataEx", ctypes.byref(module), ctypes.c_char_p(PTX[v].encode()), 2, options,
-                        values)
+            self.driver("cuModuleLoadDataEx", ctypes.byref(module), ctypes.c_char_p(ptx.encode()), 2, options, values)
         except RuntimeError as exc:
             detail = log.value.decode(errors="replace").strip().splitlines()
             raise CudaUnavailable(f"{exc}{': ' + detail[0][:200] if detail else ''}") from None
-        self._modules[v] = module
-        for name in ("stream_read", "stream_write", "stream_copy", "stream_triad"):
-            self._functions[f"{name}_v{v}"] = self._function(module, f"{name}_v{v}")
-        for name in ("stream_init", "stream_check", "stream_sum"):
-            self._functions.setdefault(name, self._function(module, name))
+        self._modules[name] = module
+        return module
 
     def _function(self, module: ctypes.c_void_p, name: str) -> ctypes.c_void_p:
         function = ctypes.c_void_p()
@@ -131,6 +124,12 @@ class StreamDevice(DeviceSession):
 
     def helper_blocks(self) -> int:
         return 8 * max(1, self.facts["sms"])
+
+    def __enter__(self) -> StreamDevice:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def close(self) -> None:
         for address in list(self._buffers):
@@ -241,28 +240,14 @@ def _element(dev: StreamDevice, address: int, index: int) -> float:
     return dev.to_host(address + 4 * index, array.array("f", [0.0]))[0]
 
 
-def first_line(exc: BaseException, limit: int = 300) -> str:
-    return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [""])[0][:limit]
-
-
 def open_device(vectors: tuple[int, ...]) -> StreamDevice:
     """:class:`StreamDevice`, every failure to set one up as :class:`CudaUnavailable`."""
     try:
         return StreamDevice(vectors)
     except CudaUnavailable:
         raise
+    except CublasUnavailable as exc:  # no libcuda, or cuInit/the device/its context refused
+        raise CudaUnavailable(str(exc)) from None
     except (OSError, RuntimeError, AttributeError, ValueError) as exc:
         raise CudaUnavailable(first_line(exc)) from None
 
-
-def unified_available(free_bytes: int, integrated: bool, unified: Optional[bool]) -> tuple[bool, Optional[int]]:
-    """(unified memory?, MemAvailable where it bounds the probe) without torch: psutil where present."""
-    is_unified = bool(unified) if unified is not None else integrated
-    if not is_unified:
-        return False, None
-    try:
-        import psutil
-
-        return True, int(psutil.virtual_memory().available)
-    except Exception:
-        return True, None

@@ -29,6 +29,7 @@ BabelStream (``cuda-stream --arraysize``), nvbandwidth.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -146,7 +147,7 @@ class BandwidthResult:
     mode: str  # "fast" | "sized" | "sweep"
     methods: list[MethodResult] = field(default_factory=list)  # the probe's figure per method
     references: list[MethodResult] = field(default_factory=list)  # torch ops, when asked
-    backend: str = ""  # "triton 3.6.0" | "torch (triton: <why not>)"
+    backend: str = ""  # "cuda driver 13.0 (PTX kernels, no torch)" | "triton 3.6.0" | "torch (Triton not usable: …)"
     seconds: float = 0.0  # the whole probe: setup, checks, timing
     setup_seconds: float = 0.0  # allocation and initialisation
     compile_wait_seconds: float = 0.0  # no longer measured (kernels compiled ahead by Triton); kept for old snapshots
@@ -355,10 +356,9 @@ def _torch_result(torch: Any, op: str, bufs: _Buffers, warmup_ms: float, rep_ms:
     return _measure(torch, method, op, fn, bufs, expect, warmup_ms, rep_ms, clock)
 
 
-def _device_facts(torch: Any, unified_memory: Optional[bool]) -> dict:
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    unified = bool(unified_memory) if unified_memory is not None else bool(getattr(props, "is_integrated", False))
-    free, _total = torch.cuda.mem_get_info()
+def _budget(free_bytes: int, integrated: bool, unified_memory: Optional[bool]) -> dict:
+    """``unified_memory`` (asked, else the device's word) and the bytes the probe may take from."""
+    unified = bool(unified_memory) if unified_memory is not None else bool(integrated)
     mem_available = None
     if unified:
         try:
@@ -367,14 +367,38 @@ def _device_facts(torch: Any, unified_memory: Optional[bool]) -> dict:
             mem_available = int(psutil.virtual_memory().available)
         except Exception:
             mem_available = None
+    return {"unified_memory": unified, "available": available_bytes(int(free_bytes), mem_available, unified)}
+
+
+def _device_facts(torch: Any, unified_memory: Optional[bool]) -> dict:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    free, _total = torch.cuda.mem_get_info()
     return {
         "device": props.name,
         "capability": (props.major, props.minor),
         "sms": int(props.multi_processor_count),
         "l2_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
-        "unified_memory": unified,
-        "available": available_bytes(int(free), mem_available, unified),
+        **_budget(free, bool(getattr(props, "is_integrated", False)), unified_memory),
     }
+
+
+def _new_result(facts: dict, array_bytes: int, sizing: str, mode: str, backend: str, setup: float) -> BandwidthResult:
+    return BandwidthResult(
+        device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
+        unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing, mode=mode,
+        backend=backend[:400], setup_seconds=setup)
+
+
+def _cuda_first(backend: str, device: str, clock: Any) -> bool:
+    """Whether the CUDA driver's kernels are tried first: asked for (or "auto") on a real GPU."""
+    return backend in ("auto", "cuda") and clock is None and device.startswith("cuda")
+
+
+def _cuda_refused(backend: str, exc: Exception) -> str:
+    """Why the driver's kernels are not used, for the backend text; an error where they were asked for."""
+    if backend == "cuda":
+        raise RuntimeError(f"the CUDA driver's kernels asked for but not usable: {exc}") from None
+    return f"CUDA driver kernels not usable: {exc}"
 
 
 def probe(
@@ -400,13 +424,11 @@ def probe(
     tensors, a wall clock): they take the torch path.
     """
     note = ""
-    if backend in ("auto", "cuda") and clock is None and device.startswith("cuda"):
+    if _cuda_first(backend, device, clock):
         try:
             result = probe_cuda(mode, size_mb, methods, warmup_ms, rep_ms, unified_memory, fraction, configs)
         except _stream_cuda.CudaUnavailable as exc:
-            if backend == "cuda":
-                raise RuntimeError(f"the CUDA driver's kernels asked for but not usable: {exc}") from None
-            note = f"CUDA driver kernels not usable: {exc}"
+            note = _cuda_refused(backend, exc)
         else:
             if references:
                 result.references = _torch_references(result.array_bytes, methods, warmup_ms, rep_ms)
@@ -422,12 +444,8 @@ def probe(
     bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES, device)
     clock.synchronize()
     setup = time.perf_counter() - t0
-    result = BandwidthResult(
-        device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
-        unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing,
-        mode="sized" if requested else mode, backend=f"{backend_text}{f' ({note})' if note else ''}"[:400],
-        setup_seconds=setup,
-    )
+    result = _new_result(facts, array_bytes, sizing, "sized" if requested else mode,
+                         f"{backend_text}{f' ({note})' if note else ''}", setup)
     try:
         for method in methods:
             result.methods.append(_preferred(torch, method, use_triton, bufs, facts["sms"], warmup_ms, rep_ms,
@@ -480,8 +498,7 @@ def _cuda_measure(arrays: Any, method: str, config: StreamConfig, warmup_ms: flo
 
 def _cuda_facts(dev: Any, unified_memory: Optional[bool]) -> dict:
     f = dev.facts
-    unified, mem_available = _stream_cuda.unified_available(f["free_bytes"], f["integrated"], unified_memory)
-    return {**f, "unified_memory": unified, "available": available_bytes(f["free_bytes"], mem_available, unified),
+    return {**f, **_budget(f["free_bytes"], f["integrated"], unified_memory),
             "backend": f"cuda driver {f['driver_cuda']} (PTX kernels, no torch)"}
 
 
@@ -500,25 +517,15 @@ def probe_cuda(
     driver, the device or the PTX cannot be used; a method that fails says so in its result."""
     t0 = time.perf_counter()
     chosen = {m: _cuda_config(m, configs) for m in methods}
-    dev = _stream_cuda.open_device(tuple(sorted({c.vectors for c in chosen.values()})))
-    try:
+    with _stream_cuda.open_device(tuple(sorted({c.vectors for c in chosen.values()}))) as dev:
         facts = _cuda_facts(dev, unified_memory)
         requested = int(size_mb * MIB) if size_mb else None
         array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"], requested, fraction)
         arrays = _stream_cuda.StreamArrays(dev, array_bytes // ELEMENT_BYTES)
         dev.synchronize()
-        result = BandwidthResult(
-            device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
-            unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing,
-            mode="sized" if requested else mode, backend=facts["backend"], setup_seconds=time.perf_counter() - t0,
-        )
-        try:
-            for method in methods:
-                result.methods.append(_cuda_measure(arrays, method, chosen[method], warmup_ms, rep_ms))
-        finally:
-            arrays.free()
-    finally:
-        dev.close()
+        result = _new_result(facts, array_bytes, sizing, "sized" if requested else mode, facts["backend"],
+                             time.perf_counter() - t0)
+        result.methods = [_cuda_measure(arrays, method, chosen[method], warmup_ms, rep_ms) for method in methods]
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -586,22 +593,14 @@ def tune(size_mb: Optional[float] = None, methods: tuple[str, ...] | list[str] =
     array_bytes, sizing = choose_array_bytes(facts["l2_bytes"], facts["available"],
                                              int(size_mb * MIB) if size_mb else None)
     rows: list[MethodResult] = []
-    try:
-        if backend not in ("auto", "cuda"):
-            raise _stream_cuda.CudaUnavailable(f"not asked for (backend {backend})")
-        dev = _stream_cuda.open_device(tuple(sorted({c.vectors for c in CUDA_TUNE_GRID})))
-    except _stream_cuda.CudaUnavailable as exc:
-        rows += [MethodResult(m, "cuda", ACCOUNTING[m], array_bytes, ARRAYS_COUNTED[m] * array_bytes, error=str(exc))
-                 for m in methods]
-    else:
+    if backend in ("auto", "cuda"):
         try:
-            arrays = _stream_cuda.StreamArrays(dev, array_bytes // ELEMENT_BYTES)
-            try:
+            with _stream_cuda.open_device(tuple(sorted({c.vectors for c in CUDA_TUNE_GRID}))) as dev:
+                arrays = _stream_cuda.StreamArrays(dev, array_bytes // ELEMENT_BYTES)
                 rows += [_cuda_measure(arrays, m, cfg, warmup_ms, rep_ms) for m in methods for cfg in CUDA_TUNE_GRID]
-            finally:
-                arrays.free()
-        finally:
-            dev.close()
+        except _stream_cuda.CudaUnavailable as exc:
+            rows += [MethodResult(m, "cuda", ACCOUNTING[m], array_bytes, ARRAYS_COUNTED[m] * array_bytes,
+                                  error=str(exc)) for m in methods]
     version, why = _triton_version() if backend in ("auto", "triton") else (None, f"not asked for (backend {backend})")
     configs = [KernelConfig(**g) for g in grid] if grid else list(TUNE_GRID)
     bufs = _Buffers(torch, array_bytes // ELEMENT_BYTES)
@@ -636,66 +635,60 @@ def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.
     sweep ends early (``stopped_early``) once ``should_stop()`` says so or ``max_seconds`` pass.
     ``backend`` as :func:`probe`'s; the torch references (the first op of each method) need torch."""
     t0 = time.perf_counter()
-    dev, note = None, ""
-    if backend in ("auto", "cuda") and clock is None and device.startswith("cuda"):
+    dev, note, torch = None, "", None
+    if _cuda_first(backend, device, clock):
         try:
             dev = _stream_cuda.open_device(tuple(sorted({c.vectors for c in CUDA_CONFIGS.values()})))
         except _stream_cuda.CudaUnavailable as exc:
-            if backend == "cuda":
-                raise RuntimeError(f"the CUDA driver's kernels asked for but not usable: {exc}") from None
-            note = f" (CUDA driver kernels not usable: {exc})"
-    try:
-        return _sweep(dev, backend, note, references, warmup_ms, rep_ms, unified_memory, max_seconds, progress,
-                      should_stop, device, clock, t0)
-    finally:
+            note = f" ({_cuda_refused(backend, exc)})"
+    with dev if dev is not None else contextlib.nullcontext():
         if dev is not None:
-            dev.close()
-
-
-def _sweep(dev: Any, backend: str, note: str, references: bool, warmup_ms: float, rep_ms: float,
-           unified_memory: Optional[bool], max_seconds: float, progress: Optional[Callable[[Any], None]],
-           should_stop: Optional[Callable[[], bool]], device: str, clock: Any, t0: float) -> BandwidthSweep:
-    torch = None
-    if dev is not None:
-        facts = _cuda_facts(dev, unified_memory)
-        use_triton, backend_text = False, facts["backend"]
-    else:
-        import torch
-
-        clock = clock or TorchClock()
-        facts = _device_facts(torch, unified_memory)
-        use_triton, backend_text = _pick_backend("auto" if backend == "cuda" else backend)
-    out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"], unified_memory=facts["unified_memory"],
-                         backend=f"{backend_text}{note}"[:400])
-    for size in sweep_sizes(facts["l2_bytes"], facts["available"]):
-        if (should_stop is not None and should_stop()) or time.perf_counter() - t0 > max_seconds:
-            out.stopped_early = True
-            break
-        if dev is not None:
-            arrays = _stream_cuda.StreamArrays(dev, size // ELEMENT_BYTES)
-            try:
-                row = [_cuda_measure(arrays, m, CUDA_CONFIGS[m], warmup_ms, rep_ms) for m in METHODS]
-            finally:
-                arrays.free()
-            if references:
-                row += _torch_references(size, METHODS, warmup_ms, rep_ms, first_only=True)
+            facts = _cuda_facts(dev, unified_memory)
+            use_triton, backend_text = False, facts["backend"]
         else:
-            bufs = _Buffers(torch, size // ELEMENT_BYTES, device)
-            try:
-                row = [_preferred(torch, m, use_triton, bufs, facts["sms"], warmup_ms, rep_ms, DEFAULT_CONFIGS[m],
-                                  clock) for m in METHODS]
+            import torch
+
+            clock = clock or TorchClock()
+            facts = _device_facts(torch, unified_memory)
+            use_triton, backend_text = _pick_backend("auto" if backend == "cuda" else backend)
+        out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"],
+                             unified_memory=facts["unified_memory"], backend=f"{backend_text}{note}"[:400])
+        for size in sweep_sizes(facts["l2_bytes"], facts["available"]):
+            if (should_stop is not None and should_stop()) or time.perf_counter() - t0 > max_seconds:
+                out.stopped_early = True
+                break
+            if dev is not None:
+                arrays = _stream_cuda.StreamArrays(dev, size // ELEMENT_BYTES)
+                try:
+                    row = [_cuda_measure(arrays, m, CUDA_CONFIGS[m], warmup_ms, rep_ms) for m in METHODS]
+                finally:
+                    arrays.free()
                 if references:
-                    row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms, clock) for m in METHODS]
-            finally:
-                del bufs
-                if device.startswith("cuda"):
-                    torch.cuda.empty_cache()
-        out.points += row
-        out.sizes_bytes.append(size)
-        if progress is not None:
-            progress({"array_bytes": size, "gbps": {r.method: r.gbps for r in row[:len(METHODS)]}})
+                    row += _torch_references(size, METHODS, warmup_ms, rep_ms, first_only=True)
+            else:
+                row = _torch_row(torch, size, use_triton, facts["sms"], references, warmup_ms, rep_ms, device, clock)
+            out.points += row
+            out.sizes_bytes.append(size)
+            if progress is not None:
+                progress({"array_bytes": size, "gbps": {r.method: r.gbps for r in row[:len(METHODS)]}})
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _torch_row(torch: Any, size: int, use_triton: bool, sms: int, references: bool, warmup_ms: float,
+               rep_ms: float, device: str, clock: Any) -> list[MethodResult]:
+    """The sweep's row at one size through torch: each method (Triton or torch op), the references."""
+    bufs = _Buffers(torch, size // ELEMENT_BYTES, device)
+    try:
+        row = [_preferred(torch, m, use_triton, bufs, sms, warmup_ms, rep_ms, DEFAULT_CONFIGS[m], clock)
+               for m in METHODS]
+        if references:
+            row += [_reference(torch, TORCH_OPS[m][0], bufs, warmup_ms, rep_ms, clock) for m in METHODS]
+        return row
+    finally:
+        del bufs
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
 # -- command line -------------------------------------------------------------------------------

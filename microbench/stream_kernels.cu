@@ -1,6 +1,6 @@
 // The bandwidth probe's kernels for the CUDA driver (microbench/_stream_cuda.py), no torch, no Triton.
 //
-// Built into PTX, one module per V, kept as text in microbench/_stream_ptx.py, which the driver
+// Built into PTX, one module per V and one of helpers, kept as text in microbench/_stream_ptx.py, which the driver
 // compiles for the GPU at hand (cuModuleLoadDataEx): `python devscripts/stream_ptx.py` rebuilds it
 // with nvcc (PTX ISA lowered to 7.0, so drivers from CUDA 11.0 on load it) and checks it with ptxas
 // for every architecture it names. Arrays are fp32 read and written as float4
@@ -77,16 +77,19 @@ __device__ __forceinline__ void triad_tile(const float4* __restrict__ b, const f
         triad_tile<V>(b, c, a, s, n4);                                                                      \
     }
 
+// Modules: nvcc -DSTREAM_V=4 builds the four methods at that V, -DSTREAM_HELPERS the helpers
+// below; the driver compiles only the modules a probe loads. Neither: everything, in one.
 #define VARIANTS(V) VARIANTS_(V)  // V expanded before ## pastes it
-#ifdef STREAM_V  // one module per V (nvcc -DSTREAM_V=4): the driver compiles only what a probe loads
+#if defined(STREAM_V)
 VARIANTS(STREAM_V)
-#else
+#elif !defined(STREAM_HELPERS)
 VARIANTS(1)
 VARIANTS(2)
 VARIANTS(4)
 VARIANTS(8)
 #endif
 
+#if !defined(STREAM_V)
 __device__ __forceinline__ uint32_t mix(uint64_t i, uint32_t seed) {
     uint64_t z = i * 0x9E3779B97F4A7C15ull + seed;  // splitmix64's finaliser
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -128,3 +131,4 @@ extern "C" __global__ void stream_sum(const float* b, unsigned long long n, unsi
     for (int offset = 16; offset > 0; offset >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(total, mine);
 }
+#endif  // !STREAM_V

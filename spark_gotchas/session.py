@@ -52,11 +52,11 @@ class SessionState:
         if self._provider is None:
             from . import headstart
 
-            parts = frozenset(p for p in headstart.TORCH_FREE if headstart.enabled(p))
-            load = self.load_worker if parts else None  # else G4's load, G5's probe and G7's rates wait for torch
+            parts = frozenset(p for p in headstart.PARTS if headstart.enabled(p))
+            # without a torch-free part, G4's load, G5's probe and G7's rates wait for torch
+            load = self.load_worker if parts & set(headstart.TORCH_FREE) else None
             self._provider = Provider(self.options, self.replay, self.worker, load)
-            self._provider.ctx.torch_free = parts
-            self._provider.ctx.head_start = frozenset(p for p in headstart.PARTS if headstart.enabled(p))
+            self._provider.ctx.head_start = parts
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
         return self._provider

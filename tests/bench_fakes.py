@@ -12,6 +12,8 @@ from typing import Any
 from spark_gotchas.microbench._timing import Timing
 from spark_gotchas.microbench.bandwidth import ACCOUNTING, ARRAYS_COUNTED, BandwidthResult, MethodResult
 from spark_gotchas.microbench.gemm import GemmResult, PrecisionResult
+from spark_gotchas.options import RunOptions
+from spark_gotchas.provider import Provider
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.serial import to_jsonable
 from spark_gotchas.worker import TaskResult
@@ -179,3 +181,12 @@ class WallClock:
 
     def synchronize(self):
         pass
+
+
+def provider_with_load(gpu: Any, load: Any, inventory: GpuInventory | None, parts: frozenset) -> Provider:
+    """A run's provider whose GPU worker and load worker are fakes, with NVML's ``inventory`` (None:
+    NVML could not list the GPUs) and the head start's torch-free ``parts`` on."""
+    p = Provider(RunOptions(), worker_factory=lambda: gpu, load_worker_factory=lambda: load)
+    p.ctx.head_start = parts
+    p._cache["gpu.inventory"] = inventory
+    return p

@@ -14,8 +14,6 @@ import pytest
 from spark_gotchas import headstart
 from spark_gotchas.headstart import HeadStart
 from spark_gotchas.microbench import _stream_cuda, _stream_ptx, bandwidth
-from spark_gotchas.options import RunOptions
-from spark_gotchas.provider import Provider
 from spark_gotchas.worker import TaskResult
 
 CUDA = "spark_gotchas.microbench.bandwidth:probe_cuda"
@@ -23,11 +21,9 @@ TORCH = "spark_gotchas.microbench.bandwidth:probe"
 BUILD = "spark_gotchas.tasks:torch_build"
 
 
-def provider(gpu, load, inventory=None, parts=frozenset({"g4_load", "g5_probe", "g7_rates"})):
-    p = Provider(RunOptions(), worker_factory=lambda: gpu, load_worker_factory=lambda: load)
-    p.ctx.torch_free = parts
-    p._cache["gpu.inventory"] = fk.h200_inventory() if inventory is None else inventory
-    return p
+def provider(gpu, load, inventory=..., parts=frozenset({"g4_load", "g5_probe", "g7_rates"})):
+    """An H200 run unless ``inventory`` says otherwise (None: NVML could not list the GPUs)."""
+    return fk.provider_with_load(gpu, load, fk.h200_inventory() if inventory is ... else inventory, parts)
 
 
 def workers(cuda_answer=None):
@@ -53,12 +49,9 @@ def test_a_spark_sizes_its_arrays_from_unified_memory_in_the_load_worker_too():
 def test_mixed_gpus_no_nvml_or_the_part_turned_off_measure_through_torch():
     mixed = fk.h200_inventory()
     mixed.devices = [*mixed.devices, *fk.gb10_inventory().devices]
-    for inventory, parts in ((mixed, None), (False, None), (None, frozenset({"g4_load"}))):
+    for inventory, parts in ((mixed, {"g5_probe"}), (None, {"g5_probe"}), (..., {"g4_load"})):
         gpu, load = workers()
-        p = provider(gpu, load, inventory=inventory, parts=parts or frozenset({"g5_probe"}))
-        if inventory is False:
-            p._cache["gpu.inventory"] = None
-        reading = p.read("bench.bandwidth")
+        reading = provider(gpu, load, inventory=inventory, parts=frozenset(parts)).read("bench.bandwidth")
         assert load.calls == [] and TORCH in gpu.calls and reading.result is not None
 
 
@@ -79,11 +72,9 @@ def test_a_crashed_or_hung_torch_free_probe_is_the_finding():
 
 
 def test_the_head_start_starts_the_probe_only_where_it_needs_no_torch():
-    for inventory, early in ((fk.h200_inventory(), True), (False, False)):
+    for inventory, early in ((..., True), (None, False)):
         gpu, load = workers()
         p = provider(gpu, load, inventory=inventory)
-        if inventory is False:
-            p._cache["gpu.inventory"] = None
         h = HeadStart(p, lambda gpu=gpu: gpu)
         h.plan({5})
         h.begin()
@@ -123,12 +114,20 @@ def test_asking_for_the_cuda_kernels_without_a_driver_is_an_error_auto_falls_bac
         bandwidth.probe(backend="cuda")
 
 
+def entries(ptx: str) -> set[str]:
+    return {line.split()[2].split("(")[0] for line in ptx.splitlines() if line.startswith(".visible .entry")}
+
+
 @pytest.mark.parametrize("v", sorted(_stream_ptx.PTX))
-def test_each_ptx_module_has_every_kernel_and_loads_on_old_drivers(v):
+def test_each_ptx_module_has_its_methods_and_loads_on_old_drivers(v):
     text = _stream_ptx.PTX[v]
-    entries = {line.split()[2].split("(")[0] for line in text.splitlines() if line.startswith(".visible .entry")}
-    assert entries == {f"stream_{m}_v{v}" for m in bandwidth.METHODS} | {"stream_init", "stream_check", "stream_sum"}
+    assert entries(text) == {f"stream_{m}_v{v}" for m in bandwidth.METHODS}
     assert ".version 7.0" in text.splitlines()[:3] and ".target sm_75" in text
+
+
+def test_the_helpers_are_one_module_of_their_own():
+    assert entries(_stream_ptx.HELPERS) == {"stream_init", "stream_check", "stream_sum"}
+    assert ".version 7.0" in _stream_ptx.HELPERS.splitlines()[:3]
 
 
 def test_every_default_launch_shape_has_its_module():

@@ -7,8 +7,6 @@ import bench_fakes as fk
 
 from spark_gotchas import headstart
 from spark_gotchas.headstart import HeadStart
-from spark_gotchas.options import RunOptions
-from spark_gotchas.provider import Provider
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.worker import TaskResult
 
@@ -23,10 +21,7 @@ def inventory(*capabilities) -> GpuInventory:
 
 
 def provider(gpu: fk.FakeWorker, load: fk.FakeWorker, caps=((9, 0),), parts=frozenset({"g4_load", "g7_rates"})):
-    p = Provider(RunOptions(), worker_factory=lambda: gpu, load_worker_factory=lambda: load)
-    p.ctx.torch_free = parts
-    p._cache["gpu.inventory"] = inventory(*caps)
-    return p
+    return fk.provider_with_load(gpu, load, inventory(*caps), parts)
 
 
 def workers(cublas_answer=None):

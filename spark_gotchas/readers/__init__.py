@@ -33,8 +33,9 @@ class ReadContext:
     add_artifact: Callable[[str, str], None] = lambda name, path: None  # files for the report
 
     load_worker_factory: Optional[Callable[[], Any]] = None  # a worker without torch, for loads that need none
-    torch_free: frozenset = frozenset({"g4_load"})  # what runs in it: the head start's parts g4_load, g5_probe, g7_rates
-    head_start: frozenset = frozenset()  # the head start's parts this run uses (spark_gotchas.headstart.PARTS)
+    # The head start's parts this run uses (spark_gotchas.headstart.PARTS); of them g4_load, g5_probe and
+    # g7_rates run in the load worker.
+    head_start: frozenset = frozenset({"g4_load"})
 
     @property
     def worker(self) -> Any:
@@ -65,7 +66,7 @@ class ReadContext:
 
     def torch_free_worker(self, part: str) -> Any:
         """The load worker, where the head start's ``part`` runs there (None: its work waits for torch)."""
-        return self.load_worker if part in self.torch_free else None
+        return self.load_worker if part in self.head_start else None
 
 
 @dataclass(frozen=True)

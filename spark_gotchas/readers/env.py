@@ -219,7 +219,7 @@ CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp
 # requirements mention CUDA. Only their files are searched for library names.
 CUDA_RELATED = re.compile(r"cuda|(?:^|[-_])cu\d|nvidia|gpu|jax-plugin|xla", re.IGNORECASE)
 RPATH_MAJOR = re.compile(r"(?:^|/)(?:cu|cuda-?)(\d{2}(?:\.\d+)?)(?:/|$)")
-CU12_LAYOUT = re.compile(r"(?:^|/)nvidia/(?!cu\d)[a-z_]+/lib/?$")  # nvidia/cublas/lib: the -cu12 wheels' layout
+CU12_LAYOUT = re.compile(r"(?:^|/)nvidia/(?!cu\d)([a-z_]+)/lib/?$")  # nvidia/cublas/lib: the -cu12 wheels' layout
 PYTORCH = ("torch", "torchvision", "torchaudio")
 STRING_SCAN_FILES = 64  # most files of one distribution searched for library names
 UNRELATED_RODATA = 8 << 20  # most read-only data searched in a file without kernels of a distribution not CUDA-related
@@ -586,7 +586,19 @@ def _extension(path: str, info: elf.Dynamic, dist: Optional[str], resolver: Reso
         path=path, distribution=dist, cuda_libs=cuda_majors(info.needed), needs=needs,
         loads=[resolver.resolve(s, origin, info.rpath, info.runpath) for s in loads],
         rpath_majors=rpath_majors(info.rpath + info.runpath), build_tag=tag[0] if tag else None,
+        rpath_libs=[resolver.resolve(s, origin, info.rpath, info.runpath) for s in layout_sonames(info)],
     )
+
+
+def layout_sonames(info: elf.Dynamic) -> list[str]:
+    """The CUDA 12 libraries the RPATH/RUNPATH folders of the -cu12 wheels' layout name
+    (``$ORIGIN/../nvidia/cublas/lib`` -> libcublas.so.12, libcublasLt.so.12)."""
+    out: set[str] = set()
+    for entry in info.rpath + info.runpath:
+        match = CU12_LAYOUT.search(entry)
+        if match:
+            out.update(cuda_libs.WHEEL_SONAMES.get(match.group(1).replace("_", "-"), {}).get(12, []))
+    return sorted(out)
 
 
 def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path: dict[str, Optional[elf.Dynamic]],

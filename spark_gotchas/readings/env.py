@@ -105,6 +105,9 @@ class LinkedExtension:
     needs: list[CudaLibrary] = field(default_factory=list)  # every CUDA library in DT_NEEDED, resolved
     loads: list[CudaLibrary] = field(default_factory=list)  # versioned CUDA sonames in its strings, resolved
     rpath_majors: list[int] = field(default_factory=list)  # CUDA majors its RPATH/RUNPATH folders name
+    # the libraries its RPATH/RUNPATH folders into the -cu12 wheels' layout name (nvidia/cublas/lib ->
+    # libcublas.so.12, libcublasLt.so.12), resolved: what it expects to load from there
+    rpath_libs: list[CudaLibrary] = field(default_factory=list)
     build_tag: Optional[str] = None  # "cuda130" when its file name carries a CUDA build tag
 
 

@@ -436,8 +436,8 @@ def judge_package(pkg: Package, ctx: Context) -> Finding:
     return _judge_files(pkg, singles + chosen, ctx, picked)
 
 
-def _evidence(pkg: Package, files: list[LinkedExtension]) -> tuple[list[int], str, bool]:
-    """(the CUDA majors it uses, the evidence that decided, whether its binaries say it): what a
+def _evidence(pkg: Package, files: list[LinkedExtension]) -> tuple[list[int], str]:
+    """(the CUDA majors it uses, the evidence that decided): what a
     binary for this machine carries outranks what its metadata declares. In order: the libraries it
     links (DT_NEEDED), names it loads (dlopen strings), its build record, its PTX's ISA version (the
     toolkit that built it), its RPATH/RUNPATH into a CUDA folder; then its metadata (requirements,
@@ -448,29 +448,28 @@ def _evidence(pkg: Package, files: list[LinkedExtension]) -> tuple[list[int], st
     if linked:
         names = sorted({lib.soname for e in files for lib in e.needs if lib.major is not None} | {
             s for e in files for s in e.cuda_libs})
-        return linked, f"it links {_first(names, 2)}", True
+        return linked, f"it links {_first(names, 2)}"
     strings = sorted({lib.major for e in files for lib in e.loads if lib.major is not None})
     if strings:
         names = sorted({lib.soname for e in files for lib in e.loads if lib.major is not None})
-        return strings, f"it loads {_first(names, 2)} by name", True
+        return strings, f"it loads {_first(names, 2)} by name"
     info = dist.build_info if dist else {}
     built = _major(info.get("cuda_version"))
     if built and info.get("cuda_build") != "False":
-        return [built], f"its {info.get('file', 'build record')} says CUDA {info['cuda_version']}", True
+        return [built], f"its {info.get('file', 'build record')} says CUDA {info['cuda_version']}"
     isas = sorted({t.split("@")[1] for by_key in (dist.units.values() if dist else ()) for key in by_key
                    for t in key.split() if "@" in t}, key=lambda v: tuple(int(x) for x in v.split(".")))
     ptx = sorted({cuda[0] for v in isas if (cuda := cuda_libs.ptx_cuda(v))})
     if ptx:
-        return ptx, f"its PTX is ISA {isas[-1]} (built with CUDA {ptx[-1]})", True
+        return ptx, f"its PTX is ISA {isas[-1]} (built with CUDA {ptx[-1]})"
     rpath = sorted({m for e in files for m in e.rpath_majors})
     if rpath:
-        return rpath, f"its RPATH/RUNPATH names a CUDA {_list(rpath)} folder", True
+        return rpath, f"its RPATH/RUNPATH names a CUDA {_list(rpath)} folder"
     if dist and dist.requires_majors:
-        return sorted(set(dist.requires_majors.values())), f"it requires {_first(sorted(dist.requires_majors), 2)}", \
-            False
+        return sorted(set(dist.requires_majors.values())), f"it requires {_first(sorted(dist.requires_majors), 2)}"
     if dist and dist.name_major:
-        return [dist.name_major], f"its name or version says CUDA {dist.name_major}", False
-    return [], "", False
+        return [dist.name_major], f"its name or version says CUDA {dist.name_major}"
+    return [], ""
 
 
 def _cpu_only(pkg: Package, files: list[LinkedExtension], ctx: Context) -> Optional[Finding]:
@@ -509,7 +508,9 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     dist = pkg.dist
     direct = [e for e in files if e.needs or e.cuda_libs]
     detail: dict = {}
-    majors, evidence, binary = _evidence(pkg, direct or files)
+    majors, evidence = _evidence(pkg, direct or files)
+    binary = bool(direct) or any(e.loads or e.rpath_majors for e in files) or bool(dist and dist.units) \
+        or bool(dist and dist.build_info.get("cuda_build") == "True")  # its binaries show it uses CUDA
     if direct:
         mode = "links"
         libs = [lib for e in direct for lib in e.needs]
@@ -655,10 +656,10 @@ def _remedy(pkg: Package, major: Optional[int], capability: Optional[tuple[int, 
     for installed in dict.fromkeys((top, name)):
         other = sibling(installed, major)
         if other and other != installed:
-            came = f" ({name} came with {top})" if top != name else ""
             leave = " ".join(dict.fromkeys((installed, name)))
-            return (f"install the CUDA {major} build of {installed} instead{came}: pip uninstall -y {leave} && "
-                    f"pip install {other}")
+            which = f"the CUDA {major} build of {installed} instead ({name} came with it)" if installed != name \
+                else f"its CUDA {major} build instead"
+            return f"install {which}: pip uninstall -y {leave} && pip install {other}"
     if name in cuda_libs.VERSIONED_BY_MAJOR:
         return f"install its CUDA {major} release: pip install '{name}>={major},<{major + 1}'"
     return build_yourself(top, major, capability)

@@ -17,7 +17,6 @@ manylinux_2_28_aarch64 …`` (docs/checks/g01.md lists the ones tried).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import zipfile

@@ -261,11 +261,10 @@ def g01_fixes() -> list[str]:
     """G1's fixes for every package it knows by name, for every library it can name, and from the
     recorded and real-wheel scans the tests judge."""
     from spark_gotchas.readings import cuda_libs
+    from spark_gotchas.readings.cuda_builds import NAMES
     from spark_gotchas.readings.env import CudaLibrary, ExtensionScan
     from spark_gotchas.readings.gpu import GpuInventory
     from spark_gotchas.serial import from_jsonable
-
-    from spark_gotchas.readings.cuda_builds import NAMES
 
     names = {n for n in NAMES if n.startswith(("cupy-", "jax-", "nvidia-dali", "cudf-", "libcudf-", "kvikio-",
                                                "transformer-engine-", "tensorrt-cu", "cvcuda-", "faiss-gpu-"))} \

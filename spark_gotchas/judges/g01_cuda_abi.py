@@ -15,16 +15,30 @@ Rules:
   where none is. It is never hidden behind a PASS of the other checks.
 - `import torch` raising, crashing or hanging is a FAIL; an import that fails in another package's
   file (a foreign pynvml) names that file, not torch.
-- Each distribution that uses CUDA is judged by whether it will load. It uses CUDA when a shared
-  object of it (any file its RECORD lists, in `<name>.libs/` too, named `*.so` or `*.so.4.8.5`)
-  links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
+- Each distribution that uses CUDA is judged by whether it will load and run here. It uses CUDA when
+  a shared object of it (any file its RECORD lists, in `<name>.libs/` too, named `*.so` or
+  `*.so.4.8.5`) links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
   (`libcublas.so.12`, `libnvjpeg.so.12`: it loads it by name; ctranslate2, whose name and
   requirements say nothing of CUDA, is searched when its file imports `dlopen`), has an
-  RPATH/RUNPATH into CUDA's folders
-  (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`, the layout of the -cu12
-  wheels), requires `nvidia-*-cuNN` wheels, or carries a CUDA tag in its name (`cupy-cuda12x`).
-  Its CUDA major is the one its linked sonames name; for a package that loads CUDA by name, the
-  one its strings, else its requirements, else its name, else its RPATH name.
+  RPATH/RUNPATH into CUDA's folders (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`,
+  the layout of the -cu12 wheels), carries GPU code (`.nv_fatbin`), requires `nvidia-*-cuNN` wheels,
+  or carries a CUDA tag in its name (`cupy-cuda12x`).
+- Evidence from the binaries for this platform outranks metadata. Its CUDA major is, in this order:
+  the one its linked sonames name (`DT_NEEDED`); the one the sonames it loads by name name (dlopen
+  strings); the CUDA version of a build record it ships (tensorflow's `build_info.py`, open3d's
+  `_build_config.py`, paddle's `version/__init__.py`); the CUDA that built its PTX (its ISA version:
+  9.x is CUDA 13, 8.x CUDA 12); the major its RPATH/RUNPATH folders name; then its requirements,
+  else its name or version. The report says which evidence decided. The libraries it needs are those
+  it links, those it names, those its RPATH folders into the -cu12 layout hold (`nvidia/cublas/lib`:
+  libcublas.so.12, libcublasLt.so.12) and those of its requirements. Metadata alone (an extra that is
+  not installed, a version) never makes a FAIL: with no evidence in its binaries, a package of
+  another major is at most a WARN "by its metadata alone".
+- A package people install for the GPU (tensorflow, open3d) whose build has no GPU code and no CUDA
+  library, or whose build record says it is not a CUDA build (PyPI's aarch64 wheels): "a CPU-only
+  build: it will never use the GPU", WARN on a Spark (gb10 profile or its GPU: the GPU is why it was
+  bought), INFO elsewhere (in the PASS line's detail); the fix names the real way to a GPU build
+  (NVIDIA's container for that framework, `nvcr.io/nvidia/tensorflow`; open3d built with
+  `-DBUILD_CUDA_MODULE=ON`). Its and-cuda extra is no CUDA 12 need.
 - NVIDIA's CUDA library wheels (`nvidia-cublas-cu12`, `nvidia-cublas`, `nvidia-nccl-cu13` …) and
   files that are CUDA libraries themselves are never judged: they are what makes a package loadable.
   Installing the libraries a package needs moves it from FAIL to WARN, never to a FAIL naming them.
@@ -44,26 +58,52 @@ Rules:
   environment count for a package of another major (this machine's `/usr/local/cuda-12.8` is not
   the Spark's), and the profile's own CUDA libraries are taken as that machine's.
 - A package that links a CUDA toolkit library found nowhere: FAIL naming the package and the library
-  (its import will fail). A package that loads CUDA by name: FAIL only when none of its libraries is
-  found; a library that only an extra not installed brings (nvimgcodec's `nvjpeg`) is noted, not failed. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted in the report, not
-  failed (packages load them in optional modules; torch's own check fails an import they break).
+  (its import will fail). A package that loads CUDA by name: FAIL when a runtime or BLAS library its
+  binaries name (cuDART, cuBLAS, cuBLASLt, NVRTC, nvJitLink, by string or RPATH folder) is found
+  nowhere, or none of its libraries is; installing one of its other libraries (cuDNN beside x86_64
+  tensorflow) does not change that. A library that only an extra not installed brings (nvimgcodec's
+  `nvjpeg`) is noted, not failed. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted
+  in the report, not failed (packages load them in optional modules; torch's own check fails an
+  import they break).
 - A package of another CUDA major whose libraries are found: WARN (two CUDA runtimes in one process,
-  and its kernels must reach this GPU). Its kernels are read (fatbin) whether or not its libraries
-  are found: when none runs on the GPU's compute capability (the device's, else the profile's:
-  sm_121 on GB10), FAIL "built for CUDA 12 with no kernel for sm_121", before any missing library
-  (installing those would not help). The fix says which of its kernels reach the GPU (a cubin of
-  the same major and a lower or equal minor, or PTX).
-- Its fix names only projects PyPI has, and promises only what holds: the package's CUDA 13 build
-  when PyPI has one by name (a committed table: `cupy-cuda12x` -> `cupy-cuda13x`,
-  `jax-cuda12-plugin` -> `jax-cuda13-plugin`, `kvikio-cu12` -> `kvikio-cu13` …; never a name made
-  up by the convention: there is no `faiss-gpu-cu13`); the cu130 index for torch, torchvision and
-  torchaudio; for several builds chosen by torch's CUDA, torch from the cu130 index; a CUDA 13
-  release for `cuda-bindings`/`cuda-python`; else, saying PyPI has no CUDA 13 build, a build from
-  source for the GPU's target (`-DCMAKE_CUDA_ARCHITECTURES=121`, `TORCH_CUDA_ARCH_LIST=12.1`), e.g.
-  in an NGC PyTorch container, which ships CUDA 13's nvcc. A missing library's fix also names the
-  wheels that ship it (`pip install nvidia-cublas-cu12`, only those PyPI has for that major), and
-  "keep this build and add its libraries" only when some of its kernels run on the GPU (or none
-  were read).
+  and its kernels must reach this GPU).
+- No kernel for this GPU is a FAIL however the package reaches CUDA, of any major. The GPU code of
+  every object that has any is read (fatbin; not torch's own: its arch list is `torch.build`'s), unit
+  by unit (one unit per translation unit), against the GPU's compute capability (the device's, else
+  the profile's: sm_121 on GB10). A cubin runs on the same major with a minor at or below the GPU's
+  (`sm_120`, `sm_120f` run on sm_121); an arch-specific one only on that GPU (`sm_120a`, `sm_90a`
+  do not run on sm_121, nor does `sm_100f`). PTX runs where its virtual arch is at or below the GPU
+  when the driver compiles its ISA version: the driver's CUDA (NVML), judged for another machine the
+  oldest driver of the expected major (13.0); ISA 9.N is CUDA 13.N, 8.8 CUDA 12.9 (NVIDIA's PTX ISA
+  release history), so a CUDA 13.0 driver refuses ISA 9.3, and the report says so where cubins run
+  instead. FAIL when no unit runs ("no kernel for sm_121", before any missing library: installing
+  those would not help), or when most of its units made for no GPU in particular lack code for it
+  ("kernels for sm_121 in 7 of 857 units only": paddlepaddle-gpu 2.6.2). Objects whose code is only
+  for other GPUs (`sm_90a`, `sm_100f`: vLLM's FA3, FlashMLA) beside a core that runs are optional
+  parts: named in the report, never a FAIL. The fix of another major's package says which of its
+  kernels reach the GPU (a cubin, or PTX compiled at first use); a build of the right CUDA without
+  kernels for the GPU is told to build from source for the GPU's target.
+- Library files that distributions of two CUDA majors both install (nvidia-cudnn-cu12 and -cu13:
+  `nvidia/cudnn/lib/libcudnn.so.9`; nvidia-nccl-cu12 and -cu13: `nvidia/nccl/lib/libnccl.so.2`),
+  read from the installed RECORDs: one finding per pair naming both and the one whose copy is on disk
+  (the file's size, else its sha256, against each RECORD). FAIL when the copy on disk is not of the
+  expected major while that major's distribution is installed (torch for CUDA 13 then loads cuDNN for
+  CUDA 12), WARN otherwise; the fix uninstalls the other and reinstalls the expected one with
+  `--no-deps`.
+- Its fix names only projects PyPI has, and promises only what holds. It names what the user
+  installed: the requested distribution that brought the package (pip's `REQUESTED` marker and the
+  requirements of the installed distributions: cudf-cu12 brought libcudf-cu12), and its CUDA 13
+  build found by the naming patterns CUDA packages use (`-cu12` -> `-cu13`, `cuda12x` -> `cuda13x`,
+  `cuda120` -> `cuda130`, `-cuda12-` -> `-cuda13-`) checked against PyPI's names (shipped with the
+  suite, `readings/cuda_builds.py`, written from PyPI's list by `devscripts/pypi_names.py`: there is
+  no `faiss-gpu-cu13`); the cu130 index for torch, torchvision and torchaudio; for several builds
+  chosen by torch's CUDA, torch from the cu130 index; a CUDA 13 release for
+  `cuda-bindings`/`cuda-python`; else, saying PyPI has no CUDA 13 build, only after that check, a
+  build from source for the GPU's target (`-DCMAKE_CUDA_ARCHITECTURES=121`,
+  `TORCH_CUDA_ARCH_LIST=12.1`), e.g. in an NGC PyTorch container, which ships CUDA 13's nvcc. A
+  missing library's fix also names the wheels that ship it (`pip install nvidia-cublas-cu12`, only
+  those PyPI has for that major), and "keep this build and add its libraries" only when some of its
+  kernels run on the GPU (or none were read).
 - No driver and no CUDA major from the profile: packages of different majors between them are judged
   against the majority's major (WARN or FAIL as above); otherwise INFO listing the majors found.
 - A snapshot of an older suite (libraries not resolved): a package linking another major is a FAIL.

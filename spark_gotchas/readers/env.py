@@ -457,25 +457,32 @@ def _kernels(paths: list[str], root: str, by_path: dict[str, Optional[elf.Dynami
     translation units by their targets (PTX with its ISA: ``compute_90@8.3``), for files that have
     any: the fatbin sections the ELF pass found, their entry headers read."""
     kernels, units = {}, {}
-    for path in paths:
-        info = by_path.get(path)
-        if info is None or not info.gpu_code:
-            continue
-        found: dict[str, int] = {}
-        try:
-            with open(path, "rb") as fh:
-                for offset, size in info.gpu_code:
-                    for unit in fatbin.read_units(fh, offset, size, path):
-                        key = unit_key(unit)
-                        if key:
-                            found[key] = found.get(key, 0) + 1
-        except (OSError, ValueError):  # FatbinError is a ValueError: that file's targets stay unread
-            continue
-        if found:
-            rel = os.path.relpath(path, root)
-            units[rel] = found
-            kernels[rel] = sorted({t.split("@")[0] for key in found for t in key.split()}, key=target_order)
+    todo = [(path, info.gpu_code) for path in paths if (info := by_path.get(path)) is not None and info.gpu_code]
+    # one thread a file: cold, the headers are thousands of small reads spread over the file (paddle's
+    # libphi.so: 673 units in 1.8 GB), and reads of several files overlap on the disk
+    with ThreadPoolExecutor(max_workers=min(8, len(todo) or 1)) as pool:
+        for path, found in zip([p for p, _ in todo], pool.map(_units_of, todo), strict=True):
+            if found:
+                rel = os.path.relpath(path, root)
+                units[rel] = found
+                kernels[rel] = sorted({t.split("@")[0] for key in found for t in key.split()}, key=target_order)
     return kernels, units
+
+
+def _units_of(task: tuple[str, tuple[tuple[int, int], ...]]) -> dict[str, int]:
+    """One file's units by their targets; {} when its fatbin cannot be read."""
+    path, sections = task
+    found: dict[str, int] = {}
+    try:
+        with open(path, "rb") as fh:
+            for offset, size in sections:
+                for unit in fatbin.read_units(fh, offset, size, path):
+                    key = unit_key(unit)
+                    if key:
+                        found[key] = found.get(key, 0) + 1
+    except (OSError, ValueError):  # FatbinError is a ValueError: that file's targets stay unread
+        return {}
+    return found
 
 
 def unit_key(unit: list) -> str:

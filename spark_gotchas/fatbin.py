@@ -130,12 +130,21 @@ class _BytesReader(_Reader):
 
 
 class _FileReader(_Reader):
+    """Reads of a file through a window of ``WINDOW`` bytes: a container's header, its first entry's
+    header and the padding before the next container come in one read (cold, each read is a seek)."""
+
+    WINDOW = 4096
+
     def __init__(self, fh: BinaryIO):
         self.fh = fh
+        self.start = 0
+        self.data = b""
 
     def read(self, pos: int, size: int) -> bytes:
-        self.fh.seek(pos)
-        chunk = self.fh.read(size)
+        if not (self.start <= pos and pos + size <= self.start + len(self.data)):
+            self.fh.seek(pos)
+            self.start, self.data = pos, self.fh.read(max(size, self.WINDOW))
+        chunk = self.data[pos - self.start:pos - self.start + size]
         if len(chunk) < size:
             raise FatbinError(f"truncated at file offset {pos}")
         return chunk

@@ -189,3 +189,16 @@ def test_every_fix_is_an_instruction_naming_projects_pypi_has(case):
         if fix:
             assert instruction_problems(fix) == []
             assert sorted(set(pip_names(fix)) - PYPI) == []
+
+
+def test_names_and_paths_read_from_records_reach_the_line_escaped():
+    """A distribution's name and a RECORD path are outside strings: control characters escaped."""
+    from spark_gotchas.readings.env import FileOwner, SharedFile
+
+    evil = "nvidia-x-cu12\x1b]8;;http://a\x07"
+    shared = [SharedFile(path="nvidia/x/lib/libx.so.1\x1b[2J", how="size", on_disk=evil,
+                         owners=[FileOwner(evil, "1.0", 12, size=1), FileOwner("nvidia-x-cu13", "2.0", 13, size=2)])]
+    verdict = g01.judge_extensions(ExtensionScan(shared_files=shared, resolved=True), None, GB10)
+    assert verdict.status is Status.FAIL
+    assert "\x1b" not in verdict.line + verdict.fix and "\x07" not in verdict.line
+    assert "libx.so.1" in verdict.line and "nvidia-x-cu13" in verdict.fix

@@ -120,6 +120,8 @@ from pathlib import PurePath
 from typing import Optional
 
 from ..profiles import Profile
+from ..scrub import mask_text
+from ..text import printable
 from ..readings import cuda_builds, cuda_libs, gpu_code
 from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, SharedFile, entry_from_target
 from ..readings.gpu import GpuInventory
@@ -827,6 +829,12 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
     return Verdict(G, Status.PASS, head, detail=every, readings=readings)
 
 
+def outside(text: str) -> str:
+    """A string read from the environment (a distribution's name, a RECORD path) as a line may show it:
+    credentials masked, control characters escaped."""
+    return printable(mask_text(text))
+
+
 def shared_findings(shared: list[SharedFile], ctx: Context) -> list[Finding]:
     """Library files that distributions of two CUDA majors both install (nvidia-cudnn-cu12 and -cu13:
     nvidia/cudnn/lib/libcudnn.so.9), one finding per pair: FAIL when the copy on disk is not of the
@@ -852,7 +860,8 @@ def shared_findings(shared: list[SharedFile], ctx: Context) -> list[Finding]:
                f"{keep}=={owners[keep].version} (uninstalling one removes the files both own; reinstalling "
                f"puts the CUDA {owners[keep].cuda_major} copy back), and keep what needs CUDA "
                f"{', '.join(str(owners[n].cuda_major) for n in drop)} in an environment of its own")
-        label = " and ".join(names)
+        label = outside(" and ".join(names))
+        what, fix = outside(what), outside(fix)
         out.append(Finding(label, status, owners[keep].cuda_major, f"{label} both install {what}; {where}",
                            f"{label} ({what})", fix="run " + fix,
                            detail={"mode": "same file", "files": [item.path for item in items],

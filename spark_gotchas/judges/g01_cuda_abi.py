@@ -120,12 +120,12 @@ from pathlib import PurePath
 from typing import Optional
 
 from ..profiles import Profile
-from ..scrub import mask_text
-from ..text import printable
 from ..readings import cuda_builds, cuda_libs, gpu_code
 from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, SharedFile, entry_from_target
 from ..readings.gpu import GpuInventory
 from ..readings.torch import FirstLaunch, TorchBuild
+from ..scrub import mask_text
+from ..text import printable
 from ..verdict import Status, Verdict
 
 G = 1

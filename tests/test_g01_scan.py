@@ -451,3 +451,27 @@ def test_a_sparks_loader_cache_and_sbsa_toolkit_provide_cuda_13(built, tmp_path,
     libraries = verdict.readings["packages"]["cupy-cuda13x"]["libraries"]
     assert libraries == {"libcublas.so.13": f"{system} (ld.so.cache)",
                          "libcudart.so.13": f"{toolkit}/targets/sbsa-linux/lib/libcudart.so.13 (CUDA toolkit folder)"}
+
+
+def test_a_fifo_where_a_shared_library_or_a_build_record_should_be_never_blocks(tmp_path):
+    """A FIFO (or a device) in place of a file read to compare or parse: named unread, not waited on."""
+    from spark_gotchas.readings.env import FileOwner
+
+    fifo = tmp_path / "libnccl.so.2"
+    os.mkfifo(fifo)
+    owners = [FileOwner("nvidia-nccl-cu12", "2.32.3", 12, size=1), FileOwner("nvidia-nccl-cu13", "2.32.6", 13, size=1)]
+    assert ex.on_disk_owner(str(fifo), owners) == (None, "unread: not a regular file")
+    assert ex.on_disk_owner(str(tmp_path / "gone.so.2"), owners) == (None, "missing")
+
+    class Dist:
+        def locate_file(self, rel):
+            return tmp_path / rel
+
+    record = tmp_path / "tensorflow" / "python" / "platform"
+    record.mkdir(parents=True)
+    os.mkfifo(record / "build_info.py")
+    assert ex.build_info(Dist(), "tensorflow/python/platform/build_info.py,sha256=x,1\n") == {}
+    (record / "build_info.py").unlink()
+    (record / "build_info.py").write_text("build_info = collections.OrderedDict([('is_cuda_build', False)])\n")
+    assert ex.build_info(Dist(), "tensorflow/python/platform/build_info.py,sha256=x,1\n") == {
+        "file": "tensorflow/python/platform/build_info.py", "cuda_build": "False"}

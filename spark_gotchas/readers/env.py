@@ -21,6 +21,7 @@ import importlib.metadata as md
 import os
 import re
 import site
+import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -750,9 +751,12 @@ def on_disk_owner(path: str, owners: list[FileOwner]) -> tuple[Optional[str], st
     """Which owner's RECORD matches the file on disk: by its size when the owners' sizes differ (a
     stat), else by its sha256 (RECORD's urlsafe base64, unpadded)."""
     try:
-        size = os.stat(path).st_size
+        st = os.stat(path)
     except OSError:
         return None, "missing"
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block the read or never end
+        return None, "unread: not a regular file"
+    size = st.st_size
     sizes = [o.size for o in owners]
     if None not in sizes and len(set(sizes)) == len(sizes):
         match = [o.distribution for o in owners if o.size == size]
@@ -777,10 +781,11 @@ def build_info(dist: md.Distribution, record: str) -> dict[str, str]:
     ``cuda_build`` ("True"/"False") and ``cuda_version``, as far as the file says them. Read as text,
     never imported."""
     for rel, (flag, version) in cuda_libs.BUILD_INFO.items():
-        if rel not in record:
+        path = str(dist.locate_file(rel))
+        if rel not in record or not os.path.isfile(path):  # a FIFO there would block the read
             continue
         try:
-            with open(dist.locate_file(rel), encoding="utf-8", errors="replace") as fh:
+            with open(path, encoding="utf-8", errors="replace") as fh:
                 text = fh.read(BUILD_INFO_BYTES)
         except OSError:
             continue

@@ -5,6 +5,7 @@
     python devscripts/g01_scan_bench.py --copies 3 --with-site   # site-packages plus 3 copies (~4x the objects)
     python devscripts/g01_scan_bench.py --cold ...      # also drop the page cache first (root only)
     python devscripts/g01_scan_bench.py --naive         # also time a byte search of every file, for comparison
+    python devscripts/g01_scan_bench.py --reader-cold 3 DIR   # the reader alone, page cache dropped before each of 3 runs
 
 Prints one line per run (``scan:`` shared objects, seconds) and a summary: the first run, the
 median of the warm repeats, and where the time goes (directory walk, ELF reads, RECORD owners).
@@ -105,7 +106,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cold", action="store_true", help="drop the page cache before the first run (root)")
     ap.add_argument("--naive", action="store_true", help="also time a whole-file byte search (warm)")
     ap.add_argument("dirs", nargs="*", help="folders to scan (default: this environment's site-packages)")
+    ap.add_argument("--reader-cold", type=int, default=0, metavar="N",
+                    help="only time the reader, N runs each after dropping the page cache (root), then warm")
     args = ap.parse_args(argv)
+    if args.reader_cold:
+        dirs = args.dirs or ex.site_dirs()
+        cold = []
+        for _ in range(args.reader_cold):
+            label = drop_caches()
+            cold.append(reader_scan(dirs))
+            print(f"reader {label}: {cold[-1]:.3f} s", flush=True)
+        print(f"summary: reader cold median of {len(cold)}: {statistics.median(cold):.3f} s; warm: "
+              f"{reader_scan(dirs):.3f} s")
+        return 0
 
     tmp = None
     dirs = args.dirs or ex.site_dirs()

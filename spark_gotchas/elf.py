@@ -39,6 +39,10 @@ class Dynamic:
     rpath: list[str] = field(default_factory=list)  # DT_RPATH, split at ':' ($ORIGIN as written)
     runpath: list[str] = field(default_factory=list)  # DT_RUNPATH
     dlopen: bool = False  # its dynamic strings name dlopen: it may load a library by name (nm -D FILE | grep dlopen)
+    # the sections that hold GPU code (.nv_fatbin, __nv_relfatbin) as (file offset, size), and the size of
+    # .rodata: read from the section headers in the same open (readelf -S)
+    gpu_code: tuple[tuple[int, int], ...] = ()
+    rodata: int = 0
 
 
 def needed(path: str) -> Optional[list[str]]:
@@ -85,7 +89,7 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
         elif p_type == PT_DYNAMIC:
             segment = (p_offset, p_filesz)
     if segment is None:
-        return Dynamic()
+        return Dynamic(**_code_sections(fh))
     fh.seek(segment[0])
     raw = fh.read(segment[1])
     offsets: dict[int, list[int]] = {DT_NEEDED: [], DT_SONAME: [], DT_RPATH: [], DT_RUNPATH: []}
@@ -101,7 +105,7 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
             strsz = val
     if strtab is None or strsz is None:
         if not any(offsets.values()):
-            return Dynamic()
+            return Dynamic(**_code_sections(fh))
         raise ValueError("no string table")
     for vaddr, offset, size in loads:
         if vaddr <= strtab < vaddr + size:
@@ -121,7 +125,19 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
         rpath=[p for off in offsets[DT_RPATH] for p in _split(text(off))],
         runpath=[p for off in offsets[DT_RUNPATH] for p in _split(text(off))],
         dlopen=DLOPEN in strings,
+        **_code_sections(fh),
     )
+
+
+GPU_CODE_SECTIONS = (".nv_fatbin", "__nv_relfatbin")  # where nvcc puts fatbins (spark_gotchas.fatbin reads them)
+
+
+def _code_sections(fh: BinaryIO) -> dict:
+    """``gpu_code`` and ``rodata`` of :class:`Dynamic`, from the section headers."""
+    fh.seek(0)
+    table = _section_table(fh)
+    return {"gpu_code": tuple((off, size) for name, off, size in table if name in GPU_CODE_SECTIONS and size),
+            "rodata": sum(size for name, _off, size in table if name == ".rodata")}
 
 
 def dynamic_pyelftools(fh: BinaryIO) -> Optional[Dynamic]:
@@ -136,7 +152,12 @@ def dynamic_pyelftools(fh: BinaryIO) -> Optional[Dynamic]:
                 tags = list(segment.iter_tags())
                 names = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]
                 dynstr = elf.get_section_by_name(".dynstr")
+                code = [elf.get_section_by_name(n) for n in GPU_CODE_SECTIONS]
+                rodata = elf.get_section_by_name(".rodata")
                 return Dynamic(
+                    gpu_code=tuple((c["sh_offset"], c["sh_size"]) for c in code
+                                   if c is not None and c["sh_type"] != "SHT_NOBITS" and c["sh_size"]),
+                    rodata=rodata["sh_size"] if rodata is not None else 0,
                     needed=[t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"],
                     soname=names[0] if names else None,
                     rpath=[p for t in tags if t.entry.d_tag == "DT_RPATH" for p in _split(t.rpath)],

@@ -261,12 +261,14 @@ def g01_fixes() -> list[str]:
     """G1's fixes for every package it knows by name, for every library it can name, and from the
     recorded and real-wheel scans the tests judge."""
     from spark_gotchas.readings import cuda_libs
+    from spark_gotchas.readings.cuda_builds import NAMES
     from spark_gotchas.readings.env import CudaLibrary, ExtensionScan
     from spark_gotchas.readings.gpu import GpuInventory
     from spark_gotchas.serial import from_jsonable
 
-    names = {n for family in g01.BUILDS_BY_MAJOR for n in family.values()} | set(g01.PYTORCH) \
-        | set(cuda_libs.VERSIONED_BY_MAJOR) | {"somepkg"}
+    names = {n for n in NAMES if n.startswith(("cupy-", "jax-", "nvidia-dali", "cudf-", "libcudf-", "kvikio-",
+                                               "transformer-engine-", "tensorrt-cu", "cvcuda-", "faiss-gpu-"))} \
+        | set(g01.PYTORCH) | set(cuda_libs.VERSIONED_BY_MAJOR) | {"somepkg"}
     out = [g01._remedy(g01.Package(n, None), m, GB10.capability) for n in sorted(names) for m in (11, 12, 13)]
     sonames = sorted({s for by_major in cuda_libs.WHEEL_SONAMES.values() for names in by_major.values() for s in names}
                      | {"libcudart.so.11.0", "libcublas.so.11", "libnvrtc.so.11.2", "libcupti.so.11.8", "libcufft.so.10",

@@ -464,12 +464,22 @@ def test_a_cuda_12_build_is_sent_to_a_cuda_13_project_only_when_pypi_has_it(name
 
 
 def test_every_cuda_13_build_the_fix_can_name_is_on_pypi_and_faiss_has_none():
+    """Siblings come from the naming patterns, each checked against PyPI's names (shipped in
+    readings/cuda_builds.py): a name the patterns make up (faiss-gpu-cu13) is never named."""
     from test_fix_texts import PYPI
 
-    named = {n for family in g01.BUILDS_BY_MAJOR for n in family.values()}
+    from spark_gotchas.readings.cuda_builds import NAMES
+
+    for name, major, other in [("faiss-gpu-cu12", 13, None), ("kvikio-cu12", 13, "kvikio-cu13"),
+                               ("cupy-cuda13x", 12, "cupy-cuda12x"), ("widget-cu12", 13, None),
+                               ("nvidia-dali-cuda120", 13, "nvidia-dali-cuda130"),
+                               ("jax-cuda12-plugin", 13, "jax-cuda13-plugin"), ("libcudf-cu12", 13, "libcudf-cu13"),
+                               ("cudf-cu12", 13, "cudf-cu13"), ("cupy-cuda12x", 13, "cupy-cuda13x")]:
+        assert g01.sibling(name, major) == other
+        assert other is None or other in NAMES
+    named = {g01.sibling(n, 13) for n in ("cupy-cuda12x", "jax-cuda12-pjrt", "nvidia-dali-cuda120", "cudf-cu12",
+                                          "transformer-engine-cu12", "tensorrt-cu12", "cvcuda-cu12", "kvikio-cu12")}
     assert sorted(named - PYPI) == []
-    assert g01.sibling("faiss-gpu-cu12", 13) is None and g01.sibling("kvikio-cu12", 13) == "kvikio-cu13"
-    assert g01.sibling("cupy-cuda13x", 12) == "cupy-cuda12x" and g01.sibling("widget-cu12", 13) is None
 
 
 def test_a_missing_library_is_told_only_of_wheels_pypi_has():

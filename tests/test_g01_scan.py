@@ -39,7 +39,8 @@ def built(tmp_path_factory) -> dict[str, Path]:
     eb.need_gcc()
     b = tmp_path_factory.mktemp("build")
     lib = {f"{name}{major}": eb.cuda_stub(b / f"lib{major}", major, name)
-           for name, major in (("cudart", 12), ("cudart", 13), ("cublas", 12), ("cublas", 13), ("nccl", 2))}
+           for name, major in (("cudart", 12), ("cudart", 13), ("cublas", 12), ("cublasLt", 12), ("cublas", 13),
+                               ("nccl", 2))}
     return {
         **lib,
         "ext12": eb.extension(b / "ext12", "_C", [lib["cudart12"]]),
@@ -104,7 +105,8 @@ def make_site(root: Path, built: dict[str, Path], *packages: str) -> Path:
         "nvidia-cuda-runtime-cu12": ("nvidia-cuda-runtime-cu12", "12.9.79",
                                      {"nvidia/cuda_runtime/lib/libcudart.so.12": built["cudart12"]}, ()),
         "nvidia-cublas-cu12": ("nvidia-cublas-cu12", "12.9.1.4",
-                               {"nvidia/cublas/lib/libcublas.so.12": built["cublas12"]}, ()),
+                               {"nvidia/cublas/lib/libcublas.so.12": built["cublas12"],
+                                "nvidia/cublas/lib/libcublasLt.so.12": built["cublasLt12"]}, ()),
     }
     for name in packages:
         dist, version, files, requires = layouts[name]
@@ -161,7 +163,7 @@ def test_its_cuda_12_libraries_from_nvidia_wheels_make_it_load_beside_cuda_13(bu
 def test_library_wheels_alone_are_no_finding(built, tmp_path, monkeypatch):
     sp = make_site(tmp_path, built, "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "clean")
     verdict = g01.judge_extensions(scan(sp, monkeypatch), None, GB10)
-    assert verdict.line == ("G1 PASS: no package uses CUDA (3 shared objects read); "
+    assert verdict.line == ("G1 PASS: no package uses CUDA (4 shared objects read); "
                             "the gb10 profile expects CUDA 13")
 
 
@@ -228,9 +230,10 @@ def test_an_rpath_into_the_cu12_wheels_is_evidence_of_cuda_12(built, tmp_path, m
     sp = make_site(tmp_path, built, "jax-cuda12-plugin")
     reading = scan(sp, monkeypatch)
     assert [e.rpath_majors for e in reading.linked] == [[12]]
-    verdict = g01.judge_extensions(reading, None, GB10)
-    assert verdict.line == ("G1 WARN: jax-cuda12-plugin uses CUDA 12 (loaded by name at run time); "
-                            "the gb10 profile expects CUDA 13")
+    verdict = g01.judge_extensions(reading, None, GB10)  # the folder names the libraries it loads from there
+    assert verdict.line == ("G1 FAIL: jax-cuda12-plugin: CUDA 12 libraries it loads not found: libcublas.so.12, "
+                            "libcublasLt.so.12")
+    assert verdict.readings["packages"]["jax-cuda12-plugin"]["evidence"] == "its RPATH/RUNPATH names a CUDA 12 folder"
     assert "pip install jax-cuda13-plugin" in verdict.fix
     info = g01.judge_extensions(reading, None, NONE)
     assert info.line == "G1 INFO: CUDA 12: jax-cuda12-plugin; no driver to compare with"
@@ -448,3 +451,27 @@ def test_a_sparks_loader_cache_and_sbsa_toolkit_provide_cuda_13(built, tmp_path,
     libraries = verdict.readings["packages"]["cupy-cuda13x"]["libraries"]
     assert libraries == {"libcublas.so.13": f"{system} (ld.so.cache)",
                          "libcudart.so.13": f"{toolkit}/targets/sbsa-linux/lib/libcudart.so.13 (CUDA toolkit folder)"}
+
+
+def test_a_fifo_where_a_shared_library_or_a_build_record_should_be_never_blocks(tmp_path):
+    """A FIFO (or a device) in place of a file read to compare or parse: named unread, not waited on."""
+    from spark_gotchas.readings.env import FileOwner
+
+    fifo = tmp_path / "libnccl.so.2"
+    os.mkfifo(fifo)
+    owners = [FileOwner("nvidia-nccl-cu12", "2.32.3", 12, size=1), FileOwner("nvidia-nccl-cu13", "2.32.6", 13, size=1)]
+    assert ex.on_disk_owner(str(fifo), owners) == (None, "unread: not a regular file")
+    assert ex.on_disk_owner(str(tmp_path / "gone.so.2"), owners) == (None, "missing")
+
+    class Dist:
+        def locate_file(self, rel):
+            return tmp_path / rel
+
+    record = tmp_path / "tensorflow" / "python" / "platform"
+    record.mkdir(parents=True)
+    os.mkfifo(record / "build_info.py")
+    assert ex.build_info(Dist(), "tensorflow/python/platform/build_info.py,sha256=x,1\n") == {}
+    (record / "build_info.py").unlink()
+    (record / "build_info.py").write_text("build_info = collections.OrderedDict([('is_cuda_build', False)])\n")
+    assert ex.build_info(Dist(), "tensorflow/python/platform/build_info.py,sha256=x,1\n") == {
+        "file": "tensorflow/python/platform/build_info.py", "cuda_build": "False"}

@@ -15,16 +15,30 @@ Rules:
   where none is. It is never hidden behind a PASS of the other checks.
 - `import torch` raising, crashing or hanging is a FAIL; an import that fails in another package's
   file (a foreign pynvml) names that file, not torch.
-- Each distribution that uses CUDA is judged by whether it will load. It uses CUDA when a shared
-  object of it (any file its RECORD lists, in `<name>.libs/` too, named `*.so` or `*.so.4.8.5`)
-  links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
+- Each distribution that uses CUDA is judged by whether it will load and run here. It uses CUDA when
+  a shared object of it (any file its RECORD lists, in `<name>.libs/` too, named `*.so` or
+  `*.so.4.8.5`) links a CUDA library (`DT_NEEDED`), names a versioned CUDA soname in its strings
   (`libcublas.so.12`, `libnvjpeg.so.12`: it loads it by name; ctranslate2, whose name and
   requirements say nothing of CUDA, is searched when its file imports `dlopen`), has an
-  RPATH/RUNPATH into CUDA's folders
-  (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`, the layout of the -cu12
-  wheels), requires `nvidia-*-cuNN` wheels, or carries a CUDA tag in its name (`cupy-cuda12x`).
-  Its CUDA major is the one its linked sonames name; for a package that loads CUDA by name, the
-  one its strings, else its requirements, else its name, else its RPATH name.
+  RPATH/RUNPATH into CUDA's folders (`nvidia/cu13/lib`, `/usr/local/cuda-12.8`, `nvidia/cublas/lib`,
+  the layout of the -cu12 wheels), carries GPU code (`.nv_fatbin`), requires `nvidia-*-cuNN` wheels,
+  or carries a CUDA tag in its name (`cupy-cuda12x`).
+- Evidence from the binaries for this platform outranks metadata. Its CUDA major is, in this order:
+  the one its linked sonames name (`DT_NEEDED`); the one the sonames it loads by name name (dlopen
+  strings); the CUDA version of a build record it ships (tensorflow's `build_info.py`, open3d's
+  `_build_config.py`, paddle's `version/__init__.py`); the CUDA that built its PTX (its ISA version:
+  9.x is CUDA 13, 8.x CUDA 12); the major its RPATH/RUNPATH folders name; then its requirements,
+  else its name or version. The report says which evidence decided. The libraries it needs are those
+  it links, those it names, those its RPATH folders into the -cu12 layout hold (`nvidia/cublas/lib`:
+  libcublas.so.12, libcublasLt.so.12) and those of its requirements. Metadata alone (an extra that is
+  not installed, a version) never makes a FAIL: with no evidence in its binaries, a package of
+  another major is at most a WARN "by its metadata alone".
+- A package people install for the GPU (tensorflow, open3d) whose build has no GPU code and no CUDA
+  library, or whose build record says it is not a CUDA build (PyPI's aarch64 wheels): "a CPU-only
+  build: it will never use the GPU", WARN on a Spark (gb10 profile or its GPU: the GPU is why it was
+  bought), INFO elsewhere (in the PASS line's detail); the fix names the real way to a GPU build
+  (NVIDIA's container for that framework, `nvcr.io/nvidia/tensorflow`; open3d built with
+  `-DBUILD_CUDA_MODULE=ON`). Its and-cuda extra is no CUDA 12 need.
 - NVIDIA's CUDA library wheels (`nvidia-cublas-cu12`, `nvidia-cublas`, `nvidia-nccl-cu13` …) and
   files that are CUDA libraries themselves are never judged: they are what makes a package loadable.
   Installing the libraries a package needs moves it from FAIL to WARN, never to a FAIL naming them.
@@ -44,26 +58,52 @@ Rules:
   environment count for a package of another major (this machine's `/usr/local/cuda-12.8` is not
   the Spark's), and the profile's own CUDA libraries are taken as that machine's.
 - A package that links a CUDA toolkit library found nowhere: FAIL naming the package and the library
-  (its import will fail). A package that loads CUDA by name: FAIL only when none of its libraries is
-  found; a library that only an extra not installed brings (nvimgcodec's `nvjpeg`) is noted, not failed. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted in the report, not
-  failed (packages load them in optional modules; torch's own check fails an import they break).
+  (its import will fail). A package that loads CUDA by name: FAIL when a runtime or BLAS library its
+  binaries name (cuDART, cuBLAS, cuBLASLt, NVRTC, nvJitLink, by string or RPATH folder) is found
+  nowhere, or none of its libraries is; installing one of its other libraries (cuDNN beside x86_64
+  tensorflow) does not change that. A library that only an extra not installed brings (nvimgcodec's
+  `nvjpeg`) is noted, not failed. NCCL, cuDNN, cuSPARSELt, cuFile and NVSHMEM missing alone are noted
+  in the report, not failed (packages load them in optional modules; torch's own check fails an
+  import they break).
 - A package of another CUDA major whose libraries are found: WARN (two CUDA runtimes in one process,
-  and its kernels must reach this GPU). Its kernels are read (fatbin) whether or not its libraries
-  are found: when none runs on the GPU's compute capability (the device's, else the profile's:
-  sm_121 on GB10), FAIL "built for CUDA 12 with no kernel for sm_121", before any missing library
-  (installing those would not help). The fix says which of its kernels reach the GPU (a cubin of
-  the same major and a lower or equal minor, or PTX).
-- Its fix names only projects PyPI has, and promises only what holds: the package's CUDA 13 build
-  when PyPI has one by name (a committed table: `cupy-cuda12x` -> `cupy-cuda13x`,
-  `jax-cuda12-plugin` -> `jax-cuda13-plugin`, `kvikio-cu12` -> `kvikio-cu13` …; never a name made
-  up by the convention: there is no `faiss-gpu-cu13`); the cu130 index for torch, torchvision and
-  torchaudio; for several builds chosen by torch's CUDA, torch from the cu130 index; a CUDA 13
-  release for `cuda-bindings`/`cuda-python`; else, saying PyPI has no CUDA 13 build, a build from
-  source for the GPU's target (`-DCMAKE_CUDA_ARCHITECTURES=121`, `TORCH_CUDA_ARCH_LIST=12.1`), e.g.
-  in an NGC PyTorch container, which ships CUDA 13's nvcc. A missing library's fix also names the
-  wheels that ship it (`pip install nvidia-cublas-cu12`, only those PyPI has for that major), and
-  "keep this build and add its libraries" only when some of its kernels run on the GPU (or none
-  were read).
+  and its kernels must reach this GPU).
+- No kernel for this GPU is a FAIL however the package reaches CUDA, of any major. The GPU code of
+  every object that has any is read (fatbin; not torch's own: its arch list is `torch.build`'s), unit
+  by unit (one unit per translation unit), against the GPU's compute capability (the device's, else
+  the profile's: sm_121 on GB10). A cubin runs on the same major with a minor at or below the GPU's
+  (`sm_120`, `sm_120f` run on sm_121); an arch-specific one only on that GPU (`sm_120a`, `sm_90a`
+  do not run on sm_121, nor does `sm_100f`). PTX runs where its virtual arch is at or below the GPU
+  when the driver compiles its ISA version: the driver's CUDA (NVML), judged for another machine the
+  oldest driver of the expected major (13.0); ISA 9.N is CUDA 13.N, 8.8 CUDA 12.9 (NVIDIA's PTX ISA
+  release history), so a CUDA 13.0 driver refuses ISA 9.3, and the report says so where cubins run
+  instead. FAIL when no unit runs ("no kernel for sm_121", before any missing library: installing
+  those would not help), or when most of its units made for no GPU in particular lack code for it
+  ("kernels for sm_121 in 7 of 857 units only": paddlepaddle-gpu 2.6.2). Objects whose code is only
+  for other GPUs (`sm_90a`, `sm_100f`: vLLM's FA3, FlashMLA) beside a core that runs are optional
+  parts: named in the report, never a FAIL. The fix of another major's package says which of its
+  kernels reach the GPU (a cubin, or PTX compiled at first use); a build of the right CUDA without
+  kernels for the GPU is told to build from source for the GPU's target.
+- Library files that distributions of two CUDA majors both install (nvidia-cudnn-cu12 and -cu13:
+  `nvidia/cudnn/lib/libcudnn.so.9`; nvidia-nccl-cu12 and -cu13: `nvidia/nccl/lib/libnccl.so.2`),
+  read from the installed RECORDs: one finding per pair naming both and the one whose copy is on disk
+  (the file's size, else its sha256, against each RECORD). FAIL when the copy on disk is not of the
+  expected major while that major's distribution is installed (torch for CUDA 13 then loads cuDNN for
+  CUDA 12), WARN otherwise; the fix uninstalls the other and reinstalls the expected one with
+  `--no-deps`.
+- Its fix names only projects PyPI has, and promises only what holds. It names what the user
+  installed: the requested distribution that brought the package (pip's `REQUESTED` marker and the
+  requirements of the installed distributions: cudf-cu12 brought libcudf-cu12), and its CUDA 13
+  build found by the naming patterns CUDA packages use (`-cu12` -> `-cu13`, `cuda12x` -> `cuda13x`,
+  `cuda120` -> `cuda130`, `-cuda12-` -> `-cuda13-`) checked against PyPI's names (shipped with the
+  suite, `readings/cuda_builds.py`, written from PyPI's list by `devscripts/pypi_names.py`: there is
+  no `faiss-gpu-cu13`); the cu130 index for torch, torchvision and torchaudio; for several builds
+  chosen by torch's CUDA, torch from the cu130 index; a CUDA 13 release for
+  `cuda-bindings`/`cuda-python`; else, saying PyPI has no CUDA 13 build, only after that check, a
+  build from source for the GPU's target (`-DCMAKE_CUDA_ARCHITECTURES=121`,
+  `TORCH_CUDA_ARCH_LIST=12.1`), e.g. in an NGC PyTorch container, which ships CUDA 13's nvcc. A
+  missing library's fix also names the wheels that ship it (`pip install nvidia-cublas-cu12`, only
+  those PyPI has for that major), and "keep this build and add its libraries" only when some of its
+  kernels run on the GPU (or none were read).
 - No driver and no CUDA major from the profile: packages of different majors between them are judged
   against the majority's major (WARN or FAIL as above); otherwise INFO listing the majors found.
 - A snapshot of an older suite (libraries not resolved): a package linking another major is a FAIL.
@@ -80,10 +120,12 @@ from pathlib import PurePath
 from typing import Optional
 
 from ..profiles import Profile
-from ..readings import cuda_libs
-from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, entry_from_target
+from ..readings import cuda_builds, cuda_libs, gpu_code
+from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, SharedFile, entry_from_target
 from ..readings.gpu import GpuInventory
 from ..readings.torch import FirstLaunch, TorchBuild
+from ..scrub import mask_text
+from ..text import printable
 from ..verdict import Status, Verdict
 
 G = 1
@@ -241,6 +283,8 @@ class Context:
     torch_cuda: Optional[str]
     overrides: dict[str, str]
     resolved: bool
+    driver_cuda: Optional[tuple[int, int]] = None  # the driver's CUDA (13, 0); PTX newer than it is refused
+    spark: bool = False  # judged as a Spark (gb10 profile or its GPU): the user bought the GPU
 
 
 def packages(scan: ExtensionScan) -> list[Package]:
@@ -253,11 +297,15 @@ def packages(scan: ExtensionScan) -> list[Package]:
             continue
         out.setdefault(name, Package(name, dist)).files.append(ext)
     for dist in scan.distributions:  # CUDA users by their metadata alone (they load CUDA at run time)
-        if dist.library_wheel or dist.name in out or not dist.shared_objects:
+        if dist.library_wheel or dist.name in out:
             continue
-        if dist.name_major is not None or dist.requires_majors:
+        if _framework(dist) or (dist.shared_objects and (dist.name_major is not None or dist.requires_majors)):
             out[dist.name] = Package(dist.name, dist)
     return list(out.values())
+
+
+def _framework(dist: Optional[CudaDistribution]) -> bool:
+    return dist is not None and dist.name.lower() in cuda_libs.GPU_FRAMEWORKS
 
 
 def _major(text: Optional[str]) -> Optional[int]:
@@ -342,18 +390,62 @@ def _kernel_note(targets: list[str], capability: Optional[tuple[int, int]]) -> t
 
 
 def _targets(pkg: Package, only: Optional[LinkedExtension], others: set[str]) -> list[str]:
-    if pkg.dist is None:
-        return []
     found: set[str] = set()
-    for rel, targets in pkg.dist.kernels.items():
+    for targets in _mine(pkg.dist.kernels if pkg.dist else {}, only, others).values():
+        found.update(targets)
+    return sorted(found, key=lambda t: (t.startswith("compute"), entry_from_target(t).sm if entry_from_target(t)
+                                        else 0, t))
+
+
+def _mine(by_file: dict, only: Optional[LinkedExtension], others: set[str]) -> dict:
+    """The entries of ``by_file`` (keyed by a file of the RECORD) of the build judged: ``only`` that file,
+    else every file but the other builds."""
+    out = {}
+    for rel, value in by_file.items():
         path = rel.replace("\\", "/")
         if only is not None and not only.path.endswith(path):
             continue
         if only is None and any(o.endswith(path) for o in others):
             continue
-        found.update(targets)
-    return sorted(found, key=lambda t: (t.startswith("compute"), entry_from_target(t).sm if entry_from_target(t)
-                                        else 0, t))
+        out[path] = value
+    return out
+
+
+def _kernels(pkg: Package, only: Optional[LinkedExtension], others: set[str],
+             ctx: Context) -> tuple[Optional[bool], str, dict]:
+    """(does its GPU code run on this GPU, a few words for the line, what the report keeps). Units
+    read: each unit judged by the cubin and PTX rules (``gpu_code``); an older snapshot's targets
+    alone: any target that runs."""
+    units = _mine(pkg.dist.units if pkg.dist else {}, only, others)
+    if not units or ctx.capability is None:
+        ok, note = _kernel_note(_targets(pkg, only, others), ctx.capability)
+        return ok, note, {}
+    seen = gpu_code.view(units, ctx.capability, ctx.driver_cuda)
+    sm = f"sm_{ctx.capability[0]}{ctx.capability[1]}"
+    report = {"units": seen.units, "units_for_this_gpu": seen.runnable}
+    if seen.refused:
+        report["ptx_refused"] = seen.refused
+    if seen.other_gpus:
+        report["other_gpus_only"] = {os.path.basename(k): v for k, v in seen.other_gpus.items()}
+    have = _first(seen.targets, 3)
+    if not seen.runnable:
+        why = f"; {seen.refused[0]}" if seen.refused else ""
+        return False, f"no kernel for {sm} (it has {have}{why})", report
+    if not seen.runs:
+        return False, (f"kernels for {sm} in {seen.general_runnable} of {seen.general} units only "
+                       f"(it has {have})"), report
+    if seen.cubins:
+        note = f"its kernels include {seen.cubins[-1]}, which runs on {sm}"
+    else:
+        isa = seen.ptx[-1].split("@")
+        note = (f"its kernels reach {sm} only through PTX {isa[0]}" + (f" (ISA {isa[1]}, " if len(isa) > 1 else " (")
+                + "compiled at first use)")
+    if seen.other_gpus:
+        parts = [f"{os.path.basename(k).split('.')[0]} ({', '.join(v)})" for k, v in sorted(seen.other_gpus.items())]
+        report["note"] = f"kernels for other GPUs only: {'; '.join(parts)}"
+    if seen.refused and seen.cubins:
+        report["note_ptx"] = f"{seen.refused[0]}: its cubins run instead"
+    return True, note, report
 
 
 def judge_package(pkg: Package, ctx: Context) -> Finding:
@@ -386,27 +478,90 @@ def judge_package(pkg: Package, ctx: Context) -> Finding:
     return _judge_files(pkg, singles + chosen, ctx, picked)
 
 
+def _evidence(pkg: Package, files: list[LinkedExtension]) -> tuple[list[int], str]:
+    """(the CUDA majors it uses, the evidence that decided): what a
+    binary for this machine carries outranks what its metadata declares. In order: the libraries it
+    links (DT_NEEDED), names it loads (dlopen strings), its build record, its PTX's ISA version (the
+    toolkit that built it), its RPATH/RUNPATH into a CUDA folder; then its metadata (requirements,
+    its name or version)."""
+    dist = pkg.dist
+    linked = sorted({lib.major for e in files for lib in e.needs if lib.major is not None}
+                    | {m for e in files for m in e.cuda_libs.values()})
+    if linked:
+        names = sorted({lib.soname for e in files for lib in e.needs if lib.major is not None} | {
+            s for e in files for s in e.cuda_libs})
+        return linked, f"it links {_first(names, 2)}"
+    strings = sorted({lib.major for e in files for lib in e.loads if lib.major is not None})
+    if strings:
+        names = sorted({lib.soname for e in files for lib in e.loads if lib.major is not None})
+        return strings, f"it loads {_first(names, 2)} by name"
+    info = dist.build_info if dist else {}
+    built = _major(info.get("cuda_version"))
+    if built and info.get("cuda_build") != "False":
+        return [built], f"its {info.get('file', 'build record')} says CUDA {info['cuda_version']}"
+    isas = sorted({t.split("@")[1] for by_key in (dist.units.values() if dist else ()) for key in by_key
+                   for t in key.split() if "@" in t}, key=lambda v: tuple(int(x) for x in v.split(".")))
+    ptx = sorted({cuda[0] for v in isas if (cuda := cuda_libs.ptx_cuda(v))})
+    if ptx:
+        return ptx, f"its PTX is ISA {isas[-1]} (built with CUDA {ptx[-1]})"
+    rpath = sorted({m for e in files for m in e.rpath_majors})
+    if rpath:
+        return rpath, f"its RPATH/RUNPATH names a CUDA {_list(rpath)} folder"
+    if dist and dist.requires_majors:
+        return sorted(set(dist.requires_majors.values())), f"it requires {_first(sorted(dist.requires_majors), 2)}"
+    if dist and dist.name_major:
+        return [dist.name_major], f"its name or version says CUDA {dist.name_major}"
+    return [], ""
+
+
+def _cpu_only(pkg: Package, files: list[LinkedExtension], ctx: Context) -> Optional[Finding]:
+    """A package people install for the GPU, in a build with no GPU code and no CUDA library (PyPI's
+    tensorflow and open3d for aarch64): it will never use the GPU. WARN on a Spark (its GPU is why it
+    was bought), INFO elsewhere."""
+    dist = pkg.dist
+    if not _framework(dist):
+        return None
+    info = dist.build_info
+    says = info.get("cuda_build") == "False"
+    uses = any(e.needs or e.loads or e.rpath_majors for e in files) or dist.units or dist.kernels
+    if uses and not says:
+        return None
+    why = f"its {info['file']} says it is not a CUDA build" if says else "it holds no GPU code and no CUDA library"
+    status = Status.WARN if ctx.spark else Status.INFO
+    return Finding(pkg.name, status, None, f"{pkg.name} {dist.version} is a CPU-only build: it will never use the GPU",
+                   f"{pkg.name} (CPU-only build)", fix=FRAMEWORK_FIX.get(dist.name.lower(), ""),
+                   detail={"mode": "cpu only", "evidence": why, "build_info": dict(info)})
+
+
+# How to get a GPU build of a framework PyPI ships CPU-only for some machines.
+FRAMEWORK_FIX = {
+    "tensorflow": ("run TensorFlow in NVIDIA's container for it (nvcr.io/nvidia/tensorflow), whose TensorFlow is a "
+                   "CUDA build for this machine: PyPI's tensorflow for aarch64 is built without CUDA, and its "
+                   "and-cuda extra does not change that"),
+    "open3d": ("build open3d from source with -DBUILD_CUDA_MODULE=ON and CUDA 13's nvcc, e.g. in an NGC container "
+               "(nvcr.io/nvidia/pytorch:25.10-py3 or later): PyPI's open3d for aarch64 is built without CUDA"),
+}
+
+
 def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picked: list) -> Finding:
+    cpu = _cpu_only(pkg, files, ctx)
+    if cpu is not None:
+        return cpu
     dist = pkg.dist
     direct = [e for e in files if e.needs or e.cuda_libs]
     detail: dict = {}
+    majors, evidence = _evidence(pkg, direct or files)
+    binary = bool(direct) or any(e.loads or e.rpath_majors for e in files) or bool(dist and dist.units) \
+        or bool(dist and dist.build_info.get("cuda_build") == "True")  # its binaries show it uses CUDA
     if direct:
         mode = "links"
-        majors = sorted({lib.major for e in direct for lib in e.needs if lib.major is not None}
-                        | set(e for x in direct for e in x.cuda_libs.values()))
         libs = [lib for e in direct for lib in e.needs]
         if not ctx.resolved:  # an older snapshot: only the sonames that name a major were recorded
             libs = [CudaLibrary(s, m) for e in direct for s, m in e.cuda_libs.items()]
     else:
         mode = "loads at run time"
-        strings = sorted({lib.major for e in files for lib in e.loads if lib.major is not None})
-        evidence = [strings, sorted(set((dist.requires_majors if dist else {}).values())),
-                    [dist.name_major] if dist and dist.name_major else [],
-                    sorted({m for e in files for m in e.rpath_majors})]
-        majors = next((m for m in evidence if m), [])
         libs = [lib for e in files for lib in e.loads] + (dist.declared if dist else [])
-    if not majors and dist and dist.name_major:
-        majors = [dist.name_major]
+        libs += [lib for e in files if set(e.rpath_majors) & set(majors) for lib in e.rpath_libs]
     libs = list({lib.soname: lib for lib in libs}.values())
     major = majors[0] if len(majors) == 1 else (ctx.expected if ctx.expected in majors else
                                                  (majors[-1] if majors else None))
@@ -416,23 +571,29 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     missing = sorted((lib for lib in libs if not _available(lib, major, ctx)) if ctx.resolved else [],
                      key=lambda lib: (lib.major is None, lib.soname))
     detail["not_found"] = [lib.soname for lib in missing]
-    if mode != "links" and len(missing) < len(libs):
+    named = {lib.soname for e in files for lib in e.loads + e.rpath_libs}  # what its binaries name
+    core = [lib for lib in missing if lib.soname in named and _core(lib)]
+    if mode != "links" and len(missing) < len(libs) and not core:
         missing = []  # a package that loads by name needs one of them, not all (the others may be optional)
     optional = set(dist.optional) if dist else set()  # an extra the user did not choose brings them
     missing = [lib for lib in missing if not _add_on(lib) and lib.soname not in optional]
     others = {e.path for p in picked for e in pkg.files if e.build_tag and e is not p[1]}
     only = selected[0] if len(files) == 1 and files == selected else None
-    ok_kernels, note = _kernel_note(_targets(pkg, only, others), ctx.capability)
-    detail.update({"mode": mode, "cuda_majors": majors,
+    ok_kernels, note, kernel_report = _kernels(pkg, only, others, ctx)
+    detail.update({"mode": mode, "cuda_majors": majors, "evidence": evidence,
                    "libraries": {lib.soname: (f"{lib.found} ({lib.via})" if lib.found else None) for lib in libs},
                    "builds": {os.path.basename(k).replace("{}", "*"): held for k, _, held, _ in picked},
-                   "selected": [os.path.basename(p.path) for p in selected], "kernels": note})
+                   "selected": [os.path.basename(p.path) for p in selected], "kernels": note, **kernel_report})
+    if dist and dist.brought_by:
+        detail["brought_by"] = dist.brought_by
     mismatched = ctx.expected is not None and bool(majors) and ctx.expected not in majors
-    if mismatched and ok_kernels is False and ctx.resolved:  # its libraries would not help: say why first
-        return Finding(pkg.name, Status.FAIL, major, f"{label} is built for CUDA {major} with {note}",
-                       f"{pkg.name} (CUDA {major}, {note.split(' (')[0]})",
-                       fix=_remedy(pkg, ctx.expected, ctx.capability), detail=detail)
-    if missing:
+    if ok_kernels is False and ctx.resolved:  # no kernel for this GPU: its libraries would not help, say it first
+        built = f"is built for CUDA {major} with {note}" if mismatched else f"has {note}"
+        return Finding(pkg.name, Status.FAIL, major, f"{label} {built}",
+                       f"{pkg.name} ({f'CUDA {major}, ' if mismatched else ''}{note.split(' (')[0]})",
+                       fix=_remedy(pkg, ctx.expected, ctx.capability) if mismatched else
+                       build_for_gpu(_top(pkg), ctx.capability, major), detail=detail)
+    if missing and binary:
         of = f"CUDA {major} " if major else "CUDA "
         what = f"{of}libraries it loads" if mode != "links" else f"{of}libraries"
         clause = _fit(f"{label}: {what} not found: ", [lib.soname for lib in missing])
@@ -445,8 +606,9 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
                        f"{pkg.name} ({', '.join(sorted({lib.soname for lib in libs}))})",
                        fix=_remedy(pkg, ctx.expected, ctx.capability), detail=detail)
     if mismatched:
-        installed = libs and not optional.intersection(detail["not_found"])  # an extra's library missing: not all
-        where = "its libraries are installed" if installed else "loaded by name at run time"
+        installed = libs and not missing and not optional.intersection(detail["not_found"])
+        where = "its libraries are installed" if installed else (
+            "loaded by name at run time" if binary else "by its metadata alone")
         text = f"{label} uses CUDA {major} ({where}); {ctx.expect_text}"
         fix = _remedy(pkg, ctx.expected, ctx.capability) + (f"; as it is, {note}" if note else "")
         return Finding(pkg.name, Status.WARN, major, text, f"{pkg.name} (CUDA {major})", fix=fix, detail=detail)
@@ -457,6 +619,14 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     else:
         clause = f"{label} uses CUDA {major}"
     return Finding(pkg.name, Status.PASS, major, clause, label, detail=detail)
+
+
+CORE = ("cudart", "cublas", "cublasLt", "nvrtc", "nvJitLink")  # a loader that names one of these cannot work without it
+
+
+def _core(lib: CudaLibrary) -> bool:
+    found = cuda_libs.library(lib.soname)
+    return found is not None and found[0] in CORE
 
 
 def _add_on(lib: CudaLibrary) -> bool:
@@ -493,34 +663,19 @@ def _first(names: list[str], n: int) -> str:
     return ", ".join(names[:n]) + (f" +{len(names) - n}" if len(names) > n else "")
 
 
-# Builds of one project for several CUDA majors, each a distribution on PyPI by its own name. A fix
-# names another build only from here: a name made by the naming convention alone may not exist
-# (faiss-gpu-cu12 has no faiss-gpu-cu13). Every name was read in PyPI's list of projects on
-# 2026-12-04 (devscripts/pypi_names.py writes the ones the tests check, tests/fixtures/pypi_names.txt).
-BUILDS_BY_MAJOR: tuple[dict[int, str], ...] = (
-    {11: "cupy-cuda11x", 12: "cupy-cuda12x", 13: "cupy-cuda13x"},
-    {11: "jax-cuda11-plugin", 12: "jax-cuda12-plugin", 13: "jax-cuda13-plugin"},
-    {11: "jax-cuda11-pjrt", 12: "jax-cuda12-pjrt", 13: "jax-cuda13-pjrt"},
-    {12: "transformer-engine-cu12", 13: "transformer-engine-cu13"},
-    {11: "nvidia-dali-cuda110", 12: "nvidia-dali-cuda120", 13: "nvidia-dali-cuda130"},
-    {11: "nvidia-nvimgcodec-cu11", 12: "nvidia-nvimgcodec-cu12", 13: "nvidia-nvimgcodec-cu13"},
-    {11: "tensorrt-cu11", 12: "tensorrt-cu12", 13: "tensorrt-cu13"},
-    {11: "cvcuda-cu11", 12: "cvcuda-cu12", 13: "cvcuda-cu13"},
-    {11: "kvikio-cu11", 12: "kvikio-cu12", 13: "kvikio-cu13"},
-    {11: "cudf-cu11", 12: "cudf-cu12", 13: "cudf-cu13"},
-    {11: "cuvs-cu11", 12: "cuvs-cu12", 13: "cuvs-cu13"},
-    {11: "pylibraft-cu11", 12: "pylibraft-cu12", 13: "pylibraft-cu13"},
-    {11: "faiss-gpu-cu11", 12: "faiss-gpu-cu12"},  # no CUDA 13 build on PyPI
-)
-
-
 def sibling(name: str, major: int) -> Optional[str]:
-    """The distribution's CUDA ``major`` build when PyPI has one by name (cupy-cuda12x -> cupy-cuda13x,
-    nvidia-dali-cuda120 -> nvidia-dali-cuda130, from ``BUILDS_BY_MAJOR``); None when none is known."""
-    for family in BUILDS_BY_MAJOR:
-        if name in family.values():
-            return family.get(major)
-    return None
+    """The distribution's CUDA ``major`` build when PyPI has one by name: the name by the patterns CUDA
+    packages use (``-cu12`` -> ``-cu13``, ``cuda12x`` -> ``cuda13x``, ``cuda120`` -> ``cuda130``,
+    ``-cuda12-`` -> ``-cuda13-``), checked against PyPI's names (``cuda_builds.NAMES``, written from
+    PyPI's list: there is no faiss-gpu-cu13); None when PyPI has none."""
+    return next((n for n in cuda_libs.sibling_names(name, major) if n in cuda_builds.NAMES), None)
+
+
+def _top(pkg: Package) -> str:
+    """What the user installed: the package, or the requested distribution that brought it
+    (cudf-cu12 brought libcudf-cu12)."""
+    dist = pkg.dist
+    return dist.brought_by[0] if dist is not None and len(dist.brought_by) == 1 and not dist.requested else pkg.name
 
 
 def _remedy(pkg: Package, major: Optional[int], capability: Optional[tuple[int, int]] = None) -> str:
@@ -539,12 +694,29 @@ def _remedy(pkg: Package, major: Optional[int], capability: Optional[tuple[int, 
         return (f"reinstall torch for CUDA {major} (pip install --force-reinstall torch --index-url "
                 f"https://download.pytorch.org/whl/{INDEX_OF_MAJOR.get(major, f'cu{major}0')}): {name} then loads "
                 f"its CUDA {major} build")
-    other = sibling(name, major)
-    if other and other != name:
-        return f"install its CUDA {major} build instead: pip uninstall -y {name} && pip install {other}"
+    top = _top(pkg)
+    for installed in dict.fromkeys((top, name)):
+        other = sibling(installed, major)
+        if other and other != installed:
+            leave = " ".join(dict.fromkeys((installed, name)))
+            which = f"the CUDA {major} build of {installed} instead ({name} came with it)" if installed != name \
+                else f"its CUDA {major} build instead"
+            return f"install {which}: pip uninstall -y {leave} && pip install {other}"
     if name in cuda_libs.VERSIONED_BY_MAJOR:
         return f"install its CUDA {major} release: pip install '{name}>={major},<{major + 1}'"
-    return build_yourself(name, major, capability)
+    return build_yourself(top, major, capability)
+
+
+def build_for_gpu(name: str, capability: Optional[tuple[int, int]], major: Optional[int]) -> str:
+    """The remedy for a build of the right CUDA whose kernels do not reach this GPU."""
+    arch = ""
+    if capability:
+        arch = (f" for sm_{capability[0]}{capability[1]} (CMake: -DCMAKE_CUDA_ARCHITECTURES={capability[0]}"
+                f"{capability[1]}; torch extensions: TORCH_CUDA_ARCH_LIST={capability[0]}.{capability[1]})")
+    where = (", e.g. in an NGC container: nvcr.io/nvidia/pytorch:25.10-py3 or later ships CUDA 13 and its nvcc"
+             if major in (None, 13) else "")
+    return (f"build {name} from source{arch}{where}, or look for a release of it with kernels for this GPU "
+            f"(pip index versions {name}): this build cannot run its kernels here")
 
 
 def build_yourself(name: str, major: int, capability: Optional[tuple[int, int]]) -> str:
@@ -587,8 +759,13 @@ def _context(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Pr
         text = ""
     device = inventory.first if inventory is not None else None
     capability = (device.capability if device is not None and device.capability else None) or profile.capability
+    if driver and inventory.cuda_driver_version:
+        driver_cuda = (inventory.cuda_driver_version // 1000, inventory.cuda_driver_version % 1000 // 10)
+    else:  # judged for another machine: the oldest driver of its CUDA major compiles the least PTX
+        driver_cuda = (major, 0) if major is not None else None
     return Context(expected=major, expect_text=text, local=driver, capability=capability,
-                   torch_cuda=scan.torch_cuda, overrides=dict(scan.overrides), resolved=scan.resolved)
+                   torch_cuda=scan.torch_cuda, overrides=dict(scan.overrides), resolved=scan.resolved,
+                   driver_cuda=driver_cuda, spark=profile.key == "gb10" or capability == (12, 1))
 
 
 def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
@@ -598,7 +775,8 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
         ctx.expected = _majority([judge_package(p, ctx) for p in pkgs])
         if ctx.expected is not None:
             ctx.expect_text = f"most packages here use CUDA {ctx.expected} (no driver read)"
-    findings = sorted((judge_package(p, ctx) for p in pkgs), key=lambda f: (-f.status.rank, f.package))
+    findings = sorted([judge_package(p, ctx) for p in pkgs] + shared_findings(scan.shared_files, ctx),
+                      key=lambda f: (-f.status.rank, f.package))
     readings = {
         "shared_objects": scan.shared_objects,
         "scan_seconds": round(scan.seconds, 3),
@@ -634,11 +812,12 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
         hint = "--spark-profile gb10 judges these packages as a Spark would load them" \
             if profile.key in ("none", "generic") else ""
         return Verdict(G, Status.INFO, f"{found}; no driver to compare with", detail=hint, readings=readings)
+    notes = "; ".join(f"{f.clause} ({f.detail.get('evidence', '')})" for f in findings if f.status is Status.INFO)
     if not users:
         return Verdict(G, Status.PASS, f"no package uses CUDA ({scan.shared_objects} shared objects read); "
-                                       f"{ctx.expect_text}", readings=readings)
+                                       f"{ctx.expect_text}", detail=notes, readings=readings)
     if len(users) == 1:
-        return Verdict(G, Status.PASS, f"{users[0].clause}; {ctx.expect_text}", readings=readings)
+        return Verdict(G, Status.PASS, f"{users[0].clause}; {ctx.expect_text}", detail=notes, readings=readings)
     head = f"{len(users)} packages use CUDA {ctx.expected} ({ctx.expect_text})"
     every = "; ".join(f.short for f in users)
     for names in ([f.short for f in users], [f.package for f in users]):  # the builds picked stay in the report
@@ -648,6 +827,47 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
                            readings=readings)
     # no room for a name: the count says it, every package is in the detail (a not-checked tail still fits)
     return Verdict(G, Status.PASS, head, detail=every, readings=readings)
+
+
+def outside(text: str) -> str:
+    """A string read from the environment (a distribution's name, a RECORD path) as a line may show it:
+    credentials masked, control characters escaped."""
+    return printable(mask_text(text))
+
+
+def shared_findings(shared: list[SharedFile], ctx: Context) -> list[Finding]:
+    """Library files that distributions of two CUDA majors both install (nvidia-cudnn-cu12 and -cu13:
+    nvidia/cudnn/lib/libcudnn.so.9), one finding per pair: FAIL when the copy on disk is not of the
+    expected major while its build of that major is installed (torch for CUDA 13 loads cuDNN for CUDA
+    12 from there), WARN otherwise (the other major's users load the wrong copy, and uninstalling
+    either distribution removes the file both own)."""
+    pairs: dict[tuple[str, ...], list[SharedFile]] = {}
+    for item in shared:
+        pairs.setdefault(tuple(sorted({o.distribution for o in item.owners})), []).append(item)
+    out = []
+    for names, items in sorted(pairs.items()):
+        owners = {o.distribution: o for item in items for o in item.owners}
+        disk = {item.on_disk for item in items}
+        now = disk.pop() if len(disk) == 1 else None
+        folder = os.path.dirname(items[0].path)
+        what = os.path.basename(items[0].path) if len(items) == 1 else f"{folder} ({len(items)} files)"
+        where = f"the copy on disk is {now}'s" if now else "the copies on disk match neither RECORD, or both"
+        right = [n for n in names if owners[n].cuda_major == ctx.expected]
+        status = Status.FAIL if right and now and owners[now].cuda_major != ctx.expected else Status.WARN
+        keep = right[0] if right else (now or names[-1])
+        drop = [n for n in names if n != keep]
+        fix = (f"pip uninstall -y {' '.join(drop)} && pip install --force-reinstall --no-deps "
+               f"{keep}=={owners[keep].version} (uninstalling one removes the files both own; reinstalling "
+               f"puts the CUDA {owners[keep].cuda_major} copy back), and keep what needs CUDA "
+               f"{', '.join(str(owners[n].cuda_major) for n in drop)} in an environment of its own")
+        label = outside(" and ".join(names))
+        what, fix = outside(what), outside(fix)
+        out.append(Finding(label, status, owners[keep].cuda_major, f"{label} both install {what}; {where}",
+                           f"{label} ({what})", fix="run " + fix,
+                           detail={"mode": "same file", "files": [item.path for item in items],
+                                   "owners": {n: f"CUDA {owners[n].cuda_major}, {owners[n].version}" for n in names},
+                                   "on_disk": {item.path: item.on_disk or item.how for item in items}}))
+    return out
 
 
 def _majority(findings: list[Finding]) -> Optional[int]:

@@ -13,12 +13,15 @@ Their types are in :mod:`spark_gotchas.readings.env`.
 
 from __future__ import annotations
 
+import base64
 import csv
 import glob
+import hashlib
 import importlib.metadata as md
 import os
 import re
 import site
+import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,11 +42,13 @@ from ..readings.env import (
     CudaLibrary,
     Distributions,
     ExtensionScan,
+    FileOwner,
     Fp4KernelScan,
     LibraryKernels,
     LinkedExtension,
     RequirementProblem,
     Rlimit,
+    SharedFile,
     entry_from_target,
 )
 from . import ReadContext, reader
@@ -215,7 +220,7 @@ CUDA_SONAME = re.compile(r"^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti|npp
 # requirements mention CUDA. Only their files are searched for library names.
 CUDA_RELATED = re.compile(r"cuda|(?:^|[-_])cu\d|nvidia|gpu|jax-plugin|xla", re.IGNORECASE)
 RPATH_MAJOR = re.compile(r"(?:^|/)(?:cu|cuda-?)(\d{2}(?:\.\d+)?)(?:/|$)")
-CU12_LAYOUT = re.compile(r"(?:^|/)nvidia/(?!cu\d)[a-z_]+/lib/?$")  # nvidia/cublas/lib: the -cu12 wheels' layout
+CU12_LAYOUT = re.compile(r"(?:^|/)nvidia/(?!cu\d)([a-z_]+)/lib/?$")  # nvidia/cublas/lib: the -cu12 wheels' layout
 PYTORCH = ("torch", "torchvision", "torchaudio")
 STRING_SCAN_FILES = 64  # most files of one distribution searched for library names
 UNRELATED_RODATA = 8 << 20  # most read-only data searched in a file without kernels of a distribution not CUDA-related
@@ -447,21 +452,44 @@ def _dist_files(dist: md.Distribution, record: str) -> list[str]:
     return sorted(set(out))
 
 
-def _kernels(paths: list[str], root: str) -> dict[str, list[str]]:
-    """file -> the targets of its kernels (``cuobjdump --list-elf --list-ptx``), for files that have
-    any: the fatbin sections are found from the section headers, their entry headers read."""
-    out = {}
-    for path in paths:
-        targets: set[str] = set()
-        try:
-            with open(path, "rb") as fh:
-                for offset, size in elf.sections(path, fatbin.SECTIONS):
-                    targets.update(e.target for e in fatbin.read_section(fh, offset, size, path))
-        except (OSError, ValueError):  # FatbinError is a ValueError: that file's targets stay unread
-            continue
-        if targets:
-            out[os.path.relpath(path, root)] = sorted(targets, key=target_order)
-    return out
+def _kernels(paths: list[str], root: str, by_path: dict[str, Optional[elf.Dynamic]]
+             ) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+    """file -> the targets of its kernels (``cuobjdump --list-elf --list-ptx``), and file -> its
+    translation units by their targets (PTX with its ISA: ``compute_90@8.3``), for files that have
+    any: the fatbin sections the ELF pass found, their entry headers read."""
+    kernels, units = {}, {}
+    todo = [(path, info.gpu_code) for path in paths if (info := by_path.get(path)) is not None and info.gpu_code]
+    # one thread a file: cold, the headers are thousands of small reads spread over the file (paddle's
+    # libphi.so: 673 units in 1.8 GB), and reads of several files overlap on the disk
+    with ThreadPoolExecutor(max_workers=min(8, len(todo) or 1)) as pool:
+        for path, found in zip([p for p, _ in todo], pool.map(_units_of, todo), strict=True):
+            if found:
+                rel = os.path.relpath(path, root)
+                units[rel] = found
+                kernels[rel] = sorted({t.split("@")[0] for key in found for t in key.split()}, key=target_order)
+    return kernels, units
+
+
+def _units_of(task: tuple[str, tuple[tuple[int, int], ...]]) -> dict[str, int]:
+    """One file's units by their targets; {} when its fatbin cannot be read."""
+    path, sections = task
+    found: dict[str, int] = {}
+    try:
+        with open(path, "rb") as fh:
+            for offset, size in sections:
+                for unit in fatbin.read_units(fh, offset, size, path):
+                    key = unit_key(unit)
+                    if key:
+                        found[key] = found.get(key, 0) + 1
+    except (OSError, ValueError):  # FatbinError is a ValueError: that file's targets stay unread
+        return {}
+    return found
+
+
+def unit_key(unit: list) -> str:
+    """One translation unit's targets, sorted, PTX with its ISA: ``sm_80 sm_90 compute_90@8.3``."""
+    return " ".join(sorted({e.target + (f"@{e.isa}" if e.isa else "") for e in unit},
+                           key=lambda t: target_order(t.split("@")[0])))
 
 
 def torch_build_file(dirs: list[str]) -> tuple[Optional[str], Optional[str]]:
@@ -486,6 +514,7 @@ class _Owners:
     who: dict[str, str] = field(default_factory=dict)  # CUDA-using file -> distribution name
     runtime: dict[str, tuple[elf.Dynamic, list[str]]] = field(default_factory=dict)  # file -> (ELF, names in it)
     strings_seconds: float = 0.0
+    shared: list[SharedFile] = field(default_factory=list)  # library files of two CUDA majors' distributions
 
 
 @reader("env.cuda_extensions")
@@ -532,6 +561,7 @@ def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
         torch_version=torch_version, torch_cuda=torch_cuda,
         overrides={k: os.environ[k] for k in OVERRIDES if k in os.environ},
         ld_library_path=resolver.ld_library_path, strings_seconds=found.strings_seconds + strings_seconds,
+        shared_files=found.shared,
     )
 
 
@@ -548,15 +578,11 @@ def loads_by_name(by_path: dict[str, Optional[elf.Dynamic]], known: set[str]) ->
     for path, info in by_path.items():
         if info is None or path in known:
             continue
-        names = elf.strings(path, cuda_libs.IN_BINARY) if info.dlopen and _worth_searching(path) else []
-        if names or rpath_majors(info.rpath + info.runpath):
+        worth = info.gpu_code or info.rodata <= UNRELATED_RODATA
+        names = elf.strings(path, cuda_libs.IN_BINARY) if info.dlopen and worth else []
+        if names or info.gpu_code or rpath_majors(info.rpath + info.runpath):
             out[path] = (info, names)
     return out
-
-
-def _worth_searching(path: str) -> bool:
-    sizes = elf.section_sizes(path)
-    return any(name in sizes for name in fatbin.SECTIONS) or sizes.get(".rodata", 0) <= UNRELATED_RODATA
 
 
 def _extension(path: str, info: elf.Dynamic, dist: Optional[str], resolver: Resolver,
@@ -568,15 +594,29 @@ def _extension(path: str, info: elf.Dynamic, dist: Optional[str], resolver: Reso
         path=path, distribution=dist, cuda_libs=cuda_majors(info.needed), needs=needs,
         loads=[resolver.resolve(s, origin, info.rpath, info.runpath) for s in loads],
         rpath_majors=rpath_majors(info.rpath + info.runpath), build_tag=tag[0] if tag else None,
+        rpath_libs=[resolver.resolve(s, origin, info.rpath, info.runpath) for s in layout_sonames(info)],
     )
+
+
+def layout_sonames(info: elf.Dynamic) -> list[str]:
+    """The CUDA 12 libraries the RPATH/RUNPATH folders of the -cu12 wheels' layout name
+    (``$ORIGIN/../nvidia/cublas/lib`` -> libcublas.so.12, libcublasLt.so.12)."""
+    out: set[str] = set()
+    for entry in info.rpath + info.runpath:
+        match = CU12_LAYOUT.search(entry)
+        if match:
+            out.update(cuda_libs.WHEEL_SONAMES.get(match.group(1).replace("_", "-"), {}).get(12, []))
+    return sorted(out)
 
 
 def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path: dict[str, Optional[elf.Dynamic]],
                         library_files: set[str], resolver: Resolver) -> _Owners:
     """One pass over the distributions of ``dirs``: who owns each CUDA-using file (a text search of
-    each RECORD), and for every distribution that uses CUDA or looks CUDA-related (its name or its
-    requirements mention CUDA/NVIDIA), what its metadata says; the binaries of a related one that
-    links no CUDA library are searched for library names it would load by name."""
+    each RECORD), and for every distribution that uses CUDA, looks CUDA-related (its name or its
+    requirements mention CUDA/NVIDIA) or is a framework people install for the GPU, what its metadata
+    and its build record say, which requested distributions brought it, and its kernels; the binaries
+    of a related one that links no CUDA library are searched for library names it would load by name.
+    On the way, the library files that distributions of different CUDA majors both install."""
     wanted: dict[str, str] = {}
     for path in users:
         for root in dirs:
@@ -586,6 +626,8 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
     out = _Owners()
     dists = list(md.distributions(path=dirs))
     installed = {canonicalize_name(d.name) for d in dists if d.name}
+    graph = _Graph()
+    libraries = _LibraryRows()
     for dist in dists:
         record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
         mine = [rel for rel in wanted if rel in record] if record else []
@@ -593,7 +635,10 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
         if not name:
             continue
         cname = canonicalize_name(name)
-        if not mine and not (CUDA_RELATED.search(cname) or any(CUDA_RELATED.search(r) for r, _ in requires)):
+        graph.add(cname, [r for r, _ in requires], dist)
+        libraries.add(dist, cname, version, record)
+        if not mine and cname not in cuda_libs.GPU_FRAMEWORKS and not (
+                CUDA_RELATED.search(cname) or any(CUDA_RELATED.search(r) for r, _ in requires)):
             continue
         for rel in mine:
             out.who[wanted.pop(rel)] = name
@@ -602,13 +647,16 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
             name=name, version=version, library_wheel=cuda_libs.is_library_wheel(cname),
             name_major=tag[1] if tag else cuda_libs.requirement_major(cname, version),
             requires_majors={r: m for r, spec in requires if (m := cuda_libs.requirement_major(r, spec)) is not None},
-            optional=optional)
+            optional=optional, build_info=build_info(dist, record))
         if entry.library_wheel:
             out.distributions.append(entry)
             continue
+        graph.entries[cname] = entry
         files = [f for f in _dist_files(dist, record) if f not in library_files]
         entry.shared_objects = len(files)
         if not files:
+            if entry.build_info or cname in cuda_libs.GPU_FRAMEWORKS:
+                out.distributions.append(entry)
             continue
         if not mine:  # it uses CUDA, if at all, by loading it at run time: search its binaries
             t0 = time.perf_counter()
@@ -618,18 +666,140 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
                     continue
                 names = elf.strings(path, cuda_libs.IN_BINARY)
                 entry.strings_scanned += 1
-                if names or rpath_majors(info.rpath + info.runpath):
+                if names or info.gpu_code or rpath_majors(info.rpath + info.runpath):
                     out.runtime[path] = (info, names)
                     out.who[path] = name
             out.strings_seconds += time.perf_counter() - t0
         places = [(os.path.dirname(f), info.rpath, info.runpath) for f in files if (info := by_path.get(f))]
         declared = sorted({s for r, m in entry.requires_majors.items() for s in cuda_libs.wheel_sonames(r, m)})
         entry.declared = [_resolve_any(s, places, resolver) for s in declared]
-        if cname not in PYTORCH:
+        if cname != "torch":  # its arch list is torch.build's; libtorch_cuda's thousands of units cost seconds cold
             root = next((d for d in dirs if files[0].startswith(d + os.sep)), os.path.dirname(files[0]))
-            entry.kernels = _kernels(files, root)
+            entry.kernels, entry.units = _kernels(files, root, by_path)
         out.distributions.append(entry)
+    graph.bring()
+    out.shared = libraries.shared()
     return out
+
+
+class _Graph:
+    """Who requires whom among the installed distributions, and which the user asked for (pip's
+    REQUESTED marker), to name the distribution that brought a package (cudf-cu12 brings libcudf-cu12)."""
+
+    def __init__(self) -> None:
+        self.parents: dict[str, set[str]] = {}
+        self.requested: dict[str, bool] = {}
+        self.entries: dict[str, CudaDistribution] = {}
+
+    def add(self, name: str, requires: list[str], dist: md.Distribution) -> None:
+        for required in requires:
+            self.parents.setdefault(required, set()).add(name)
+        self.requested[name] = dist.read_text("REQUESTED") is not None
+
+    def bring(self) -> None:
+        marked = any(self.requested.values())
+        for name, entry in self.entries.items():
+            entry.requested = self.requested.get(name) if marked else None
+            if entry.requested:
+                continue
+            seen, todo, tops = {name}, [name], set()
+            while todo:
+                for parent in sorted(self.parents.get(todo.pop(), ())):
+                    if parent in seen or parent not in self.requested:
+                        continue
+                    seen.add(parent)
+                    if (self.requested[parent] if marked else not self.parents.get(parent)):
+                        tops.add(parent)
+                    else:
+                        todo.append(parent)
+            entry.brought_by = sorted(tops)
+
+
+class _LibraryRows:
+    """The RECORD rows of library files (``<dir>/lib/<name>.so*``) of distributions whose name or
+    version carries a CUDA major, to find a file two of different majors both install."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], list[FileOwner]] = {}  # (site folder, path) -> owners
+
+    def add(self, dist: md.Distribution, cname: str, version: str, record: str) -> None:
+        tag = cuda_libs.build_tag(cname)
+        major = tag[1] if tag else cuda_libs.requirement_major(cname, version)
+        if major is None or "/lib/" not in record:
+            return
+        base = str(dist.locate_file(""))
+        for line in record.splitlines():
+            path, _, rest = line.partition(",")
+            if "/lib/" not in path or not (path.endswith(".so") or ".so." in os.path.basename(path)):
+                continue
+            digest, _, size = rest.partition(",")
+            owner = FileOwner(dist.metadata["Name"] or cname, version, major,
+                              sha256=digest[7:] if digest.startswith("sha256=") else None,
+                              size=int(size) if size.isdigit() else None)
+            self.rows.setdefault((base, path), []).append(owner)
+
+    def shared(self) -> list[SharedFile]:
+        out = []
+        for (base, path), owners in sorted(self.rows.items()):
+            if len({o.cuda_major for o in owners}) > 1:
+                on_disk, how = on_disk_owner(os.path.join(base, path), owners)
+                out.append(SharedFile(path=path, owners=owners, on_disk=on_disk, how=how))
+        return out
+
+
+def on_disk_owner(path: str, owners: list[FileOwner]) -> tuple[Optional[str], str]:
+    """Which owner's RECORD matches the file on disk: by its size when the owners' sizes differ (a
+    stat), else by its sha256 (RECORD's urlsafe base64, unpadded)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, "missing"
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block the read or never end
+        return None, "unread: not a regular file"
+    size = st.st_size
+    sizes = [o.size for o in owners]
+    if None not in sizes and len(set(sizes)) == len(sizes):
+        match = [o.distribution for o in owners if o.size == size]
+        return (match[0] if match else None), "size"
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        return None, f"unread: {type(exc).__name__}"
+    text = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    match = [o.distribution for o in owners if o.sha256 == text]
+    return (match[0] if match else None), "sha256"
+
+
+BUILD_INFO_BYTES = 64 << 10
+
+
+def build_info(dist: md.Distribution, record: str) -> dict[str, str]:
+    """What a build record the distribution ships says (``cuda_libs.BUILD_INFO``): ``file``,
+    ``cuda_build`` ("True"/"False") and ``cuda_version``, as far as the file says them. Read as text,
+    never imported."""
+    for rel, (flag, version) in cuda_libs.BUILD_INFO.items():
+        path = str(dist.locate_file(rel))
+        if rel not in record or not os.path.isfile(path):  # a FIFO there would block the read
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(BUILD_INFO_BYTES)
+        except OSError:
+            continue
+        out = {"file": rel}
+        found = re.search(flag, text, re.MULTILINE)
+        if found:
+            out["cuda_build"] = "True" if found.group(1) in ("True", "ON") else "False"
+        found = re.search(version, text, re.MULTILINE)
+        if found and found.group(1) not in ("", "False"):
+            out["cuda_version"] = found.group(1)
+        elif found and "cuda_build" not in out:
+            out["cuda_build"] = "False"
+        return out
+    return {}
 
 
 def _resolve_any(soname: str, places: list[tuple[str, list[str], list[str]]], resolver: Resolver) -> CudaLibrary:

@@ -172,3 +172,62 @@ def is_library_wheel(name: str) -> bool:
     return stem in WHEEL_SONAMES or stem in ("npp", "nvjpeg", "nvtx", "cuda-nvcc", "cuda-cccl", "cusparselt",
                                              "cuda-crt", "nvvm", "cuda-nvdisasm", "cuobjdump", "cuda-sanitizer-api",
                                              "cuda-cuobjdump", "cuda-nvprune", "cuda-opencl", "nvml-dev")
+
+
+# -- the GPU code itself ---------------------------------------------------------------------------
+# The first CUDA release whose driver compiles PTX of an ISA version: NVIDIA's PTX ISA manual,
+# "Release Notes" > "PTX Release History" (docs.nvidia.com/cuda/parallel-thread-execution), as
+# cuda-python's cuda.bindings.utils.get_minimal_required_cuda_ver_from_ptx_ver maps it. From 9.0
+# on, ISA 9.N is CUDA 13.N (PTX ISA 9.4 ships with CUDA 13.4).
+PTX_ISA_CUDA = {"7.0": (11, 0), "7.1": (11, 1), "7.2": (11, 2), "7.3": (11, 3), "7.4": (11, 4), "7.5": (11, 5),
+                "7.6": (11, 6), "7.7": (11, 7), "7.8": (11, 8), "8.0": (12, 0), "8.1": (12, 1), "8.2": (12, 2),
+                "8.3": (12, 3), "8.4": (12, 4), "8.5": (12, 5), "8.6": (12, 7), "8.7": (12, 8), "8.8": (12, 9)}
+
+
+def ptx_cuda(isa: str) -> Optional[tuple[int, int]]:
+    """The CUDA version (major, minor) whose driver first compiles PTX of ISA ``isa`` ("9.3" -> (13, 3));
+    None for a version that is not one."""
+    if isa in PTX_ISA_CUDA:
+        return PTX_ISA_CUDA[isa]
+    major, _, minor = isa.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    return (int(major) + 4, int(minor)) if int(major) >= 9 else None
+
+
+# -- what a package says of its own build ------------------------------------------------------------
+# Build records packages ship (file in the distribution, read as text, never imported): the flag that
+# says whether it is a CUDA build, and its CUDA version. tensorflow's build_info.py:
+# ('is_cuda_build', False) on aarch64, ('cuda_version', '12.5.1') on x86_64; open3d's _build_config.py:
+# "BUILD_CUDA_MODULE" : False, "CUDA_VERSION" : "12.6"; paddle's version/__init__.py: cuda_version = '11.8'
+# ('False' in a CPU build).
+BUILD_INFO = {
+    "tensorflow/python/platform/build_info.py": (r"""['"]is_cuda_build['"]\s*,\s*(True|False)""",
+                                                 r"""['"]cuda_version['"]\s*,\s*['"]([0-9.]+)['"]"""),
+    "open3d/_build_config.py": (r"""['"]BUILD_CUDA_MODULE['"]\s*:\s*(True|False)""",
+                                r"""['"]CUDA_VERSION['"]\s*:\s*['"]([0-9.]*)['"]"""),
+    "paddle/version/__init__.py": (r"""^with_gpu\s*=\s*['"](ON|OFF)['"]""",
+                                   r"""^cuda_version\s*=\s*['"]([0-9.]+|False)['"]"""),
+}
+# Packages people install to use the GPU, which PyPI ships as CPU-only builds for some machines
+# (tensorflow and open3d on aarch64): installed without GPU code, G1 says so.
+GPU_FRAMEWORKS = ("tensorflow", "open3d")
+
+
+# -- builds of one project for each CUDA major, by their names ---------------------------------------
+# -cu12 -> -cu13 (cudf-cu12), cuda12x -> cuda13x (cupy), cuda120 -> cuda130 (nvidia-dali), -cuda12- ->
+# -cuda13- (jax-cuda12-plugin): the CUDA major in a name, between separators, with its "0" or "x".
+MAJOR_IN_NAME = re.compile(r"(?:^|(?<=[-_.]))(cuda|cu)(\d{2})(0|x)?(?=$|[-_.])")
+
+
+def sibling_names(name: str, major: int) -> list[str]:
+    """The names ``name`` would have as its CUDA ``major`` build, by the naming patterns PyPI's CUDA
+    packages use (cupy-cuda12x -> cupy-cuda13x); whether such a project exists is for the caller to
+    check against PyPI's names."""
+    out = []
+    for match in MAJOR_IN_NAME.finditer(name):
+        if int(match.group(2)) == major:
+            continue
+        new = f"{match.group(1)}{major}{match.group(3) or ''}"
+        out.append(name[:match.start()] + new + name[match.end():])
+    return out

@@ -105,6 +105,9 @@ class LinkedExtension:
     needs: list[CudaLibrary] = field(default_factory=list)  # every CUDA library in DT_NEEDED, resolved
     loads: list[CudaLibrary] = field(default_factory=list)  # versioned CUDA sonames in its strings, resolved
     rpath_majors: list[int] = field(default_factory=list)  # CUDA majors its RPATH/RUNPATH folders name
+    # the libraries its RPATH/RUNPATH folders into the -cu12 wheels' layout name (nvidia/cublas/lib ->
+    # libcublas.so.12, libcublasLt.so.12), resolved: what it expects to load from there
+    rpath_libs: list[CudaLibrary] = field(default_factory=list)
     build_tag: Optional[str] = None  # "cuda130" when its file name carries a CUDA build tag
 
 
@@ -122,6 +125,34 @@ class CudaDistribution:
     shared_objects: int = 0
     strings_scanned: int = 0  # files searched for library names (it links no CUDA library)
     kernels: dict[str, list[str]] = field(default_factory=dict)  # file (from its RECORD) -> kernel targets
+    # file -> {the targets of one translation unit, "sm_80 sm_90 compute_90@8.3" (PTX with its ISA): units}
+    units: dict[str, dict[str, int]] = field(default_factory=dict)
+    build_info: dict[str, str] = field(default_factory=dict)  # what a build record it ships says (see cuda_libs.BUILD_INFO)
+    requested: Optional[bool] = None  # pip's REQUESTED marker: the user named it (None: not recorded)
+    brought_by: list[str] = field(default_factory=list)  # the requested distributions whose requirements brought it
+
+
+@dataclass
+class FileOwner:
+    """One distribution whose RECORD lists a file: ``path,sha256=<urlsafe b64>,size``."""
+
+    distribution: str
+    version: str
+    cuda_major: Optional[int]
+    sha256: Optional[str] = None
+    size: Optional[int] = None
+
+
+@dataclass
+class SharedFile:
+    """A library file that distributions of different CUDA majors both install (nvidia-cudnn-cu12 and
+    -cu13 both ship ``nvidia/cudnn/lib/libcudnn.so.9``): the last one installed wins, pip does not
+    notice. Check by hand: ``pip show -f nvidia-cudnn-cu12 nvidia-cudnn-cu13``, ``sha256sum FILE``."""
+
+    path: str  # as the RECORDs write it, relative to the site folder
+    owners: list[FileOwner] = field(default_factory=list)
+    on_disk: Optional[str] = None  # the owner whose RECORD matches the file now; None when none does
+    how: str = ""  # "size" | "sha256" | "missing" | "unread: <why>"
 
 
 @dataclass
@@ -141,6 +172,7 @@ class ExtensionScan:
     overrides: dict[str, str] = field(default_factory=dict)  # BNB_CUDA_VERSION and the like, when set
     ld_library_path: list[str] = field(default_factory=list)
     strings_seconds: float = 0.0
+    shared_files: list[SharedFile] = field(default_factory=list)
 
     def distribution(self, name: Optional[str]) -> Optional[CudaDistribution]:
         for dist in self.distributions:
@@ -194,6 +226,7 @@ class FatbinEntry:
     flags: int
     payload_bytes: int
     compressed: bool = False
+    isa: str = ""  # PTX's ISA version ("9.0": nvcc 13.0); "" for a cubin
 
     @property
     def suffix(self) -> str:

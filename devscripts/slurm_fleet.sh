@@ -8,6 +8,8 @@
 #     NODES=2 SLURM_FLEET_DIR=/tmp/sf bash devscripts/slurm_fleet.sh
 #     HOSTNAMES=shared bash devscripts/slurm_fleet.sh   # the nodes keep this machine's host name
 #     KEEP=1 bash devscripts/slurm_fleet.sh      # leave the daemons running (stop them: STOP=1 …)
+#     SETUP_ONLY=1 bash devscripts/slurm_fleet.sh   # only start the cluster and leave it running (no job)
+#     SLURM_CONF_EXTRA=$'HealthCheckProgram=/x\nHealthCheckInterval=5' …   # lines added to slurm.conf
 #
 # HOSTNAMES=own (the default): each slurmd runs in a UTS namespace of its own (`unshare --uts`)
 # with the node's name as its host name, so its tasks see `hostname` = fleet1, fleet2 … as tasks on
@@ -67,7 +69,7 @@ fi
 stop_all
 rm -rf "$BASE"
 mkdir -p "$BASE"/{etc,munge,state,run,log,runs,out} && chmod 700 "$BASE" "$BASE/munge" && touch "$BASE/.slurm-fleet"
-[ "${KEEP:-0}" = 1 ] || trap stop_all EXIT
+[ "${KEEP:-0}" = 1 ] || [ "${SETUP_ONLY:-0}" = 1 ] || trap stop_all EXIT
 
 # -- munge: a key of this folder's own, a socket of its own ------------------------------------------
 mungekey --create --keyfile="$BASE/munge/munge.key" --force
@@ -107,6 +109,7 @@ if [ "$HOSTNAMES" = shared ]; then same_host=" NodeHostname=localhost"; fi
         port=$((port + 1))
     done
     echo "PartitionName=fleet Nodes=ALL Default=YES MaxTime=30 State=UP"
+    if [ -n "${SLURM_CONF_EXTRA:-}" ]; then printf '%s\n' "$SLURM_CONF_EXTRA"; fi
 } > "$SLURM_CONF"
 say "slurm.conf: $NODES node(s): ${names[*]}, host names: $HOSTNAMES"
 
@@ -121,15 +124,16 @@ for name in "${names[@]}"; do
     fi
 done
 
-# -- wait until every node is idle (bounded) ----------------------------------------------------------
+# -- wait until every node is up: idle, or drained (a HealthCheckProgram may drain one) (bounded) -----
 for _ in $(seq 60); do
-    idle=$(sinfo -h -t idle -o '%D' 2>/dev/null | awk '{n += $1} END {print n + 0}')
+    idle=$(sinfo -h -r -t idle,drain -o '%D' 2>/dev/null | awk '{n += $1} END {print n + 0}')
     [ "$idle" -ge "$NODES" ] && break
     sleep 1
 done
 say "sinfo"
 sinfo
-[ "$idle" -ge "$NODES" ] || { echo "slurm_fleet: only $idle of $NODES node(s) idle after 60 s; see $BASE/log" >&2; exit 1; }
+[ "$idle" -ge "$NODES" ] || { echo "slurm_fleet: only $idle of $NODES node(s) up after 60 s; see $BASE/log" >&2; exit 1; }
+if [ "${SETUP_ONLY:-0}" = 1 ]; then say "the cluster is up (SLURM_CONF=$SLURM_CONF); stop it: STOP=1 SLURM_FLEET_DIR=$BASE $0"; exit 0; fi
 
 # -- the recipe: one task per node, then fleet ---------------------------------------------------------
 # shellcheck disable=SC2016  # $(hostname) and $SLURM_PROCID are the task's, in the job script

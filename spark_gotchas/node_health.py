@@ -91,9 +91,12 @@ def node_name(given: Optional[str]) -> str:
     return name
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return shown(lines[-1])[:200] if lines else "no output"
+def _last_error(text: str) -> str:
+    """The line of a run's output that says what went wrong: the last that names an error, else the
+    last (pytest ends a usage error with its rootdir, not the error)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return shown((errors or lines or ["no output"])[-1])[:200]
 
 
 def read_report(path: str, require_gpu: bool) -> Outcome:
@@ -120,7 +123,7 @@ def run_checks(deadline: float, replay: Optional[str], extra: list[str], require
         if run.error:
             return drain.error(f"the checks could not start: {shown(run.error)}"), took
         if not os.path.exists(report):
-            return drain.error(f"pytest exited {run.returncode} without a report: {_last_line(run.stdout)}"), took
+            return drain.error(f"pytest exited {run.returncode} without a report: {_last_error(run.stdout)}"), took
         return read_report(report, require_gpu), took
 
 

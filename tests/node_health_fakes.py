@@ -10,7 +10,9 @@
 
 ``fake_scontrol(path)`` writes an executable that answers ``scontrol show node NAME`` and
 ``scontrol update NodeName=NAME State=… [Reason=…]`` from a JSON file of nodes (``NODES.json``
-beside it) the way Slurm 22.05 prints them, and logs each call to ``calls.log``.
+beside it) the way Slurm 22.05 prints them, and logs each call to ``calls.log``. Keys of that file:
+``_unreachable`` (seconds it waits before failing as an unreachable slurmctld makes it fail),
+``_update_fails`` (an update is refused).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ if args[:2] == ["show", "node"]:
         print(f"   Reason={node['reason']} [root@2026-12-05T12:30:11]")
     sys.exit(0)
 if args[:1] == ["update"]:
+    if nodes.get("_update_fails"):
+        print("slurm_update error: Access/permission denied", file=sys.stderr)
+        sys.exit(1)
     fields = dict(a.split("=", 1) for a in args[1:])
     node = nodes[fields["NodeName"]]
     base = node["state"].split("+")[0]

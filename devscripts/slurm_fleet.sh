@@ -20,7 +20,8 @@
 # `slurmd -N NAME`): the tasks all see this machine's host name, name their files by task number
 # (runs/<host>-<SLURM_PROCID>.json), and fleet says the files are one node.
 #
-# Ports 16817 (slurmctld) and 16821… (one slurmd per node); every file stays under the folder.
+# Ports 16817 (slurmctld; SLURM_CTLD_PORT=N for another) and 16821… (one slurmd per node, from the
+# controller's + 4); every file stays under the folder.
 # Python: PYTHON, else the checkout's .venv, else python3; it must have the suite installed.
 set -euo pipefail
 
@@ -31,8 +32,8 @@ if [ -z "${PYTHON:-}" ]; then
     if [ -x "$ROOT/.venv/bin/python" ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=$(command -v python3); fi
 fi
 HOSTNAMES=${HOSTNAMES:-own}
-CTLD_PORT=16817
-FIRST_SLURMD_PORT=16821
+CTLD_PORT=${SLURM_CTLD_PORT:-16817}
+FIRST_SLURMD_PORT=$((CTLD_PORT + 4))
 export SLURM_CONF="$BASE/etc/slurm.conf"
 
 say() { printf '+ %s\n' "$*"; }
@@ -53,6 +54,8 @@ case "$HOSTNAMES" in
     *) echo "slurm_fleet: HOSTNAMES is own or shared, not $HOSTNAMES" >&2; exit 2 ;;
 esac
 [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_fleet: NODES is a number of nodes from 1 to 99, not $NODES" >&2; exit 2; }
+[[ "$CTLD_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$CTLD_PORT" -le 65400 ] ||
+    { echo "slurm_fleet: SLURM_CTLD_PORT is a port from 1000 to 65400, not $CTLD_PORT" >&2; exit 2; }
 for tool in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol; do
     command -v "$tool" >/dev/null || { echo "slurm_fleet: $tool not found: apt-get install -y slurm-wlm munge" >&2; exit 2; }
 done

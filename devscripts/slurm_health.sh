@@ -8,7 +8,7 @@
 #
 #     sudo apt-get install -y slurm-wlm munge
 #     bash devscripts/slurm_health.sh            # in /tmp/slurm-health, the daemons stopped at the end
-#     SLURM_HEALTH_DIR=/tmp/sh INTERVAL=5 bash devscripts/slurm_health.sh
+#     SLURM_HEALTH_DIR=/tmp/sh INTERVAL=5 SLURM_CTLD_PORT=17817 bash devscripts/slurm_health.sh
 #
 # Scenes, each printed as the commands run and what they printed:
 #   1 fleet2 FAILs: slurmd's health check drains it; fleet1 (a WARN) and fleet3 stay up
@@ -59,10 +59,11 @@ context=\${SLURM_SCRIPT_CONTEXT:-health_check}
 snapshot="$DIR/pick/\$SLURMD_NODENAME.\$context.json"
 [ -e "\$snapshot" ] || snapshot="$DIR/pick/\$SLURMD_NODENAME.json"
 log="$DIR/log/\$SLURMD_NODENAME.\$context.log"
-echo "== \$context \$(basename "\$(readlink "\$snapshot")")" >> "\$log"
-"$PYTHON" -m spark_gotchas node-health --spark-replay "\$snapshot" >> "\$log" 2>&1
+snapshot=\$(readlink -f "\$snapshot")   # the pick as it is now, for the whole pass
+picked=\$(basename "\$snapshot")
+said=\$("$PYTHON" -m spark_gotchas node-health --spark-replay "\$snapshot" 2>&1)
 status=\$?
-echo "exit \$status" >> "\$log"
+printf '== %s %s\n%s\nexit %s\n' "\$context" "\$picked" "\$said" "\$status" >> "\$log"   # one write a pass
 exit \$status
 EOF
 chmod 755 "$DIR/node-health"
@@ -79,16 +80,18 @@ reason_of() { scontrol show node "$1" | sed -n 's/^ *Reason=//p'; }
 state_of() { scontrol show node "$1" | sed -n 's/^ *State=\([^ ]*\).*/\1/p'; }
 drained_ours() { reason_of "$1" | grep -q '^spark-gotchas:'; }
 undrained() { ! state_of "$1" | grep -q DRAIN; }
-passes() { local n; n=$(grep -c "^== " "$DIR/log/$1.$2.log" 2>/dev/null) || true; echo "${n:-0}"; }
-passes_at_least() { [ "$(passes "$1" "$2")" -ge "$3" ]; }
 state_is() { [ "$(state_of "$1")" = "$2" ]; }
-# last_pass NODE [CONTEXT]: what the node's last finished pass (health_check or prolog_slurmd) said of it
+# last_pass NODE [CONTEXT [PATTERN]]: the node's last pass (health_check or prolog_slurmd) whose lines
+# match PATTERN (default: one that ran the checks), as node-health said it
 last_pass() {
-    local context=${2:-health_check}
-    say "$1's last $context pass (from $DIR/log/$1.$context.log)"
-    awk '/^== / {block = ""} {block = block $0 "\n"} /^exit / {done = block} END {printf "%s", done}' \
-        "$DIR/log/$1.$context.log" | grep '^== \|^node-health\|^exit'
+    local context=${2:-health_check} pattern=${3:-checks took}
+    say "$1's last $context pass${3:+ saying '$3'} (from $DIR/log/$1.$context.log)"
+    awk -v pattern="$pattern" '/^== / {block = ""; hit = 0} {block = block $0 "\n"} index($0, pattern) {hit = 1}
+        /^exit / && hit {done = block} END {printf "%s", done}' "$DIR/log/$1.$context.log" |
+        grep '^== \|^node-health\|^exit'
 }
+said_times() { local n; n=$(grep -c "$2" "$DIR/log/$1.health_check.log" 2>/dev/null) || true; echo "${n:-0}"; }
+said_more() { [ "$(said_times "$1" "$2")" -gt "$3" ]; }
 reasons() { run sinfo -R; say "sinfo -R -o '%60E %9u %N'"; sinfo -R -o '%60E %9u %N'; }
 elapsed() { local t0=$1; awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 
@@ -101,8 +104,8 @@ HealthCheckNodeState=ANY
 Prolog=$DIR/node-health
 PrologEpilogTimeout=60" bash "$ROOT/devscripts/slurm_fleet.sh" | grep -v '^+ sinfo\|^PARTITION\|^fleet\*'
 wait_for 60 "fleet2 drained by its health check" drained_ours fleet2
-wait_for 30 "a pass on fleet1" passes_at_least fleet1 health_check 1
-wait_for 30 "a pass on fleet3" passes_at_least fleet3 health_check 1
+wait_for 30 "a pass on fleet1" said_more fleet1 "checks took" 0
+wait_for 30 "a pass on fleet3" said_more fleet3 "checks took" 0
 reasons
 run sinfo -N -o '%N %T'
 last_pass fleet1
@@ -112,10 +115,9 @@ last_pass fleet2
 say "scene 2: an operator drains fleet3, then its checks FAIL too"
 run scontrol update NodeName=fleet3 State=DRAIN Reason="operator: replace the fan"
 pick fleet3 fail
-seen=$(passes fleet3 health_check)
-wait_for 60 "two more passes on fleet3" passes_at_least fleet3 health_check $((seen + 2))
+wait_for 60 "a pass on fleet3 that FAILs" said_more fleet3 "its reason is not ours: operator: replace the fan; found:" 0
 reasons
-last_pass fleet3
+last_pass fleet3 health_check "found:"
 
 # -- scene 3: fleet2 is healthy again -----------------------------------------------------------------
 say "scene 3: fleet2 replays healthy.json from now on"
@@ -145,9 +147,10 @@ last_pass fleet1
 
 # -- scene 5: a job on fleet1: the health check leaves it unchecked ----------------------------------
 say "scene 5: a job runs on fleet1 (its prolog healthy)"
+before=$(said_times fleet1 'not checked: jobs on the node')
 run sbatch -w fleet1 -o /dev/null --job-name=busy --wrap "sleep $((INTERVAL * 3))"
-wait_for 60 "a pass that left fleet1 unchecked" grep -q 'not checked: jobs on the node' "$DIR/log/fleet1.health_check.log"
-last_pass fleet1
+wait_for 60 "a pass that left fleet1 unchecked" said_more fleet1 'not checked: jobs on the node' "$before"
+last_pass fleet1 health_check 'not checked: jobs on the node'
 run scancel -n busy
 wait_for 30 "fleet1 idle" state_is fleet1 IDLE
 
@@ -165,9 +168,10 @@ reasons
 say "SLURMD_NODENAME=fleet1 node-health --spark-replay healthy.json"
 SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/healthy.json" | tail -n 1
 
-sed "s/^SlurmctldPort=.*/SlurmctldPort=16899/" "$SLURM_CONF" > "$DIR/unreachable.conf"
-for snap in fail healthy; do
-    say "SLURM_CONF=$DIR/unreachable.conf SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURMD_NODENAME=fleet1 node-health --spark-replay $snap.json   # nothing listens on 16899"
+nobody=$(( ${SLURM_CTLD_PORT:-16817} + 120 ))  # a port nothing listens on
+sed "s/^SlurmctldPort=.*/SlurmctldPort=$nobody/" "$SLURM_CONF" > "$DIR/unreachable.conf"
+for snap in fail; do
+    say "SLURM_CONF=$DIR/unreachable.conf SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURMD_NODENAME=fleet1 node-health --spark-replay $snap.json   # nothing listens on $nobody"
     t0=$(date +%s.%N); rc=0
     SLURM_CONF="$DIR/unreachable.conf" SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURMD_NODENAME=fleet1 \
         "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/$snap.json" > "$DIR/out.txt" 2>&1 || rc=$?
@@ -183,10 +187,10 @@ say "exit $rc after $(elapsed "$t0") s"
 
 say "env -i PATH=/nonexistent SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --spark-replay healthy.json   # no scontrol"
 rc=0; env -i PATH=/nonexistent SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health \
-    --spark-replay "$DIR/snap/healthy.json" || rc=$?
+    --spark-replay "$DIR/snap/healthy.json" 2>&1 || rc=$?
 say "exit $rc"
 say "SLURMD_NODENAME='fleet[1-3]' $PYTHON -m spark_gotchas node-health --spark-replay fail.json   # a node range"
-rc=0; SLURMD_NODENAME='fleet[1-3]' "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/fail.json" || rc=$?
+rc=0; SLURMD_NODENAME='fleet[1-3]' "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/fail.json" 2>&1 || rc=$?
 say "exit $rc"
 reasons
 
@@ -198,10 +202,10 @@ with open(os.environ["SLEEPY_PIDFILE"], "w") as fh:
     fh.write(str(sleeper.pid))
 time.sleep(600)
 EOF
-say "SLURMD_NODENAME=fleet1 PYTHONPATH=$DIR/sleepy node-health --timeout 25 -- -p sleepy_plugin   # the checks hang"
+say "SLURMD_NODENAME=fleet1 PYTHONPATH=$DIR/sleepy node-health --timeout 12 --scontrol-timeout 2 -- -p sleepy_plugin   # the checks hang"
 t0=$(date +%s.%N); rc=0
 SLURMD_NODENAME=fleet1 PYTHONPATH="$DIR/sleepy" SLEEPY_PIDFILE="$DIR/sleepy/pid" "$PYTHON" -m spark_gotchas \
-    node-health --timeout 25 -- -p sleepy_plugin || rc=$?
+    node-health --timeout 12 --scontrol-timeout 2 -- -p sleepy_plugin 2>&1 || rc=$?
 say "exit $rc after $(elapsed "$t0") s"
 sleeper=$(cat "$DIR/sleepy/pid")
 case "$(ps -o stat= -p "$sleeper" 2>/dev/null || true)" in  # a zombie is gone: dead, not yet reaped

@@ -22,11 +22,13 @@ Exit status, as each caller reads it:
 from __future__ import annotations
 
 import argparse
+import fcntl
 import math
 import os
 import re
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -44,6 +46,7 @@ MARGIN_S = 1.0  # for reading the report and deciding
 MAX_REPORT_BYTES = 64 << 20
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one node: no list, range or glob
 PROLOG_CONTEXT = "prolog_slurmd"  # SLURM_SCRIPT_CONTEXT in a slurmd prolog
+LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
 EXIT_OK, EXIT_UNHEALTHY, EXIT_CANNOT = 0, 1, 2
 
 
@@ -127,6 +130,34 @@ def run_checks(deadline: float, replay: Optional[str], extra: list[str], require
         return read_report(report, require_gpu), took
 
 
+HELD = -1  # hold_lock: another pass holds it
+
+
+def hold_lock(name: str) -> Optional[int]:
+    """Take this node's pass lock (an flock, released when its file closes, with this process at the
+    latest): the open file when taken, HELD when another pass holds it, None when no lock file can be
+    had. The file is opened read-only,
+    never through a symlink, and used only if it is a regular file of this user's: a folder anyone
+    may write to cannot turn it into another file."""
+    for folder in LOCK_DIRS:
+        try:
+            fd = os.open(os.path.join(folder, f"spark-gotchas-node-health-{name}.lock"),
+                         os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            os.close(fd)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return HELD
+        return fd
+    return None
+
+
 def _terminated(signum: int, _frame) -> None:
     raise SystemExit(128 + signum)  # unwinds: the checks' child and what it started are killed on the way
 
@@ -206,6 +237,9 @@ class Pass:
             self.say(f"could not {verb}: {shown(exc)}; it would have been: {action.says}")
 
     def run(self) -> int:
+        if hold_lock(self.name) == HELD and not self.prolog:  # a pass that got it keeps it open to the end
+            self.say("not checked: another node-health pass is running on this node")
+            return EXIT_OK
         node = self.read_node("the checks still decide whether the job starts" if self.prolog else "nothing checked")
         if node is None and not self.prolog and not self.args.dry_run:
             return EXIT_CANNOT

@@ -93,6 +93,26 @@ def test_a_node_with_jobs_is_not_checked_but_a_prolog_checks(tmp_path, snaps):
     assert fakes.nodes_of(exe)["fleet2"]["state"] == "ALLOCATED+DRAIN"
 
 
+def test_a_health_check_leaves_a_node_to_the_pass_already_running_there(tmp_path, snaps):
+    """Two passes at once would measure each other on the GPU: a health check that finds another
+    pass running leaves at once; a prolog decides its job's start all the same."""
+    from spark_gotchas import node_health as nh
+
+    exe = scontrol(tmp_path, fleet9={"state": "IDLE"})
+    lock = nh.hold_lock("fleet9")
+    assert isinstance(lock, int) and lock >= 0 and nh.hold_lock("fleet9") == nh.HELD
+    try:
+        check = node_health(exe, "--spark-replay", str(snaps["fail"]), node="fleet9")
+        assert (check.returncode, check.stdout.splitlines()) == (0, [
+            "node-health: fleet9: not checked: another node-health pass is running on this node"])
+        assert fakes.calls_of(exe) == []
+        prolog = node_health(exe, "--spark-replay", str(snaps["fail"]), node="fleet9", prolog=True)
+        assert (prolog.returncode, said(prolog)) == (1, [f"node-health: fleet9: drained: {OURS}"])
+    finally:
+        os.close(lock)
+    assert node_health(exe, "--spark-replay", str(snaps["healthy"]), node="fleet9").returncode == 0
+
+
 def test_slurmctld_unreachable(tmp_path, snaps):
     """A silent controller: each call is killed at --scontrol-timeout. A health check says so and
     checks nothing (exit 2); a prolog lets the checks decide whether the job starts."""

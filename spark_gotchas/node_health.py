@@ -115,6 +115,13 @@ def read_report(path: str, require_gpu: bool) -> Outcome:
 def run_checks(deadline: float, replay: Optional[str], extra: list[str], require_gpu: bool) -> tuple[Outcome, str]:
     """The preflight in a child process, killed with everything it started at ``deadline`` seconds;
     its verdicts, and a line on how long it took."""
+    try:
+        return _run_checks(deadline, replay, extra, require_gpu)
+    except OSError as exc:  # no temporary folder or file for the run (every candidate full or unwritable)
+        return drain.error(f"no room for the run's report: {exc.strerror or exc}"), "checks not run"
+
+
+def _run_checks(deadline: float, replay: Optional[str], extra: list[str], require_gpu: bool) -> tuple[Outcome, str]:
     with tempfile.TemporaryDirectory(prefix="spark-gotchas-node-health-") as folder:
         report = str(Path(folder) / "report.json")
         cmd = [sys.executable, "-m", "spark_gotchas", "-m", "fast", "--json-report", f"--json-report-file={report}",
@@ -136,9 +143,8 @@ HELD = -1  # hold_lock: another pass holds it
 def hold_lock(name: str) -> Optional[int]:
     """Take this node's pass lock (an flock, released when its file closes, with this process at the
     latest): the open file when taken, HELD when another pass holds it, None when no lock file can be
-    had. The file is opened read-only,
-    never through a symlink, and used only if it is a regular file of this user's: a folder anyone
-    may write to cannot turn it into another file."""
+    had. The file is opened read-only, never through a symlink, and used only if it is a regular file
+    of this user's: a folder anyone may write to cannot turn it into another file."""
     for folder in LOCK_DIRS:
         try:
             fd = os.open(os.path.join(folder, f"spark-gotchas-node-health-{name}.lock"),

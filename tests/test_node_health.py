@@ -254,3 +254,13 @@ def test_the_command_is_listed():
     run = subprocess.run([sys.executable, "-m", "spark_gotchas", "--help"], capture_output=True, text=True, timeout=60)
     assert "  node-health   Slurm health check or prolog: drain this node on a FAIL, undrain what it drained" \
         in run.stdout.splitlines()
+
+
+def test_no_room_for_the_report_is_a_line_not_a_traceback(tmp_path, monkeypatch):
+    import tempfile
+
+    from spark_gotchas import node_health as nh
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # as if every candidate were full
+    found, took = nh.run_checks(30.0, None, [], require_gpu=False)
+    assert (found.error, took) == ("no room for the run's report: No such file or directory", "checks not run")

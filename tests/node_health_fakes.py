@@ -77,7 +77,7 @@ if args[:2] == ["show", "node"]:
     sys.exit(0)
 if args[:1] == ["update"]:
     if nodes.get("_update_fails"):
-        print("slurm_update error: Access/permission denied", file=sys.stderr)
+        print("slurm_update error: Invalid user id", file=sys.stderr)
         sys.exit(1)
     fields = dict(a.split("=", 1) for a in args[1:])
     node = nodes[fields["NodeName"]]

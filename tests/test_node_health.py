@@ -229,9 +229,10 @@ def test_dry_run_changes_nothing(tmp_path, snaps):
 
 
 def test_an_update_slurm_refuses(tmp_path, snaps):
+    """As Slurm 22.05.8 refuses a user who is not SlurmUser or root (measured)."""
     exe = scontrol(tmp_path, fleet2={"state": "IDLE"}, _update_fails=True)
-    expected = [f"node-health: fleet2: could not drain: scontrol update failed: slurm_update error: Access/permission "
-                f"denied; it would have been: {OURS}"]
+    expected = [f"node-health: fleet2: could not drain: scontrol update failed: slurm_update error: Invalid user id; "
+                f"it would have been: {OURS}"]
     check = node_health(exe, "--spark-replay", str(snaps["fail"]))
     assert (check.returncode, said(check)) == (2, expected)
     prolog = node_health(exe, "--spark-replay", str(snaps["fail"]), prolog=True)

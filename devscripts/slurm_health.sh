@@ -157,6 +157,8 @@ wait_for 30 "fleet1 idle" state_is fleet1 IDLE
 # -- scene 6: by hand ---------------------------------------------------------------------------------
 say "scene 6: by hand, as root, on fleet1 (its health check paused)"
 touch "$DIR/pick/fleet1.pause"
+# a pass already under way holds the node's lock (node-health leaves the node to it): wait for its end
+wait_for 60 "fleet1's last pass to end" flock -n /run/lock/spark-gotchas-node-health-fleet1.lock true
 say "SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --spark-replay hostile.json"
 rc=0; SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/hostile.json" \
     > "$DIR/out.txt" 2>&1 || rc=$?

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "devscripts" / "slurm_health.sh"
-TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "squeue", "scancel", "unshare")
+TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "squeue", "scancel", "unshare", "flock")
 G4 = "spark-gotchas: G4 FAIL: SM clock 600 MHz under load, below the 1400 MHz floor: GPU stuck in its low-power state"
 
 

@@ -8,7 +8,8 @@ node-health`` (:mod:`spark_gotchas.node_health`) runs the checks and ties the tw
 Rules (LBNL NHC's, whose ``node-mark-offline``/``node-mark-online`` mark their notes ``NHC:``):
 
 - A drain reason of our own starts with ``spark-gotchas:``; any other reason (an operator's, or
-  Slurm's own) is never replaced and its node never undrained, whatever the checks found.
+  Slurm's own such as ``Not responding``) is never replaced and its node never undrained, whatever
+  the checks found; nor is a node drained with no reason at all.
 - A FAIL drains the node, its reason the FAIL G-lines (``spark-gotchas: G5 FAIL: read 2266 GB/s
   …``). WARN, PASS, INFO and SKIP never drain.
 - Checks that could not run or judge (the deadline passed, pytest crashed, no GPU visible where
@@ -178,10 +179,10 @@ def decide(found: Outcome, node: Optional[Node], on_error: str = "drain") -> Act
     if node is None:
         return Action(Do.NOTHING, f"unhealthy: {new_reason}" if unhealthy else "healthy: no FAIL",
                       unhealthy=unhealthy)
-    if node.reason and not node.ours:
+    if not node.ours and (node.reason or node.drained):
+        whose = f"its reason is not ours: {shown(node.reason)}" if node.reason else "drained with no reason, not by us"
         found_text = f"; found: {new_reason}" if unhealthy else ""
-        return Action(Do.NOTHING, f"left as it is ({node.state_text}): its reason is not ours: "
-                                  f"{shown(node.reason)}{found_text}", unhealthy=unhealthy)
+        return Action(Do.NOTHING, f"left as it is ({node.state_text}): {whose}{found_text}", unhealthy=unhealthy)
     if unhealthy:
         if node.drained and node.reason == new_reason:
             return Action(Do.NOTHING, f"still drained: {new_reason}", new_reason, unhealthy=True)

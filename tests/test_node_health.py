@@ -265,3 +265,15 @@ def test_no_room_for_the_report_is_a_line_not_a_traceback(tmp_path, monkeypatch)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # as if every candidate were full
     found, took = nh.run_checks(30.0, None, [], require_gpu=False)
     assert (found.error, took) == ("no room for the run's report: No such file or directory", "checks not run")
+
+
+def test_the_page_names_only_options_that_exist_and_every_one_there_is():
+    """docs/node-health.md against the command's parser (sbatch's and the preflight's own aside)."""
+    import re
+
+    from spark_gotchas import node_health as nh
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "node-health.md").read_text(encoding="utf-8")
+    shown = set(re.findall(r"--[a-z][a-z-]*[a-z]", page)) - {"--job-name", "--wrap", "--spark-profile"}
+    flags = {flag for action in nh.parser()._actions for flag in action.option_strings if flag.startswith("--")}
+    assert shown == flags

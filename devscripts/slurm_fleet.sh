@@ -33,7 +33,6 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 HOSTNAMES=${HOSTNAMES:-own}
 CTLD_PORT=${SLURM_CTLD_PORT:-16817}
-FIRST_SLURMD_PORT=$((CTLD_PORT + 4))
 export SLURM_CONF="$BASE/etc/slurm.conf"
 
 say() { printf '+ %s\n' "$*"; }
@@ -56,6 +55,7 @@ esac
 [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_fleet: NODES is a number of nodes from 1 to 99, not $NODES" >&2; exit 2; }
 [[ "$CTLD_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$CTLD_PORT" -le 65400 ] ||
     { echo "slurm_fleet: SLURM_CTLD_PORT is a port from 1000 to 65400, not $CTLD_PORT" >&2; exit 2; }
+FIRST_SLURMD_PORT=$((CTLD_PORT + 4))  # only once it is known to be a number: bash arithmetic evaluates what it is given
 for tool in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol; do
     command -v "$tool" >/dev/null || { echo "slurm_fleet: $tool not found: apt-get install -y slurm-wlm munge" >&2; exit 2; }
 done

@@ -35,6 +35,9 @@ say() { printf '+ %s\n' "$*"; }
 run() { say "$*"; "$@"; }
 
 [[ "$INTERVAL" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_health: INTERVAL is seconds from 1 to 99, not $INTERVAL" >&2; exit 2; }
+CTLD_PORT=${SLURM_CTLD_PORT:-16817}
+[[ "$CTLD_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$CTLD_PORT" -le 65400 ] ||
+    { echo "slurm_health: SLURM_CTLD_PORT is a port from 1000 to 65400, not $CTLD_PORT" >&2; exit 2; }
 if [ -e "$DIR" ] && [ ! -e "$DIR/.slurm-health" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then
     echo "slurm_health: $DIR exists and was not made by this script: choose another SLURM_HEALTH_DIR" >&2; exit 2
 fi
@@ -170,7 +173,7 @@ reasons
 say "SLURMD_NODENAME=fleet1 node-health --spark-replay healthy.json"
 SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/healthy.json" | tail -n 1
 
-nobody=$(( ${SLURM_CTLD_PORT:-16817} + 120 ))  # a port nothing listens on
+nobody=$((CTLD_PORT + 120))  # a port nothing listens on
 sed "s/^SlurmctldPort=.*/SlurmctldPort=$nobody/" "$SLURM_CONF" > "$DIR/unreachable.conf"
 for snap in fail; do
     say "SLURM_CONF=$DIR/unreachable.conf SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURMD_NODENAME=fleet1 node-health --spark-replay $snap.json   # nothing listens on $nobody"

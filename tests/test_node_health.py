@@ -277,3 +277,11 @@ def test_the_page_names_only_options_that_exist_and_every_one_there_is():
     shown = set(re.findall(r"--[a-z][a-z-]*[a-z]", page)) - {"--job-name", "--wrap", "--spark-profile"}
     flags = {flag for action in nh.parser()._actions for flag in action.option_strings if flag.startswith("--")}
     assert shown == flags
+
+
+def test_the_cluster_script_is_valid_bash_and_refuses_a_bad_setting(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "devscripts" / "slurm_health.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    run = subprocess.run(["bash", str(script)], env={**os.environ, "INTERVAL": "0", "SLURM_HEALTH_DIR": str(tmp_path)},
+                         capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert (run.returncode, run.stderr.strip()) == (2, "slurm_health: INTERVAL is seconds from 1 to 99, not 0")

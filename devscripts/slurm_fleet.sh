@@ -8,6 +8,8 @@
 #     NODES=2 SLURM_FLEET_DIR=/tmp/sf bash devscripts/slurm_fleet.sh
 #     HOSTNAMES=shared bash devscripts/slurm_fleet.sh   # the nodes keep this machine's host name
 #     KEEP=1 bash devscripts/slurm_fleet.sh      # leave the daemons running (stop them: STOP=1 …)
+#     SETUP_ONLY=1 bash devscripts/slurm_fleet.sh   # only start the cluster and leave it running (no job)
+#     SLURM_CONF_EXTRA=$'HealthCheckProgram=/x\nHealthCheckInterval=5' …   # lines added to slurm.conf
 #
 # HOSTNAMES=own (the default): each slurmd runs in a UTS namespace of its own (`unshare --uts`)
 # with the node's name as its host name, so its tasks see `hostname` = fleet1, fleet2 … as tasks on
@@ -18,7 +20,8 @@
 # `slurmd -N NAME`): the tasks all see this machine's host name, name their files by task number
 # (runs/<host>-<SLURM_PROCID>.json), and fleet says the files are one node.
 #
-# Ports 16817 (slurmctld) and 16821… (one slurmd per node); every file stays under the folder.
+# Ports 16817 (slurmctld; SLURM_CTLD_PORT=N for another) and 16821… (one slurmd per node, from the
+# controller's + 4); every file stays under the folder.
 # Python: PYTHON, else the checkout's .venv, else python3; it must have the suite installed.
 set -euo pipefail
 
@@ -29,8 +32,7 @@ if [ -z "${PYTHON:-}" ]; then
     if [ -x "$ROOT/.venv/bin/python" ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=$(command -v python3); fi
 fi
 HOSTNAMES=${HOSTNAMES:-own}
-CTLD_PORT=16817
-FIRST_SLURMD_PORT=16821
+CTLD_PORT=${SLURM_CTLD_PORT:-16817}
 export SLURM_CONF="$BASE/etc/slurm.conf"
 
 say() { printf '+ %s\n' "$*"; }
@@ -51,6 +53,9 @@ case "$HOSTNAMES" in
     *) echo "slurm_fleet: HOSTNAMES is own or shared, not $HOSTNAMES" >&2; exit 2 ;;
 esac
 [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_fleet: NODES is a number of nodes from 1 to 99, not $NODES" >&2; exit 2; }
+[[ "$CTLD_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$CTLD_PORT" -le 65400 ] ||
+    { echo "slurm_fleet: SLURM_CTLD_PORT is a port from 1000 to 65400, not $CTLD_PORT" >&2; exit 2; }
+FIRST_SLURMD_PORT=$((CTLD_PORT + 4))  # only once it is known to be a number: bash arithmetic evaluates what it is given
 for tool in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol; do
     command -v "$tool" >/dev/null || { echo "slurm_fleet: $tool not found: apt-get install -y slurm-wlm munge" >&2; exit 2; }
 done
@@ -67,7 +72,7 @@ fi
 stop_all
 rm -rf "$BASE"
 mkdir -p "$BASE"/{etc,munge,state,run,log,runs,out} && chmod 700 "$BASE" "$BASE/munge" && touch "$BASE/.slurm-fleet"
-[ "${KEEP:-0}" = 1 ] || trap stop_all EXIT
+[ "${KEEP:-0}" = 1 ] || [ "${SETUP_ONLY:-0}" = 1 ] || trap stop_all EXIT
 
 # -- munge: a key of this folder's own, a socket of its own ------------------------------------------
 mungekey --create --keyfile="$BASE/munge/munge.key" --force
@@ -107,6 +112,7 @@ if [ "$HOSTNAMES" = shared ]; then same_host=" NodeHostname=localhost"; fi
         port=$((port + 1))
     done
     echo "PartitionName=fleet Nodes=ALL Default=YES MaxTime=30 State=UP"
+    if [ -n "${SLURM_CONF_EXTRA:-}" ]; then printf '%s\n' "$SLURM_CONF_EXTRA"; fi
 } > "$SLURM_CONF"
 say "slurm.conf: $NODES node(s): ${names[*]}, host names: $HOSTNAMES"
 
@@ -121,15 +127,16 @@ for name in "${names[@]}"; do
     fi
 done
 
-# -- wait until every node is idle (bounded) ----------------------------------------------------------
+# -- wait until every node is up: idle, or drained (a HealthCheckProgram may drain one) (bounded) -----
 for _ in $(seq 60); do
-    idle=$(sinfo -h -t idle -o '%D' 2>/dev/null | awk '{n += $1} END {print n + 0}')
+    idle=$(sinfo -h -r -t idle,drain -o '%D' 2>/dev/null | awk '{n += $1} END {print n + 0}')
     [ "$idle" -ge "$NODES" ] && break
     sleep 1
 done
 say "sinfo"
 sinfo
-[ "$idle" -ge "$NODES" ] || { echo "slurm_fleet: only $idle of $NODES node(s) idle after 60 s; see $BASE/log" >&2; exit 1; }
+[ "$idle" -ge "$NODES" ] || { echo "slurm_fleet: only $idle of $NODES node(s) up after 60 s; see $BASE/log" >&2; exit 1; }
+if [ "${SETUP_ONLY:-0}" = 1 ]; then say "the cluster is up (SLURM_CONF=$SLURM_CONF); stop it: STOP=1 SLURM_FLEET_DIR=$BASE $0"; exit 0; fi
 
 # -- the recipe: one task per node, then fleet ---------------------------------------------------------
 # shellcheck disable=SC2016  # $(hostname) and $SLURM_PROCID are the task's, in the job script

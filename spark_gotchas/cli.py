@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[Optional[str], str]] = {
     "diff": ("spark_gotchas.diff", "what changed between two runs or machines (JSON reports or snapshots)"),
     "check-report": ("spark_gotchas.report_check", "fail unless a JSON report holds its tests and a G-line per gotcha"),
     "fleet": ("spark_gotchas.fleet", "many nodes' reports or snapshots as one group: outliers and stack drift"),
+    "node-health": ("spark_gotchas.node_health", "Slurm health check or prolog: drain this node on a FAIL, undrain "
+                    "what it drained"),
     "microbench": ("spark_gotchas.microbench.__main__", "one GPU measurement alone: bandwidth, gemm, soak_load, ..."),
     "soak-record": ("spark_gotchas.soak.record", "judge a recorded G4 soak CSV again (also a killed run's)"),
     "soak-cost": ("spark_gotchas.soak.cost", "what the G4 soak's sampler costs the load it watches (≤ 1 % budget)"),

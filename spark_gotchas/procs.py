@@ -6,7 +6,8 @@ exits at once is then reported as timed out and its output lost, without a timeo
 for the grandchild, and either way the grandchild survives. :func:`run_bounded` starts the command
 in its own session (its own process group), writes its output to files rather than pipes, and once
 the child has exited or the budget is spent kills the whole group with SIGKILL, so no grandchild
-survives it.
+survives it. With ``tree``, a child still running at the deadline has its descendants that started
+sessions of their own (the suite's GPU workers do) killed with it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _kill_descendants(pid: int) -> None:
+    """SIGKILL every descendant of ``pid`` and its process group: those that left its session too."""
+    import psutil  # the suite's dependency; imported here, where a tree is asked for
+
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except (psutil.Error, OSError):
+        return
+    for proc in descendants:
+        try:
+            _kill_group(os.getpgid(proc.pid))
+            proc.kill()
+        except (psutil.Error, OSError):
+            pass
+
+
 def _exited(pid: int) -> bool:
     """True once ``pid`` has exited; it is left a zombie, so its process group id stays its own."""
     try:
@@ -82,11 +99,12 @@ def _exited(pid: int) -> bool:
 
 
 def run_bounded(cmd: Sequence[str], timeout: float, *, env: Optional[dict[str, str]] = None,
-                cwd: Optional[str] = None, merge_stderr: bool = False) -> BoundedRun:
+                cwd: Optional[str] = None, merge_stderr: bool = False, tree: bool = False) -> BoundedRun:
     """Run ``cmd`` for at most ``timeout`` seconds; never raises for the command's own failures.
 
     The command runs in a new session. When it exits, or when the budget is spent, its process
-    group is killed (SIGKILL) before the child is reaped, so nothing it started outlives the call.
+    group is killed (SIGKILL) before the child is reaped, so nothing it started outlives the call;
+    with ``tree``, at the deadline its descendants in other sessions are killed first.
     """
     command = tuple(str(part) for part in cmd)
     t0 = time.monotonic()
@@ -110,6 +128,8 @@ def run_bounded(cmd: Sequence[str], timeout: float, *, env: Optional[dict[str, s
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, 0.05)
         finally:  # an interrupt while waiting must not leave the group running either
+            if tree and (timed_out or not _exited(proc.pid)):
+                _kill_descendants(proc.pid)
             _kill_group(proc.pid)
             try:
                 returncode: Optional[int] = proc.wait(timeout=KILL_WAIT_S)

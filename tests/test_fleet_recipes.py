@@ -327,7 +327,9 @@ def test_the_slurm_script_is_valid_bash_and_refuses_a_bad_setting():
     script = ROOT / "devscripts" / "slurm_fleet.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     for setting, message in [({"HOSTNAMES": "banana"}, "slurm_fleet: HOSTNAMES is own or shared, not banana"),
-                             ({"NODES": "0"}, "slurm_fleet: NODES is a number of nodes from 1 to 99, not 0")]:
+                             ({"NODES": "0"}, "slurm_fleet: NODES is a number of nodes from 1 to 99, not 0"),
+                             ({"SLURM_CTLD_PORT": "80; rm -rf /"},
+                              "slurm_fleet: SLURM_CTLD_PORT is a port from 1000 to 65400, not 80; rm -rf /")]:
         result = subprocess.run(["bash", str(script)], env={**os.environ, "SLURM_FLEET_DIR": "/nonexistent/x", **setting},
                                 capture_output=True, text=True, timeout=60)
         assert (result.returncode, result.stderr.strip()) == (2, message)

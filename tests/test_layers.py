@@ -190,18 +190,18 @@ LAYERS = {
     "base": ("spark_gotchas.text", "spark_gotchas.scrub", "spark_gotchas.serial", "spark_gotchas.atomic",
              "spark_gotchas.bounded_read", "spark_gotchas.procs", "spark_gotchas.units"),
     "knowledge": ("spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads", "spark_gotchas.plan",
-                  "spark_gotchas.titles", "spark_gotchas.readings.", "spark_gotchas.judges."),
+                  "spark_gotchas.titles", "spark_gotchas.readings.", "spark_gotchas.judges.", "spark_gotchas.drain"),
     "readings": ("spark_gotchas.readers.", "spark_gotchas.provider", "spark_gotchas.nvml",
                  "spark_gotchas.snapshot", "spark_gotchas.platform", "spark_gotchas.options", "spark_gotchas.elf",
                  "spark_gotchas.fatbin", "spark_gotchas.netsetup", "spark_gotchas.sampler",
                  "spark_gotchas.gpu_window"),
     "runtime": ("spark_gotchas.worker", "spark_gotchas.worker_main", "spark_gotchas.tasks", "spark_gotchas.memtasks",
                 "spark_gotchas.headstart", "spark_gotchas.soak.reader", "spark_gotchas.soak.engine", "spark_gotchas.soak.record",
-                "spark_gotchas.soak.plot"),
+                "spark_gotchas.soak.plot", "spark_gotchas.scontrol"),
     "top": ("spark_gotchas.plugin", "spark_gotchas.startup", "spark_gotchas.session", "spark_gotchas.reports",
             "spark_gotchas.summary_md", "spark_gotchas.cli", "spark_gotchas.__main__", "spark_gotchas.diff",
             "spark_gotchas.fleet", "spark_gotchas.report_check", "spark_gotchas.soak.finish", "spark_gotchas.soak.cost",
-            "spark_gotchas.fixes"),
+            "spark_gotchas.fixes", "spark_gotchas.node_health"),
 }
 ORDER = list(LAYERS)
 

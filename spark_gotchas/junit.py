@@ -200,12 +200,42 @@ class JunitHooks:
 
     def __init__(self, state: Any):
         self.state = state
+        self.refused: Optional[str] = None  # why the report cannot be written, found before pytest tried
+
+    def path(self) -> Optional[str]:
+        """The report's path when this run writes one of checks (not an xdist worker's run)."""
+        config = self.state.config
+        path = getattr(config.option, "xmlpath", None)
+        return path if self.state.active and path and getattr(config, "workerinput", None) is None else None
+
+    def before_write(self, session: pytest.Session) -> None:
+        """Ask before pytest tries whether it can write the report (:func:`probe`): where it
+        cannot, the run fails with that line now, so the JSON report records it too, and the
+        rewrite is not tried."""
+        path = self.path()
+        self.refused = probe(path) if path else None
+        if self.refused:
+            self._fail(session, self.refused)
+
+    def failed_write(self, exc: OSError, session: pytest.Session) -> bool:
+        """pytest's junitxml writes with ``open()`` and raises where it cannot: True (the run fails
+        with one line) when ``exc`` is that, False for any other OSError."""
+        line = junit_unwritten(exc, self.path())
+        if line is None:
+            return False
+        if not self.refused:  # its line is already there
+            self._fail(session, line)
+        return True
+
+    def _fail(self, session: pytest.Session, line: str) -> None:
+        self.state.output_errors.append(shown_xml(line))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     @pytest.hookimpl(trylast=True)  # after pytest's junitxml has written its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state, config = self.state, session.config
-        path = getattr(config.option, "xmlpath", None)
-        if not (state.active and path) or getattr(config, "workerinput", None) is not None:
+        path = self.path()
+        if path is None or self.refused:
             return
         from . import platform
 
@@ -220,7 +250,4 @@ class JunitHooks:
         try:
             rewrite(path, verdicts, left_out, properties)
         except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            state.output_errors.append(f"could not write the JUnit XML report {path}: {reason}")
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            self._fail(session, f"could not write the JUnit XML report {path}: {getattr(exc, 'strerror', None) or exc}")

@@ -25,8 +25,7 @@ import pytest
 
 from . import atomic, platform, prometheus, scrub
 from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
-from .junit import JunitHooks, junit_unwritten
-from .junit import probe as junit_probe
+from .junit import JunitHooks
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
 from .reports import markdown_summary, report_section, run_snapshot, shown, terminal_block
@@ -473,22 +472,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
         write_outputs(session, state)
         if fails_for_left_out(state) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    junit = getattr(session.config.option, "xmlpath", None) if state is not None and state.active else None
-    unwritable = junit_probe(junit) if junit else None
-    if unwritable:
-        state.output_errors.append(shown(unwritable))
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    junit = session.config.pluginmanager.get_plugin(JUNIT_HOOKS_NAME)
+    if junit is not None:
+        junit.before_write(session)
     try:
         return (yield)
-    except OSError as exc:  # pytest's junitxml writes with open() and raises where it cannot: one line instead
-        error = junit_unwritten(exc, junit)
-        if error is None:
+    except OSError as exc:  # pytest's junitxml could not write its report: one line, not a traceback
+        if junit is None or not junit.failed_write(exc, session):
             raise
-        if not unwritable:
-            state.output_errors.append(error)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return None
-
 
 def write_outputs(session: pytest.Session, state: SessionState) -> None:
     """The snapshot and the Markdown summary, when asked for; a failed write fails the run."""

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import xmlschema
 from door_runs import H200, XSD, h200_doors, replay, vllm_doors  # noqa: F401  the h200 and vllm fixtures
-from fs_limits import small_disk
+from fs_limits import locked, small_disk
 from junitparser import Failure, JUnitXml, Skipped
 
 from spark_gotchas import junit
@@ -154,3 +154,15 @@ def test_a_full_disk_is_one_line_and_exit_1(tmp_path):
     assert code == 1 and "Traceback" not in out
     (line,) = [line for line in out.splitlines() if line.startswith("could not write the JUnit XML report")]
     assert line.startswith(f"could not write the JUnit XML report {disk}/junit.xml: No space left on device")
+
+
+def test_a_folder_no_file_can_be_made_in_is_one_line_once(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "junit.xml").write_text("<testsuites/>")
+    with locked(folder):
+        code, out = _run_into(folder / "junit.xml", tmp_path)
+    assert code == 1 and "Traceback" not in out
+    (line,) = [line for line in out.splitlines() if line.startswith("could not write the JUnit XML report")]
+    assert line.startswith(f"could not write the JUnit XML report {folder}/junit.xml: ")
+    assert f"({folder}) (the run fails: an output it was asked for is missing)" in line

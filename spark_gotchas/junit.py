@@ -189,7 +189,7 @@ def probe(path: str) -> Optional[str]:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".junit-probe.", suffix=".tmp")
     except OSError as exc:
-        return f"could not write the JUnit XML report {path}: {exc.strerror or exc} ({folder})"
+        return f"could not write the JUnit XML report {path}: {exc.strerror or exc} (cannot create a file in {folder})"
     os.close(fd)
     os.unlink(tmp)
     return None

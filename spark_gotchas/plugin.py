@@ -492,7 +492,7 @@ def write_outputs(session: pytest.Session, state: SessionState) -> None:
                      lambda: atomic.write_text(opts.spark_summary_md, markdown_summary(state), append=True))
     if opts.spark_prometheus:
         write_output(state, "Prometheus metrics", opts.spark_prometheus,
-                     lambda: atomic.write_text(opts.spark_prometheus, prometheus.of_run(state)))
+                     lambda: atomic.write_text(opts.spark_prometheus, prometheus.of_run(state), parents=True))
     if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

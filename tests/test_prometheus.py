@@ -276,3 +276,26 @@ def test_every_figure_of_a_metric_has_the_same_label_names():
         assert fig.metric in prometheus.HELP
     assert all(len(sets) == 1 for sets in names.values()), names
 
+
+
+def test_folders_on_the_way_are_made_and_one_under_a_file_is_one_line(tmp_path):
+    made = tmp_path / "new" / "textfile" / "spark.prom"
+    run = replay(H200, tmp_path, f"--spark-prometheus={made}", junit=False, metrics=False)
+    assert run.returncode == 0 and series(made.read_text())
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    run = replay(H200, tmp_path, f"--spark-prometheus={blocker / 'textfile' / 'spark.prom'}", junit=False,
+                 metrics=False)
+    assert run.returncode == 1
+    (line,) = [line for line in run.stdout.splitlines() if "Prometheus metrics" in line]
+    assert line == (f"could not write the Prometheus metrics {blocker}/textfile/spark.prom: Not a directory (cannot "
+                    f"create the folder {blocker}/textfile) (the run fails: an output it was asked for is missing)")
+
+
+def test_docs_show_each_rule_of_the_rules_file():
+    doc = (REPO / "docs" / "operations.md").read_text()
+    rules = yaml.safe_load(RULES.read_text())["groups"][0]["rules"]
+    assert [r["alert"] for r in rules] == ["SparkGotchaFail", "SparkBandwidthBelowFloor", "SparkGotchasStale"]
+    for rule in rules:
+        assert f"- alert: {rule['alert']}\n" in doc and f"expr: {rule['expr']}\n" in doc, rule["alert"]
+    assert "for: 10m" in doc and rules[0]["for"] == "10m"

@@ -201,12 +201,15 @@ class JunitHooks:
     def __init__(self, state: Any):
         self.state = state
         self.refused: Optional[str] = None  # why the report cannot be written, found before pytest tried
+        given = getattr(state.config.option, "xmlpath", None)
+        # where pytest's junitxml writes it: $VARIABLES and ~ expanded, from the folder pytest started in
+        self.file = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(given)))) if given else None
 
     def path(self) -> Optional[str]:
-        """The report's path when this run writes one of checks (not an xdist worker's run)."""
+        """The report's file when this run writes one of checks (not an xdist worker's run)."""
         config = self.state.config
-        path = getattr(config.option, "xmlpath", None)
-        return path if self.state.active and path and getattr(config, "workerinput", None) is None else None
+        worker = getattr(config, "workerinput", None) is not None
+        return self.file if self.state.active and self.file and not worker else None
 
     def before_write(self, session: pytest.Session) -> None:
         """Ask before pytest tries whether it can write the report (:func:`probe`): where it

@@ -52,6 +52,14 @@ def replay(snapshot: Path, tmp_path: Path, *args: str, junit: bool = True, metri
     return Doors(run.returncode, run.stdout, run.stderr, junit_path, metrics_path, data)
 
 
+def from_folder(folder: Path) -> Doors:
+    """A run made elsewhere (devscripts/doors.sh on a GPU machine): its printed output in
+    ``stdout.txt``, its exit status in ``exit.txt``, and the documents beside them."""
+    report = folder / "report.json"
+    return Doors(int((folder / "exit.txt").read_text()), (folder / "stdout.txt").read_text(), "",
+                 folder / "junit.xml", folder / "spark.prom", json.loads(report.read_text()) if report.exists() else {})
+
+
 @pytest.fixture(scope="module", name="h200")
 def h200_doors(tmp_path_factory) -> Doors:
     """The recorded H200 preflight replayed with every door: all PASS and INFO but G9 WARN."""

@@ -7,10 +7,12 @@ A door is a function from the replay to each gotcha's status; add one to ``DOORS
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Callable
 
 import pytest
-from door_runs import Doors, h200_doors, vllm_doors  # noqa: F401  the h200 and vllm fixtures
+from door_runs import Doors, from_folder, h200_doors, vllm_doors  # noqa: F401  the h200 and vllm fixtures
 from gline_block import GLINE
 from junitparser import Failure, JUnitXml, Skipped
 from prometheus_client.parser import text_string_to_metric_families
@@ -83,8 +85,15 @@ DOORS: dict[str, Callable[[Doors], dict[str, str]]] = {
 }
 
 
-@pytest.fixture(params=["h200", "vllm"])
+@pytest.fixture(params=["h200", "vllm", "live"])
 def doors(request) -> Doors:
+    """Two recorded snapshots replayed here; ``live``: a run's folder named by SPARK_DOORS_LIVE (a
+    live preflight on a GPU machine, devscripts/doors.sh), skipped without it."""
+    if request.param == "live":
+        folder = os.environ.get("SPARK_DOORS_LIVE")
+        if not folder:
+            pytest.skip("no live run's folder: SPARK_DOORS_LIVE=DIR (devscripts/doors.sh writes one)")
+        return from_folder(Path(folder))
     return request.getfixturevalue(request.param)
 
 

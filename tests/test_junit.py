@@ -4,6 +4,7 @@ check's testcase carrying its G-line where GitLab, Jenkins and the GitHub report
 
 from __future__ import annotations
 
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -123,7 +124,7 @@ def test_strings_xml_cannot_hold_are_escaped_and_markup_stays_text():
     assert len(back) == 2 and back[1].startswith("    detail: vllm]]>")
 
 
-def _run_into(path, tmp_path):
+def _run_into(path, tmp_path, env=None):
     """A replay whose report goes to ``path``: (exit status, printed output)."""
     import sys
 
@@ -131,8 +132,14 @@ def _run_into(path, tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:cacheprovider",
                           f"--spark-replay={H200}", f"--junitxml={path}", "--json-report",
                           f"--json-report-file={tmp_path / 'r.json'}"], cwd=REPO, capture_output=True, text=True,
-                         timeout=180)
+                         timeout=180, env=env)
     return run.returncode, run.stdout + run.stderr
+
+
+def test_a_path_with_a_variable_pytest_expands_is_the_file_annotated(tmp_path):
+    code, out = _run_into("$SPARK_REPORTS/junit.xml", tmp_path, env={**os.environ, "SPARK_REPORTS": str(tmp_path)})
+    assert code == 0, out[-2000:]
+    assert cases(tmp_path / "junit.xml")["test_g9_container_and_consistency"].system_out.startswith(G9_WARN)
 
 
 def test_a_report_path_under_a_file_is_one_line_and_exit_1_in_the_json_report_too(tmp_path):

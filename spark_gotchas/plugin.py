@@ -490,7 +490,9 @@ def write_outputs(session: pytest.Session, state: SessionState) -> None:
     if opts.spark_summary_md:
         write_output(state, "Markdown summary", opts.spark_summary_md,
                      lambda: atomic.write_text(opts.spark_summary_md, markdown_summary(state), append=True))
-    if opts.spark_prometheus:
+    if opts.spark_prometheus and session.exitstatus == pytest.ExitCode.INTERRUPTED:  # series of unrun gotchas would vanish
+        state.notes.append(prometheus.INTERRUPTED.format(path=opts.spark_prometheus))
+    elif opts.spark_prometheus:
         write_output(state, "Prometheus metrics", opts.spark_prometheus,
                      lambda: atomic.write_text(opts.spark_prometheus, prometheus.of_run(state), parents=True))
     if state.output_errors and session.exitstatus == pytest.ExitCode.OK:

@@ -26,6 +26,8 @@ from .verdict import Status, Verdict, summarize
 
 NAMESPACE = "spark_gotchas"
 REQUIREMENT = "prometheus_client"
+INTERRUPTED = ("Prometheus metrics not written to {path}: the run was interrupted, and the gotchas it did not reach "
+               "would vanish from the metrics (the file keeps the last whole run's)")
 MISSING = ("--spark-prometheus needs the prometheus_client package in this environment: pip install "
            "prometheus-client (or the suite's prometheus extra); it pulls in nothing else")
 

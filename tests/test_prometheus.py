@@ -299,3 +299,21 @@ def test_docs_show_each_rule_of_the_rules_file():
     for rule in rules:
         assert f"- alert: {rule['alert']}\n" in doc and f"expr: {rule['expr']}\n" in doc, rule["alert"]
     assert "for: 10m" in doc and rules[0]["for"] == "10m"
+
+
+def test_an_interrupted_run_leaves_the_last_whole_run_s_file(pytester, monkeypatch):
+    """A run stopped early (Ctrl-C, a soak that ended the run) judged only some gotchas: written,
+    the series of the others would vanish and their alerts resolve. It says so in a line instead."""
+    import spark_gotchas.plugin
+
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    path = pytester.path / "spark.prom"
+    path.write_text("spark_gotchas_status 1\n")
+    pytester.makepyfile(test_g01_x="import pytest\nfrom spark_gotchas.verdict import Verdict\n@pytest.mark.fast\n"
+                                   "def test_g1_x(spark):\n    spark.stop_run('stopped')\n"
+                                   "    spark.report(Verdict(1, 'PASS', 'judged before the stop'))\n",
+                        test_g02_x="import pytest\n@pytest.mark.fast\ndef test_g2_x(spark):\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--spark-prometheus={path}", plugins=[spark_gotchas.plugin])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([prometheus.INTERRUPTED.format(path=path)])
+    assert path.read_text() == "spark_gotchas_status 1\n"

@@ -81,6 +81,12 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
     return p
 
 
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is written through rather than replaced: it exists and is no regular file
+    (a FIFO, a terminal), or it names a descriptor (``/dev/stdout``)."""
+    return _write_through(Path(path))
+
+
 def _write_through(p: Path) -> bool:
     """No regular file there, or a path through /proc (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
     return (p.exists() and not p.is_file()) or _own_fd(p) is not None or any(

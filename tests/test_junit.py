@@ -173,3 +173,10 @@ def test_a_folder_no_file_can_be_made_in_is_one_line_once(tmp_path):
     (line,) = [line for line in out.splitlines() if line.startswith("could not write the JUnit XML report")]
     assert line.startswith(f"could not write the JUnit XML report {folder}/junit.xml: ")
     assert line.endswith(f"(cannot create a file in {folder}) (the run fails: an output it was asked for is missing)")
+
+
+def test_a_report_to_stdout_is_left_as_pytest_writes_it_and_said_so(tmp_path):
+    code, out = _run_into("/dev/stdout", tmp_path)
+    assert code == 0 and "<testsuites" in out and "Traceback" not in out
+    assert ("JUnit XML report /dev/stdout is not a file of its own: written as pytest writes it, without the checks' "
+            "lines") in out.splitlines()

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Optional
 
 import pytest
 
-from . import atomic
+from . import atomic, platform
 from .bounded_read import Refused, read_bytes
 from .reports import shown
 from .verdict import Status, Verdict, summary_lines
@@ -244,8 +244,6 @@ class JunitHooks:
             state.notes.append(f"JUnit XML report {path} is not a file of its own: written as pytest writes it, "
                                "without the checks' lines")
             return
-        from . import platform
-
         prefix = getattr(config.option, "junitprefix", None)
         reported = [r for r in state.reported if r.nodeid]
         verdicts = {case_name(r.nodeid, prefix): r.verdict for r in reported if r.nodeid not in state.left_out}

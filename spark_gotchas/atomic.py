@@ -23,7 +23,7 @@ FIFO_WAIT_S = 10.0  # how long a FIFO may go without a reader before the write f
 
 
 def write_text(path: str | os.PathLike, text: str, *, append: bool = False, encoding: str = "utf-8",
-               fsync: bool = True) -> Path:
+               fsync: bool = True, parents: bool = False) -> Path:
     """Replace ``path`` with ``text`` (``append``: with its old content followed by ``text``).
 
     - a symlink keeps pointing where it did: its target is written;
@@ -36,11 +36,17 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
     ``append`` reads the old content and replaces the file with old + new, so a reader never sees
     a half-appended file (two runs appending at the same moment: one addition may be lost).
     ``fsync=False`` skips the flush to disk (frequent small writes such as a heartbeat).
+    ``parents``: create the folders on the way first (an OSError says which could not be).
     """
     p = Path(path)
     data = text.encode(encoding)
     if p.is_dir():
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(p))
+    if parents and not p.parent.exists():
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"{exc.strerror} (cannot create the folder {p.parent})", str(p)) from None
     if _write_through(p):
         _write_through_to(p, data, append)
         return p
@@ -73,6 +79,12 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
     if fsync:
         _fsync_dir(target.parent)
     return p
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is written through rather than replaced: it exists and is no regular file
+    (a FIFO, a terminal), or it names a descriptor (``/dev/stdout``)."""
+    return _write_through(Path(path))
 
 
 def _write_through(p: Path) -> bool:

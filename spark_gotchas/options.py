@@ -53,6 +53,9 @@ class RunOptions:
                                                   judged=True, path=True)
     spark_summary_md: Optional[str] = option(None, "--spark-summary-md", "append the G-line summary as Markdown to "
                                              "PATH (e.g. $GITHUB_STEP_SUMMARY)", metavar="PATH", path=True)
+    spark_prometheus: Optional[str] = option(None, "--spark-prometheus", "write each gotcha's status and the key "
+                                             "readings as Prometheus metrics to PATH (node_exporter's textfile "
+                                             "collector; docs/operations.md)", metavar="PATH", path=True)
     soak_duration: str = option("30m", "--soak-duration", "how long the soak loads the GPU, e.g. 20s, 30m, 8h",
                                 metavar="DURATION", judged=True)
     soak_dir: str = option("reports", "--soak-dir", "where the soak writes its CSV, heartbeat and plot",

@@ -11,6 +11,7 @@ A gotcha check is a test in a file named ``test_gNN_*.py`` that uses the ``spark
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import os
 import re
@@ -22,7 +23,9 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, platform, scrub
+from . import atomic, platform, prometheus, scrub
+from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
+from .junit import JunitHooks
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
 from .reports import markdown_summary, report_section, run_snapshot, shown, terminal_block
@@ -67,11 +70,14 @@ def pytest_configure(config: pytest.Config) -> None:
                 options = options.with_recorded(replay.options)
             except ValueError as exc:
                 raise ValueError(f"snapshot {replay.path} records a bad option: {exc}") from None
+        if options.spark_prometheus and importlib.util.find_spec(prometheus.REQUIREMENT) is None:
+            raise ValueError(prometheus.MISSING)
     except (SnapshotError, ValueError) as exc:
         raise pytest.UsageError(f"spark-gotchas: {shown(str(exc))}") from None
     state = SessionState(config=config, options=options, replay=replay)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
+    config.pluginmanager.register(JunitHooks(state), JUNIT_HOOKS_NAME)
     if replay is None and aims_at_checks(config):
         state.worker().start()  # torch imports (seconds, cold) while pytest collects
 
@@ -81,9 +87,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.close()
         del config.stash[STATE_KEY]
-    plugin = config.pluginmanager.get_plugin(JSON_HOOKS_NAME)
-    if plugin is not None:
-        config.pluginmanager.unregister(plugin)
+    for name in (JSON_HOOKS_NAME, JUNIT_HOOKS_NAME):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
 
 
 STATE_KEY = pytest.StashKey[SessionState]()
@@ -465,8 +472,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
         write_outputs(session, state)
         if fails_for_left_out(state) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    return (yield)
-
+    junit = session.config.pluginmanager.get_plugin(JUNIT_HOOKS_NAME)
+    if junit is not None:
+        junit.before_write(session)
+    try:
+        return (yield)
+    except OSError as exc:  # pytest's junitxml could not write its report: one line, not a traceback
+        if junit is None or not junit.failed_write(exc, session):
+            raise
+        return None
 
 def write_outputs(session: pytest.Session, state: SessionState) -> None:
     """The snapshot and the Markdown summary, when asked for; a failed write fails the run."""
@@ -476,6 +490,11 @@ def write_outputs(session: pytest.Session, state: SessionState) -> None:
     if opts.spark_summary_md:
         write_output(state, "Markdown summary", opts.spark_summary_md,
                      lambda: atomic.write_text(opts.spark_summary_md, markdown_summary(state), append=True))
+    if opts.spark_prometheus and session.exitstatus == pytest.ExitCode.INTERRUPTED:  # series of unrun gotchas would vanish
+        state.notes.append(prometheus.INTERRUPTED.format(path=opts.spark_prometheus))
+    elif opts.spark_prometheus:
+        write_output(state, "Prometheus metrics", opts.spark_prometheus,
+                     lambda: atomic.write_text(opts.spark_prometheus, prometheus.of_run(state), parents=True))
     if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

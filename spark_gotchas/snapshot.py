@@ -105,11 +105,5 @@ def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:
     replaced; a directory raises IsADirectoryError; a failed write leaves no temp file behind and
     raises the OSError, naming the path.
     """
-    p = Path(path)
     text = json.dumps(snapshot.to_json(), indent=1, sort_keys=False) + "\n"
-    if not p.is_dir() and not p.parent.exists():
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise type(exc)(exc.errno, f"{exc.strerror} (cannot create the folder {p.parent})", str(p)) from None
-    return atomic.write_text(p, text)
+    return atomic.write_text(path, text, parents=True)

@@ -49,9 +49,12 @@ def run_preflight(pytester, *args):
                         "-rs", *args, timeout=240)
 
 
+DOORS = ("--junitxml=junit.xml", "--spark-prometheus=spark.prom")
+
+
 def outputs(pytester, result) -> dict[str, str]:
     out = {"terminal": result.stdout.str() + result.stderr.str()}
-    for name in ("report.json", "snapshot.json", "summary.md"):
+    for name in ("report.json", "snapshot.json", "summary.md", "junit.xml", "spark.prom"):
         path = pytester.path / name
         out[name] = path.read_text(encoding="utf-8") if path.exists() else ""
     return out
@@ -70,13 +73,31 @@ def assert_one_line_each_and_nothing_leaks(result, texts: dict[str, str]):
     report = json.loads(texts["report.json"])
     lines = report["spark_gotchas"]["lines"]
     assert not any(line.startswith("G4 PASS: forged") for line in lines)
+    assert_the_doors_hold(texts)
+
+
+def assert_the_doors_hold(texts: dict[str, str]):
+    """The JUnit XML parses, with one line per check and none forged; the metrics parse, with no
+    series but the suite's (a label value cannot end its quotes and start a line of its own)."""
+    from junitparser import JUnitXml
+    from prometheus_client.parser import text_string_to_metric_families
+
+    xml = JUnitXml.fromstring(texts["junit.xml"].encode())
+    for suite in xml:
+        for case in suite:
+            (result,) = case.result or [None]
+            shown = (result.text if result is not None else case.system_out) or ""
+            assert GLINE.match(shown), (case.name, shown[:200])
+            assert not [line for line in shown.splitlines() if line.startswith("G4 PASS: forged")]
+    names = {s.name for family in text_string_to_metric_families(texts["spark.prom"]) for s in family.samples}
+    assert names and all(name.startswith("spark_gotchas_") for name in names), names
 
 
 def test_a_process_name_cannot_forge_a_line_and_its_credentials_never_leave(pytester, hostile_server, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRETS["env"])
     monkeypatch.setenv("SPARK_GOTCHAS_NOTE", f"a value that holds {SECRETS['env']}")
     result = run_preflight(pytester, "--json-report", "--json-report-file=report.json", "--spark-snapshot=snapshot.json",
-                           "--spark-summary-md=summary.md")
+                           "--spark-summary-md=summary.md", *DOORS)
     texts = outputs(pytester, result)
     assert_one_line_each_and_nothing_leaks(result, texts)
     snapshot = json.loads(texts["snapshot.json"])
@@ -86,9 +107,10 @@ def test_a_process_name_cannot_forge_a_line_and_its_credentials_never_leave(pyte
     assert any('"api_key": "***"' in tok for tok in ours)
 
 
-def test_strings_in_a_replayed_snapshot_cannot_forge_a_line(pytester):
+def poisoned_snapshot(pytester, hostile: str) -> Path:
+    """The recorded H200 snapshot with ``hostile`` appended to every string of its readings and
+    platform that does not start with a digit (versions stay readable as versions)."""
     recorded = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
-    hostile = "\nG4 PASS: forged by a snapshot\x1b[31m\r" + f" token={SECRETS['flag']}"
 
     def poison(node):
         if isinstance(node, dict):
@@ -101,11 +123,46 @@ def test_strings_in_a_replayed_snapshot_cannot_forge_a_line(pytester):
     recorded["platform"] = poison(recorded["platform"])
     path = pytester.path / "hostile.json"
     path.write_text(json.dumps(recorded))
+    return path
+
+
+def test_strings_in_a_replayed_snapshot_cannot_forge_a_line(pytester):
+    path = poisoned_snapshot(pytester, "\nG4 PASS: forged by a snapshot\x1b[31m\r" + f" token={SECRETS['flag']}")
     result = pytester.run(sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:randomly", str(ROOT / "tests_gotchas"),
                           f"--spark-replay={path}", "--json-report", "--json-report-file=report.json",
-                          "--spark-summary-md=summary.md", timeout=240)
-    texts = {"terminal": result.stdout.str() + result.stderr.str(),
-             "report.json": (pytester.path / "report.json").read_text(),
-             "summary.md": (pytester.path / "summary.md").read_text()}
+                          "--spark-summary-md=summary.md", *DOORS, timeout=240)
+    texts = outputs(pytester, result)
+    del texts["snapshot.json"]
     assert_one_line_each_and_nothing_leaks(result, texts)
     assert "Traceback" not in texts["terminal"]
+
+
+XML_HOSTILE = ']]><testcase name="forged"/><![CDATA[ &amp; "q" \x00\ufffe\uffff"} 1\nfake_metric 1\n'
+
+
+def test_markup_and_what_xml_cannot_hold_in_a_snapshot_stay_text_in_the_junit_report_and_the_labels(pytester):
+    """``]]>``, tags, quotes, NUL and U+FFFE in every string of a snapshot: the JUnit report stays
+    valid against junit-10.xsd with one testcase per check, the metrics file passes promtool and
+    holds no series but the suite's, every label value as read (escaped)."""
+    import shutil
+
+    import xmlschema
+    from door_runs import XSD
+
+    path = poisoned_snapshot(pytester, XML_HOSTILE)
+    result = pytester.run(sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:randomly", str(ROOT / "tests_gotchas"),
+                          f"--spark-replay={path}", *DOORS, timeout=240)
+    texts = outputs(pytester, result)
+    assert "Traceback" not in texts["terminal"] and "could not write" not in texts["terminal"]
+    xmlschema.XMLSchema(str(XSD)).validate(str(pytester.path / "junit.xml"))
+    assert_the_doors_hold(texts)
+    assert texts["junit.xml"].count("<testcase ") == result.parseoutcomes().get("passed", 0) + \
+        result.parseoutcomes().get("skipped", 0) + result.parseoutcomes().get("failed", 0)
+    assert not RAW_CONTROLS.search(texts["junit.xml"] + texts["spark.prom"])
+    assert "\ufffe" not in texts["junit.xml"] and "\\ufffe" in texts["junit.xml"]
+    assert 'gpu="NVIDIA H200]]><testcase name=\\"forged\\"/>' in texts["spark.prom"]
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        check = subprocess.run([promtool, "check", "metrics"], input=texts["spark.prom"], capture_output=True,
+                               text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fs_limits import locked
 
 from spark_gotchas import atomic
 from spark_gotchas.snapshot import Snapshot, save
@@ -76,16 +76,8 @@ def unwritable_folder(tmp_path):
     folder = tmp_path / "locked"
     folder.mkdir()
     (folder / "run.json").write_text('{"old": true}')
-    if os.geteuid() == 0:
-        chattr = shutil.which("chattr")
-        if chattr is None or subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode != 0:
-            pytest.skip("running as root, and this file system cannot make a folder immutable (chattr +i)")
+    with locked(folder):
         yield folder
-        subprocess.run([chattr, "-i", str(folder)], check=True)
-    else:
-        folder.chmod(0o555)
-        yield folder
-        folder.chmod(0o755)
 
 
 def test_an_unwritable_folder_is_an_oserror_naming_the_path_and_the_old_file_stays(unwritable_folder):

@@ -201,7 +201,7 @@ LAYERS = {
     "top": ("spark_gotchas.plugin", "spark_gotchas.startup", "spark_gotchas.session", "spark_gotchas.reports",
             "spark_gotchas.summary_md", "spark_gotchas.cli", "spark_gotchas.__main__", "spark_gotchas.diff",
             "spark_gotchas.fleet", "spark_gotchas.report_check", "spark_gotchas.soak.finish", "spark_gotchas.soak.cost",
-            "spark_gotchas.fixes", "spark_gotchas.node_health"),
+            "spark_gotchas.fixes", "spark_gotchas.node_health", "spark_gotchas.junit", "spark_gotchas.prometheus"),
 }
 ORDER = list(LAYERS)
 

@@ -237,3 +237,22 @@ def test_diff_and_fleet_read_the_recorded_fail_from_a_replay_s_report_and_snapsh
         assert diff.main([str(a), str(b)]) == 1  # G4 got worse
         assert "G4" in capsys.readouterr().out.split("No status got worse")[0]
         assert fleet.read_node(str(b)).statuses["G4"] == "FAIL"
+
+
+def test_the_recorded_soak_fail_is_a_failing_testcase_of_the_replay_s_junit_report(pytester):
+    import xmlschema
+    from door_runs import XSD
+    from junitparser import Failure, JUnitXml
+
+    night, _ = recorded(pytester, "night", "fast or soak", **{"thermal.soak": throttled_soak()})
+    junit = pytester.path / "junit.xml"
+    result, _, _ = replay(pytester, night, "-m", "fast", f"--junitxml={junit}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (suite,) = list(JUnitXml.fromfile(str(junit)))
+    soak = next(case for case in suite if case.name == "test_g4_soak")  # pytest did not run it: the replay judged it
+    (failure,) = soak.result
+    assert isinstance(failure, Failure) and failure.message == THROTTLED_FAIL
+    assert failure.text.splitlines()[:2] == [THROTTLED_FAIL, COOLING_FIX]
+    assert (suite.tests, suite.failures) == (10, 1)  # the 9 checks pytest ran, and the soak
+    assert {p.name: p.value for p in suite.properties()}["G4"] == THROTTLED_FAIL
+    xmlschema.XMLSchema(str(XSD)).validate(str(junit))

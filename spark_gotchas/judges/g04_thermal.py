@@ -247,7 +247,8 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
     if not here.is_profile:
         return Verdict(G, Status.INFO, here.not_judged(profile, "clocks"),
                        detail=here.not_profile(profile, "clocks under load"),
-                       readings={"machine_is_profile": False, "machine": here.device, "tflops": spot.tflops})
+                       readings={"machine_is_profile": False, "machine": here.device, "tflops": spot.tflops,
+                                 "precision": spot.dtype})
     if not spot.attempted:
         return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
     share = sharing(spot.window, processes)
@@ -276,8 +277,8 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
     power = _median(_present([s.power_w for s in under]))
     temps = _present([s.temperature_c for s in under])
     readings = {"sm_clock_median_mhz": clock, "floor_mhz": floor, "power_median_w": power,
-                "temperature_max_c": max(temps) if temps else None, "tflops": spot.tflops, "busy": busy,
-                "samples_under_load": len(under), "counter_deltas_us": deltas,
+                "temperature_max_c": max(temps) if temps else None, "tflops": spot.tflops, "precision": spot.dtype,
+                "busy": busy, "samples_under_load": len(under), "counter_deltas_us": deltas,
                 "load_backend": spot.backend or None, "load_backend_note": spot.backend_note or None,
                 "busy_pids": list(share.pids) if share.busy is not None else None,
                 "sharing_sampled": share.sampled}

@@ -1,0 +1,258 @@
+"""pytest's JUnit XML report (``--junitxml``) with each check's G-line where CI test views show it.
+
+pytest writes a check that FAILs as ``<failure>`` (message ``Failed: `` and the line with its fix),
+one that SKIPs as ``<skipped>`` (its text the plugin's file and line), and every other check as a
+testcase with no text: a WARN or INFO was invisible in a CI test view. Once pytest has written the
+file, :class:`JunitHooks` rewrites it in place (atomically), changing only the checks' testcases:
+
+- FAIL (and a WARN under ``--spark-strict``): ``<failure message="G5 FAIL: …">`` with the line, its
+  fix and its detail as text (what pytest wrote beyond them, such as a crash's location, after);
+- SKIP: ``<skipped message="G4 SKIP: …">`` with the line and detail as text;
+- WARN, PASS, INFO: ``<system-out>`` starting with the line (``G9 WARN: …``), its fix and detail;
+- a soak or multinode check a replay left out whose recorded FAIL or WARN stands on its gotcha's
+  line: a testcase of its own, so the report fails where the run does;
+- the run: the testsuite's ``<properties>`` hold the platform line and each gotcha's G-line.
+
+All of it is what junit_family xunit2 (pytest's default) allows: no ``<properties>`` in a testcase.
+Where each CI shows what (their parsers, read 2026-12): GitLab shows a failure's or a skip's text,
+with system-out after a failure's; Jenkins' JUnit plugin the failure message and text, the skip
+message and every testcase's system-out; mikepenz/action-junit-report and dorny/test-reporter a
+failure's message and text. docs/operations.md has the table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import traceback
+import xml.etree.ElementTree as ET
+from typing import Any, Iterable, Optional
+
+import pytest
+
+from . import atomic, platform
+from .bounded_read import Refused, read_bytes
+from .reports import shown
+from .verdict import Status, Verdict, summary_lines
+
+HOOKS_NAME = "spark-gotchas-junit"
+MAX_REPORT_BYTES = 256 << 20  # pytest's own report of a run; far more than the checks write
+_NOT_XML = re.compile("[\ufffe\uffff]")  # left by text.printable, refused by XML 1.0
+
+
+def shown_xml(text: str) -> str:
+    """A string for the report: credentials masked, control characters escaped, and the two
+    characters XML 1.0 cannot hold escaped too (ElementTree escapes markup: ``<``, ``&``, ``]]>``)."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", shown(text))
+
+
+def case_name(nodeid: str, prefix: Optional[str] = None) -> tuple[str, str]:
+    """The testcase's ``classname`` and ``name`` pytest gives a test id (``--junit-prefix`` first):
+    ``tests_gotchas/test_g05_bandwidth.py::test_g5_bandwidth_budget`` ->
+    (``tests_gotchas.test_g05_bandwidth``, ``test_g5_bandwidth_budget``)."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    classnames = ([prefix] if prefix else []) + names[:-1]
+    return ".".join(classnames), names[-1]
+
+
+def block(verdict: Verdict) -> list[str]:
+    """The check's line, its fix (FAIL and WARN) and its detail, as the terminal shows them with -v."""
+    lines = summary_lines([verdict])
+    if verdict.detail:
+        lines.append(f"    detail: {verdict.detail}")
+    return [shown_xml(line) for line in lines]
+
+
+def _text(element: ET.Element) -> list[str]:
+    return (element.text or "").splitlines()
+
+
+def annotate_case(case: ET.Element, verdict: Verdict) -> None:
+    """Put ``verdict``'s line, fix and detail where a CI shows this testcase's outcome."""
+    lines = block(verdict)
+    failure = case.find("failure")
+    skipped = case.find("skipped")
+    if failure is not None and verdict.status.needs_fix:
+        failure.set("message", lines[0])
+        failure.text = "\n".join(lines + [extra for extra in _text(failure) if extra not in lines])
+    elif skipped is not None and verdict.status is Status.SKIP:
+        skipped.set("message", lines[0])
+        skipped.text = "\n".join(lines)
+    elif failure is None and skipped is None and case.find("error") is None:
+        out = case.find("system-out")
+        if out is None:
+            out = ET.SubElement(case, "system-out")
+        out.text = "\n".join(lines + _text(out))
+
+
+def recorded_case(classname: str, name: str, verdict: Verdict) -> ET.Element:
+    """A testcase for a check a replay left out, its recorded FAIL or WARN on its gotcha's line."""
+    case = ET.Element("testcase", classname=classname, name=name, time="0.000")
+    lines = block(verdict)
+    if verdict.status is Status.FAIL:
+        ET.SubElement(case, "failure", message=lines[0]).text = "\n".join(lines)
+    else:
+        ET.SubElement(case, "system-out").text = "\n".join(lines)
+    return case
+
+
+def _count(suite: ET.Element, key: str, more: int) -> None:
+    try:
+        suite.set(key, str(int(suite.get(key, "0")) + more))
+    except ValueError:
+        pass
+
+
+def annotate(root: ET.Element, verdicts: dict[tuple[str, str], Verdict], left_out: Iterable[tuple[tuple[str, str], Verdict]],
+             properties: list[tuple[str, str]]) -> int:
+    """Rewrite pytest's report ``root`` (its ``testsuites`` or ``testsuite``); ``verdicts`` by
+    (classname, name). Returns how many testcases carry a verdict now."""
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    if not suites:
+        return 0
+    done = 0
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            verdict = verdicts.get((case.get("classname", ""), case.get("name", "")))
+            if verdict is not None:
+                annotate_case(case, verdict)
+                done += 1
+    suite = suites[0]
+    for (classname, name), verdict in left_out:
+        suite.append(recorded_case(classname, name, verdict))
+        _count(suite, "tests", 1)
+        _count(suite, "failures", 1 if verdict.status is Status.FAIL else 0)
+        done += 1
+    if properties:
+        props = suite.find("properties")
+        if props is None:
+            props = ET.Element("properties")
+            suite.insert(0, props)
+        for name, value in properties:
+            ET.SubElement(props, "property", name=name, value=shown_xml(value))
+    return done
+
+
+def rewrite(path: str, verdicts: dict[tuple[str, str], Verdict], left_out: list[tuple[tuple[str, str], Verdict]],
+            properties: list[tuple[str, str]]) -> None:
+    """Read pytest's report at ``path``, annotate it, and replace it whole. OSError or ValueError
+    (the file is not pytest's XML) says why not."""
+    try:
+        data = read_bytes(path, MAX_REPORT_BYTES)
+    except Refused as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ValueError(f"not XML ({exc})") from None
+    annotate(root, verdicts, left_out, properties)
+    atomic.write_text(path, '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="unicode"))
+
+
+def junit_unwritten(exc: OSError, path: Optional[str]) -> Optional[str]:
+    """The line for pytest's failure to write its report at ``path`` (its file, a folder on its
+    way, or a write that failed midway, such as a full disk); None when ``exc`` is about something
+    else."""
+    if not path:
+        return None
+    target = os.path.abspath(path)
+    failed = os.path.abspath(os.fsdecode(exc.filename)) if exc.filename else None
+    if failed is None or not (failed == target or target.startswith(failed.rstrip(os.sep) + os.sep)):
+        frames = traceback.extract_tb(exc.__traceback__)
+        if failed is not None or not any(f.filename.endswith(os.path.join("_pytest", "junitxml.py")) for f in frames):
+            return None
+        failed = target
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, FileExistsError) and failed != target:
+        reason = f"{failed} is a file, not a folder"
+    elif failed != target:
+        reason = f"{reason}: {failed}"
+    return shown_xml(f"could not write the JUnit XML report {path}: {reason}")
+
+
+def probe(path: str) -> Optional[str]:
+    """Why pytest will not be able to write its report at ``path``, asked before it tries (so the
+    run's other reports record the failure too); None when a file can be made there. A file is
+    made and removed in the folder (or the nearest one that exists: pytest creates the rest)."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        return f"could not write the JUnit XML report {path}: it is a directory"
+    folder = os.path.dirname(target)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"could not write the JUnit XML report {path}: {folder} is a file, not a folder"
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".junit-probe.", suffix=".tmp")
+    except OSError as exc:
+        return f"could not write the JUnit XML report {path}: {exc.strerror or exc} (cannot create a file in {folder})"
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
+class JunitHooks:
+    """Registered per run beside pytest's own junitxml plugin; acts only when ``--junitxml`` is given."""
+
+    def __init__(self, state: Any):
+        self.state = state
+        self.refused: Optional[str] = None  # why the report cannot be written, found before pytest tried
+        given = getattr(state.config.option, "xmlpath", None)
+        # where pytest's junitxml writes it: $VARIABLES and ~ expanded, from the folder pytest started in
+        self.file = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(given)))) if given else None
+
+    def path(self) -> Optional[str]:
+        """The report's file when this run writes one of checks (not an xdist worker's run)."""
+        config = self.state.config
+        worker = getattr(config, "workerinput", None) is not None
+        return self.file if self.state.active and self.file and not worker else None
+
+    def before_write(self, session: pytest.Session) -> None:
+        """Ask before pytest tries whether it can write the report (:func:`probe`): where it
+        cannot, the run fails with that line now, so the JSON report records it too, and the
+        rewrite is not tried."""
+        path = self.path()
+        self.refused = probe(path) if path else None
+        if self.refused:
+            self._fail(session, self.refused)
+
+    def failed_write(self, exc: OSError, session: pytest.Session) -> bool:
+        """pytest's junitxml writes with ``open()`` and raises where it cannot: True (the run fails
+        with one line) when ``exc`` is that, False for any other OSError."""
+        line = junit_unwritten(exc, self.path())
+        if line is None:
+            return False
+        if not self.refused:  # its line is already there
+            self._fail(session, line)
+        return True
+
+    def _fail(self, session: pytest.Session, line: str) -> None:
+        self.state.output_errors.append(shown_xml(line))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(trylast=True)  # after pytest's junitxml has written its file
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        state, config = self.state, session.config
+        path = self.path()
+        if path is None or self.refused:
+            return
+        if atomic.is_stream(path):  # /dev/stdout, a FIFO: what pytest wrote there has gone by
+            state.notes.append(f"JUnit XML report {path} is not a file of its own: written as pytest writes it, "
+                               "without the checks' lines")
+            return
+        prefix = getattr(config.option, "junitprefix", None)
+        reported = [r for r in state.reported if r.nodeid]
+        verdicts = {case_name(r.nodeid, prefix): r.verdict for r in reported if r.nodeid not in state.left_out}
+        left_out = [(case_name(r.nodeid, prefix), r.verdict) for r in reported
+                    if r.nodeid in state.left_out and r.verdict.status.needs_fix]
+        desc = platform.describe(state.provider, state.options.spark_profile)
+        properties = [("spark_gotchas.platform", platform.one_line(desc, state.replay.path if state.replay else None))]
+        properties += [(line.split(" ", 1)[0], line) for line in summary_lines(state.verdicts) if line[:1] == "G"]
+        try:
+            rewrite(path, verdicts, left_out, properties)
+        except (OSError, ValueError) as exc:
+            self._fail(session, f"could not write the JUnit XML report {path}: {getattr(exc, 'strerror', None) or exc}")

@@ -8,6 +8,7 @@ A door is a function from the replay to each gotcha's status; add one to ``DOORS
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +18,7 @@ from gline_block import GLINE
 from junitparser import Failure, JUnitXml, Skipped
 from prometheus_client.parser import text_string_to_metric_families
 
-from spark_gotchas import prometheus
+from spark_gotchas import drain, prometheus
 from spark_gotchas.verdict import Status, Verdict, worst
 
 
@@ -78,10 +79,21 @@ def prometheus_statuses(doors: Doors) -> dict[str, str]:
     return ones
 
 
+def slurm_statuses(doors: Doors) -> dict[str, str]:
+    """What node-health does with the run's JSON report on an idle node: the gotchas its drain reason
+    names are FAIL; a pass that drains nothing leaves every gotcha "not FAIL". Compared with the
+    printed lines reduced the same way."""
+    action = drain.decide(drain.outcome(doors.report), drain.Node("node1", "IDLE"))
+    assert (action.do is drain.Do.DRAIN) == any(s == "FAIL" for s in doors.statuses.values()), action
+    named = {m.group(1) for m in re.finditer(r"(?:^spark-gotchas: |; )(G\d+) FAIL: ", action.reason)}
+    return {g: "FAIL" if g in named else "not FAIL" for g in doors.statuses}
+
+
 DOORS: dict[str, Callable[[Doors], dict[str, str]]] = {
     "junit testcases": junit_statuses,
     "junit properties": junit_properties,
     "prometheus": prometheus_statuses,
+    "slurm": slurm_statuses,
 }
 
 
@@ -100,7 +112,22 @@ def doors(request) -> Doors:
 @pytest.mark.parametrize("door", list(DOORS))
 def test_each_door_gives_each_gotcha_the_status_of_its_printed_line(doors, door):
     assert len(doors.statuses) == 10
-    assert DOORS[door](doors) == doors.statuses
+    expected = doors.statuses if door != "slurm" else {
+        g: "FAIL" if s == "FAIL" else "not FAIL" for g, s in doors.statuses.items()}
+    assert DOORS[door](doors) == expected
+
+
+def test_the_slurm_drain_reason_is_the_printed_fail_lines(doors):
+    """The reason ``sinfo -R`` shows starts with the first FAIL line as printed (cut to the 255 bytes
+    slurmdbd keeps)."""
+    action = drain.decide(drain.outcome(doors.report), drain.Node("node1", "IDLE"))
+    fails = [line for line in doors.lines if GLINE.match(line) and GLINE.match(line).group(2) == "FAIL"]
+    if not fails:
+        assert action.do is drain.Do.NOTHING and action.says == "healthy: no FAIL"
+        return
+    assert action.reason.startswith("spark-gotchas: ")
+    text = action.reason[len("spark-gotchas: "):]
+    assert ("; ".join(fails)).startswith(text.removesuffix("…")), (text, fails)
 
 
 def test_every_fix_printed_is_in_the_junit_report_under_a_line_of_its_status(doors):

@@ -77,6 +77,8 @@ FIXES = [
      'run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run'),
     ("g05_bandwidth", "FIX_BUDGET",
      'budget memory-bound work from these measured figures, not the datasheet'),
+    ("g06_contention", "OUTSIDE_FIX",  # readings.gpu's, shared with G4, G5 and G7 through Sharing.fix
+     "find it from the host, where nvidia-smi names its pid and program (or start this container with --pid=host), and stop it or let it finish"),
     ("g07_nvfp4", "FIX_FP8",
      'stay on FP8 unless the kernels target sm_121a: build extensions with TORCH_CUDA_ARCH_LIST="12.1a" (FlashInfer: FLASHINFER_CUDA_ARCH_LIST="12.1a") or install builds that ship sm_121a kernels'),
     ("g07_nvfp4", "FIX_PLANNED",

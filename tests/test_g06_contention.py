@@ -332,11 +332,19 @@ PS_TABLE = {
 }
 
 
-def fake_nvml(rows, not_supported=()):
-    """query() answering NVML's process lists from ``rows``: {list name: [(pid, bytes)]}."""
+DEVICE_CALLS = ("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit",
+                "nvmlDeviceGetClockInfo", "nvmlDeviceGetMemoryInfo")
+
+
+def fake_nvml(rows, not_supported=(), device=None):
+    """query() answering NVML's process lists from ``rows``: {list name: [(pid, bytes)]}, and the
+    device's own figures from ``device`` ({function: value}; the rest Not Supported, as on a GB10)."""
     def query(func, *args):
         if func == "nvmlDeviceGetUUID":
             return "GPU-1643007d"
+        if func in DEVICE_CALLS:
+            value = (device or {}).get(func, nvml.NotAvailable("Not Supported"))
+            return value(*args[1:]) if callable(value) else value
         for list_name, fname in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
                                  ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
             if func == fname:

@@ -23,6 +23,7 @@ from ..readings.gpu import (
     GPU_PCI_CLASSES,
     NVIDIA_PCI_VENDOR,
     DeviceProcessLists,
+    DeviceUse,
     GpuDevice,
     GpuInventory,
     GpuProcess,
@@ -154,9 +155,41 @@ NVML_LISTS = (("compute", "nvmlDeviceGetComputeRunningProcesses"),
 
 
 # -- NVML ----------------------------------------------------------------------------------------
+NVML_MEMORY_V2 = 0x02000028  # nvml.h's nvmlMemory_v2: the memory call that gives the driver's reserve apart
+NVML_CLOCK_SM = 1  # nvml.h's nvmlClockType_t
+
+
+def memory_figures(handle: Any, query: Callable[..., Any] = nvml.query) -> dict[str, Any]:
+    """The device's memory: total, allocated and the driver's reserve apart (NVML's v2 call), else
+    v1's ``used`` with the reserve inside it (``memory_reserved_bytes`` then NotAvailable)."""
+    memory = query("nvmlDeviceGetMemoryInfo", handle, NVML_MEMORY_V2)
+    split = not nvml.is_na(memory) and getattr(memory, "reserved", None) is not None
+    if not split:
+        memory = query("nvmlDeviceGetMemoryInfo", handle)
+    if nvml.is_na(memory):
+        return dict.fromkeys(("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes"), memory)
+    return {"memory_total_bytes": int(memory.total), "memory_used_bytes": int(memory.used),
+            "memory_reserved_bytes": int(memory.reserved) if split else nvml.NotAvailable("NVML v1: inside used")}
+
+
+def device_use(handle: Any, query: Callable[..., Any] = nvml.query) -> DeviceUse:
+    """The device's utilization, power, SM clock and memory, whoever uses it (counts filled in by the caller)."""
+    util = query("nvmlDeviceGetUtilizationRates", handle)
+    power = query("nvmlDeviceGetPowerUsage", handle)
+    limit = query("nvmlDeviceGetEnforcedPowerLimit", handle)
+    clock = query("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_SM)
+    values = {"utilization_pct": util if nvml.is_na(util) else float(util.gpu),
+              "power_w": power if nvml.is_na(power) else int(power) / 1000.0,
+              "power_limit_w": limit if nvml.is_na(limit) else int(limit) / 1000.0,
+              "sm_clock_mhz": clock if nvml.is_na(clock) else float(clock), **memory_figures(handle, query)}
+    clean, reasons = nvml.split(values)
+    return DeviceUse(unavailable=reasons, **clean)
+
+
 def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list] = nvml.device_handles,
               init: Callable[[], Any] = nvml.init) -> tuple[Optional[str], list[DeviceProcessLists], dict[int, dict]]:
-    """NVML's compute and graphics lists of every device: (error, per-device lists, pid -> row)."""
+    """NVML's compute and graphics lists of every device, and each device's use read with them:
+    (error, per-device lists, pid -> row); a row's ``per_device`` holds its memory on each device."""
     reason = init()
     if reason is not None:
         return reason.reason, [], {}
@@ -172,17 +205,35 @@ def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list
                 continue
             for proc in procs or []:
                 pid = int(proc.pid)
-                row = rows.setdefault(pid, {"memory": None, "devices": [], "lists": []})
+                row = rows.setdefault(pid, {"memory": None, "devices": [], "lists": [], "per_device": {}})
                 used = getattr(proc, "usedGpuMemory", None)
                 if used is not None:
                     row["memory"] = (row["memory"] or 0) + int(used)
+                    row["per_device"][index] = max(row["per_device"].get(index) or 0, int(used))
+                else:
+                    row["per_device"].setdefault(index, None)
                 if index not in row["devices"]:
                     row["devices"].append(index)
                 if list_name not in row["lists"]:
                     row["lists"].append(list_name)
+        dev.use = device_use(handle, query)
         devices.append(dev)
     late = init()  # a call that hung meanwhile made NVML unavailable: say so, not "no process"
     return (None if late is None else late.reason), devices, rows
+
+
+def count_listed(devices: list[DeviceProcessLists], rows: dict[int, dict], own: set[int], hidden: set[int]) -> None:
+    """Fill each device's use with what NVML lists on it: how many, their memory, how many are this
+    run's own and how many are not visible here."""
+    for dev in devices:
+        if dev.use is None:
+            continue
+        on = {pid: row["per_device"][dev.index] for pid, row in rows.items() if dev.index in row["per_device"]}
+        known = [m for m in on.values() if m is not None]
+        dev.use.listed = len(on)
+        dev.use.listed_bytes = sum(known) if len(known) == len(on) else None
+        dev.use.own_listed = sum(1 for pid in on if pid in own)
+        dev.use.not_visible = sum(1 for pid in on if pid in hidden)
 
 
 # -- psutil ----------------------------------------------------------------------------------------
@@ -211,6 +262,7 @@ def describe(psutil: Any, pid: int) -> GpuProcess:
         p = psutil.Process(pid)
     except psutil.NoSuchProcess:
         proc.problem = "pid not visible here (exited, or in another container's pid namespace)"
+        proc.visible = False
         return proc
     except psutil.AccessDenied:
         proc.problem = "no permission to inspect it"
@@ -257,16 +309,18 @@ def scan(psutil: Any, skip: set[int]) -> tuple[list[GpuProcess], int, int]:
 
 @reader("gpu.processes")
 def read_processes(ctx: ReadContext) -> GpuProcesses:
-    """NVML's GPU process lists and the known servers/trainers among all command lines."""
-    return collect()
+    """NVML's GPU process lists, each GPU's use as a whole, and the known servers/trainers among all
+    command lines."""
+    return collect(own_on_gpu=ctx.own_on_gpu())
 
 
 def collect(psutil: Any = None, query: Callable[..., Any] = nvml.query,
             handles: Callable[[], list] = nvml.device_handles, init: Callable[[], Any] = nvml.init,
-            self_pid: Optional[int] = None) -> GpuProcesses:
-    """The whole reading; the arguments let tests stand in for psutil and NVML."""
+            self_pid: Optional[int] = None, own_on_gpu: Optional[int] = None) -> GpuProcesses:
+    """The whole reading; the arguments let tests stand in for psutil and NVML. ``own_on_gpu``: how
+    many of this run's processes may hold a GPU context now (0 before it used the GPU)."""
     error, devices, rows = nvml_rows(query, handles, init)
-    out = GpuProcesses(nvml_error=error, devices=devices,
+    out = GpuProcesses(nvml_error=error, devices=devices, own_on_gpu=own_on_gpu,
                        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     if psutil is None:
         try:
@@ -299,4 +353,5 @@ def collect(psutil: Any = None, query: Callable[..., Any] = nvml.query,
                 proc.found_by = "scan"
                 by_pid[proc.pid] = proc
     out.processes = [by_pid[pid] for pid in sorted(by_pid)]
+    count_listed(devices, rows, own, {pid for pid, proc in by_pid.items() if not proc.visible and pid in rows})
     return out

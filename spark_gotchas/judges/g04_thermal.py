@@ -78,7 +78,7 @@ import statistics
 from typing import Any, Optional
 
 from ..profiles import SAME, Machine, Profile
-from ..readings.gpu import GpuProcesses, Sharing, sharing
+from ..readings.gpu import BUSY_POWER_OF_LIMIT, BUSY_UTILIZATION_PCT, GpuProcesses, Outside, Sharing, sharing
 from ..readings.thermal import (
     COUNTER_NAMES,
     REASON_NAMES,
@@ -179,7 +179,31 @@ def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profi
 
 
 # -- at rest ---------------------------------------------------------------------------------
-def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME) -> Verdict:
+FIX_REST_RERUN = "re-run spark-gotchas -m fast -k g04"
+
+
+def busy_at_rest(sample: ThermalSample, power_limit_w: Optional[float],
+                 processes: Optional[GpuProcesses]) -> Optional[Sharing]:
+    """Who keeps the GPU busy at rest (None: it is at rest, or no process list says who could). The
+    run's process list names a process listed on it, or what no visible process explains (another pid
+    namespace's); a busy GPU whose lists name nobody is such a process too (NVML lists no pid for it)."""
+    util, power = sample.utilization_pct, sample.power_w
+    busy = util >= BUSY_UTILIZATION_PCT if util is not None else \
+        power is not None and bool(power_limit_w) and power >= BUSY_POWER_OF_LIMIT * power_limit_w
+    if not busy or processes is None:
+        return None
+    share = sharing(None, processes)
+    if share.busy:
+        return share
+    if not processes.nvml_error and processes.own_on_gpu == 0:
+        return Sharing(True, "a process outside this container", brief="a process outside this container",
+                       outside=Outside(utilization_pct=util, power_w=power, power_limit_w=power_limit_w))
+    return Sharing(True, "the other GPU user", brief="another GPU user")
+
+
+def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME,
+                   processes: Optional[GpuProcesses] = None) -> Verdict:
+    """``processes``: the run's process list, read at rest, to name who keeps a GPU busy at rest."""
     if snap.nvml_error:
         return Verdict(G, Status.SKIP, f"NVML unavailable: {snap.nvml_error}")
     if not here.is_profile:
@@ -202,12 +226,20 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
     active = reason_names((mask or 0) & THROTTLE_BITS)
     slowdown = snap.slowdown_temp_c if snap.slowdown_temp_c and snap.slowdown_temp_c > 0 else None
     hot = slowdown is not None and s.temperature_c is not None and s.temperature_c >= slowdown
-    if active or hot:
-        what = []
-        if active:
-            what.append(", ".join(active) + " active")
-        if hot:
-            what.append(f"at or above the {slowdown:.0f} °C slowdown threshold")
+    what = ([", ".join(active) + " active"] if active else []) + \
+        ([f"at or above the {slowdown:.0f} °C slowdown threshold"] if hot else [])
+    user = busy_at_rest(s, snap.power_limit_w, processes)
+    if user is not None:  # the figures are another process's work: nothing here is the cooling's doing
+        readings["busy_at_rest"] = user.names
+        load = [f"{s.utilization_pct:.0f}% busy"] if s.utilization_pct is not None else []
+        load += [f"{s.power_w:.1f} W"] if s.power_w is not None else []
+        head = f"not at rest: {user.brief} uses the GPU" + (f" ({', '.join(load)})" if load else "")
+        detail = f"{figures}{'; ' + '; '.join(what) if what else ''}; in use by {user.names}{user.aside}"
+        if what:
+            return Verdict(G, Status.WARN, f"throttling at rest, the GPU in use by {user.brief}", detail=detail,
+                           fix=user.fix(FIX_REST_RERUN, FIX_SPOT_BUSY), readings=readings)
+        return Verdict(G, Status.INFO, head, detail=detail, readings=readings)
+    if what:
         return Verdict(G, Status.WARN, f"throttling at rest: {'; '.join(what)}", detail=figures, fix=FIX_COOLING,
                        readings=readings)
     history = counters_text(snap.counters.values_us)
@@ -254,7 +286,7 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
     again = spot.again
     if again is not None and again.attempted and not again.load_problem and share.busy is not True \
             and spot_far_below(spot, profile):
-        return _judge_load(again, profile, sharing(again.window), first=spot)
+        return _judge_load(again, profile, sharing(again.window, processes), first=spot)
     return _judge_load(spot, profile, share)
 
 
@@ -280,6 +312,7 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
                 "samples_under_load": len(under), "counter_deltas_us": deltas,
                 "load_backend": spot.backend or None, "load_backend_note": spot.backend_note or None,
                 "busy_pids": list(share.pids) if share.busy is not None else None,
+                "outside": share.outside.text if share.outside is not None else None,
                 "sharing_sampled": share.sampled}
     twice = ""
     if first is not None:
@@ -307,6 +340,11 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
     events += [f"{COUNTER_NAMES[k]} +{human_us(deltas[k])}" for k in THROTTLE_COUNTERS if deltas.get(k, 0) > 0]
     cap = mask & SW_POWER_CAP or deltas.get("sw_power_cap", 0) > 0
     cap_note = "; SW power cap engaged (at its power limit)" if cap else ""
+    if events and share.busy:  # another process's load heats and draws power too: not the cooling's doing
+        return Verdict(G, Status.WARN, f"throttling under load: {share.cause}",
+                       detail=f"{load}: {figures}; {', '.join(events)}{twice}{share.aside}",
+                       fix=share.fix(FIX_REST_RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY),
+                       readings=readings)
     if events:
         return Verdict(G, Status.WARN, f"throttling under load: {', '.join(events)}", detail=f"{load}: {figures}{twice}",
                        fix=FIX_COOLING, readings=readings)
@@ -316,11 +354,11 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
         head = (f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
                 f"{expected.lo:.0f}-{expected.hi:.0f}")
         if share.busy:
-            fix = FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY
-            if share.sampled:  # the clock is in the detail: the line names who shared the GPU
+            fix = share.fix(FIX_REST_RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY)
+            if share.sampled or share.outside is not None:  # the clock is in the detail: the line names who shared
                 head = f"{tflops} TFLOP/s, far below {profile.key.upper()}'s {expected.lo:.0f}-{expected.hi:.0f}"
             return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}{share.aside}",
-                           fix=fix.format(names=share.names), readings=readings)
+                           fix=fix, readings=readings)
         seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
         if first is not None:  # the driver or the hardware only when nobody was seen either time
             return Verdict(G, Status.WARN, f"{head}; {seen}, twice", detail=f"{load}: {figures}{twice}",

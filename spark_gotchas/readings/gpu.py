@@ -4,7 +4,7 @@ other processes on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 
@@ -139,10 +139,10 @@ class Outside:
 
     hidden: int = 0  # pids NVML lists that are not visible here (this run's own discounted)
     unlisted_bytes: Optional[int] = None  # memory in use that no listed process holds, above the floor
-    utilization_pct: Optional[float] = None  # busy while this run had put nothing on the GPU
-    power_w: Optional[float] = None
+    utilization_pct: Optional[float] = None  # at rest: before this run used the GPU (None: not read then)
+    power_w: Optional[float] = None  # at rest, as utilization_pct
     power_limit_w: Optional[float] = None
-    when: str = "at rest"  # "at rest" (before this run used the GPU) or "while it ran"
+    memory_when: str = "at rest"  # when unlisted_bytes was seen: "at rest", "while it ran" …
 
     @property
     def text(self) -> str:
@@ -155,16 +155,20 @@ class Outside:
         return f"{head}: NVML lists no pid for it"
 
     @property
+    def idle(self) -> bool:
+        """Read idle at rest: it holds memory, and no compute was seen (it may start any time)."""
+        return self.utilization_pct is not None and self.utilization_pct < BUSY_UTILIZATION_PCT
+
+    @property
     def figures(self) -> str:
-        """``97% busy, 700.8 W of 700 W, 4.8 GB held by no listed process, at rest``."""
-        bits = []
-        if self.utilization_pct is not None:
-            bits.append(f"{self.utilization_pct:.0f}% busy")
-        if self.power_w is not None:
-            bits.append(f"{self.power_w:.1f} W" + (f" of {self.power_limit_w:.0f} W" if self.power_limit_w else ""))
-        if self.unlisted_bytes is not None:
-            bits.append(f"{self.unlisted_bytes / 1e9:.1f} GB held by no listed process")  # GB as units.gb writes it
-        return ", ".join(bits + [self.when])
+        """``100% busy, 700.8 W of 700 W at rest; 1.1 GB held by no listed process while it ran``."""
+        rest = ([f"{self.utilization_pct:.0f}% busy"] if self.utilization_pct is not None else []) + \
+            ([f"{self.power_w:.1f} W" + (f" of {self.power_limit_w:.0f} W" if self.power_limit_w else "")]
+             if self.power_w is not None else [])
+        bits = [", ".join(rest) + " at rest"] if rest else []
+        if self.unlisted_bytes is not None:  # GB as units.gb writes it (reading types import no helpers)
+            bits.append(f"{self.unlisted_bytes / 1e9:.1f} GB held by no listed process {self.memory_when}")
+        return "; ".join(bits)
 
     @property
     def detail(self) -> str:
@@ -175,6 +179,14 @@ class Outside:
     @property
     def brief(self) -> str:
         return "a process outside this container"
+
+    def cause(self, sampled: bool) -> str:
+        """Its part in a figure: ``shared with a process outside this container``; one seen idle at rest
+        only holds memory beside the measurement."""
+        if self.idle:
+            held = f" holding {self.unlisted_bytes / 1e9:.1f} GB" if self.unlisted_bytes is not None else ""
+            return f"beside {self.brief}{held} (idle at rest)"
+        return f"shared with {self.brief}" if sampled else f"{self.brief} busy at rest (see G6)"
 
 
 def rest_outside(use: Optional[DeviceUse], own_on_gpu: Optional[int], visible_computing: int = 0) -> Optional[Outside]:
@@ -205,7 +217,7 @@ def rest_outside(use: Optional[DeviceUse], own_on_gpu: Optional[int], visible_co
     rest = own_on_gpu == 0  # the figures are someone else's only before this run used the GPU
     return Outside(hidden=hidden, unlisted_bytes=unlisted, utilization_pct=use.utilization_pct if rest else None,
                    power_w=use.power_w if rest else None, power_limit_w=use.power_limit_w,
-                   when="at rest" if rest else "while this run was on the GPU")
+                   memory_when="at rest" if rest else "while this run was on the GPU")
 
 
 @dataclass
@@ -345,7 +357,7 @@ class MeasureWindow:
         """Memory held while it ran by a process NVML did not list (another pid namespace's)."""
         if self.unlisted_bytes is None or self.unlisted_bytes < unlisted_floor(bool(self.reserve_split)):
             return None
-        return Outside(unlisted_bytes=self.unlisted_bytes, when="while it ran")
+        return Outside(unlisted_bytes=self.unlisted_bytes, memory_when="while it ran")
 
 
 OUTSIDE_FIX = ("find it from the host, where nvidia-smi names its pid and program (or start this container with "
@@ -384,10 +396,10 @@ class Sharing:
         at another moment of the run); '' when nobody is known to have been busy."""
         if not self.busy:
             return ""
+        if self.outside is not None:
+            return self.outside.cause(self.sampled)
         if self.sampled:
             return f"shared with {self.brief or self.names}"
-        if self.outside is not None:
-            return f"{self.brief} busy {self.outside.when} (see G6)"
         return f"{self.names} busy (see G6)"
 
     @property
@@ -454,11 +466,13 @@ def sharing(window: Optional[MeasureWindow], processes: Optional[GpuProcesses] =
         if busy:
             return _busy_sharing(busy, True)
         seen = window.outside()
-        if seen is not None:
-            return _outside_sharing(seen, True)
+        if seen is not None:  # what the run saw at rest says whether it computes or only holds memory
+            return _outside_sharing(seen if rest is None else replace(
+                seen, utilization_pct=rest.utilization_pct, power_w=rest.power_w, power_limit_w=rest.power_limit_w),
+                True)
         if rest is not None and window.unlisted_bytes is None:  # the window could not see through the wall
             return _outside_sharing(rest, False)
-        return Sharing(False)
+        return Sharing(False, sampled=True)
     if processes is not None:
         computing = processes.computing() if window is None else []
         if computing:

@@ -234,7 +234,8 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
         load = [f"{s.utilization_pct:.0f}% busy"] if s.utilization_pct is not None else []
         load += [f"{s.power_w:.1f} W"] if s.power_w is not None else []
         head = f"not at rest: {user.brief} uses the GPU" + (f" ({', '.join(load)})" if load else "")
-        detail = f"{figures}{'; ' + '; '.join(what) if what else ''}; in use by {user.names}{user.aside}"
+        who = user.aside if user.outside is not None else f"; in use by {user.names}"
+        detail = f"{figures}{'; ' + '; '.join(what) if what else ''}{who}"
         if what:
             return Verdict(G, Status.WARN, f"throttling at rest, the GPU in use by {user.brief}", detail=detail,
                            fix=user.fix(FIX_REST_RERUN, FIX_SPOT_BUSY), readings=readings)

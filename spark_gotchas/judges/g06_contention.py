@@ -255,11 +255,11 @@ def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     return f"{group.label} ({'; '.join(bits)})" if bits else group.label
 
 
-def _brief(group: Group, pool: Optional[int], why: str, alone: bool) -> str:
+def _brief(group: Group, pool: Optional[int], why: str, alone: bool, status: Status = Status.PASS) -> str:
     """A workload in a few words for the line: ``pid 6008 vLLM (default cap 0.9 = 117.6 GB of 130.7 GB)``,
     ``pid 1790 Ollama (holds 34.5 GB, no memory cap)``; the figures in GB only for a workload alone;
     the processes outside this container alone as what shows them there."""
-    if group.outside is not None and alone and not why:
+    if group.outside is not None and alone and status is Status.WARN:
         return group.outside.text
     w, bits = group.workload, []
     if w is not None and w.capped and group.cap_fraction is not None:
@@ -337,7 +337,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
         text = _describe(group, pool, nvml_ok=not reading.nvml_error)
         status, why = _rule(group, pool, kind == "discrete")
         found[status].append((text + why, group))
-        briefs[group.root.pid] = _brief(group, pool, why, len(judged) == 1)
+        briefs[group.root.pid] = _brief(group, pool, why, len(judged) == 1, status)
         sizable = group.cap_fraction is not None or (group.held_bytes or 0) > SMALL_BYTES
         by_claim.append((claim or 0, sizable, text, group))
         w = group.workload

@@ -145,8 +145,8 @@ def at_rest(u: DeviceUse, processes=(), own_on_gpu=0) -> GpuProcesses:
 H100_INVENTORY = GpuInventory(devices=[GpuDevice(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=H100_TOTAL)])
 
 
-def h100(u: DeviceUse, processes=(), plan=Plan(), **kw):
-    return g06.judge_contention(at_rest(u, processes, **kw), H100, plan, None, H100_INVENTORY)
+def h100(u: DeviceUse, processes=(), **kw):
+    return g06.judge_contention(at_rest(u, processes, **kw), H100, Plan(), None, H100_INVENTORY)
 
 
 def test_a_gpu_busy_at_rest_with_nothing_listed_is_a_process_outside_even_without_memory_figures():

@@ -104,7 +104,7 @@ def test_a_memory_bound_job_of_4_8_gb_on_an_80_gb_gpu_is_a_warn_naming_what_it_l
     r = replay(WALL / "h100-memory-bound-4.8gb.json", tmp_path)
     assert r.of(6) == [
         "G6 WARN: pid 51234 python3 (holds 4.8 GB, no memory cap, leaves 80.7 GB)",
-        "    fix: if the planned run needs more than the 80.7 GB left on the GPU (or all of its compute, for a timed "
+        "    fix: if the planned run needs more than the 80.7 GB left on the GPU (or all of its compute for a timed "
         "run), let the other job finish, or stop it (kill 51234); --spark-model-gb N checks a plan against what is "
         "left"]
     fits = replay(WALL / "h100-memory-bound-4.8gb.json", tmp_path, "--spark-model-gb", "40")

@@ -5,7 +5,13 @@ Rules:
 At rest: a thermal or power-brake reason active (HW slowdown `0x8`, SW thermal `0x20`,
 HW thermal `0x40`, HW power brake `0x80`), or the temperature at or above a positive slowdown
 threshold → **WARN**; otherwise **INFO** with the figures and the counters since the driver
-loaded (history, not judged: they may be months old). No NVML → **SKIP**.
+loaded (history, not judged: they may be months old). No NVML → **SKIP**. A GPU busy at rest
+(utilization 10 % or more; without a utilization figure, power at half its limit or more) is
+another process's work, named from the run's process list read at rest: a process NVML lists
+there, or one outside this container (a pid not visible here, memory no listed process holds, or
+nothing listed at all: see G6) → **INFO** `not at rest: a process outside this container uses the
+GPU (100% busy, 700.8 W)`; with a reason or temperature as above → **WARN** `throttling at rest,
+the GPU in use by …`, fix: stop it (or find it from the host), then re-run; never the cooling.
 
 Under load (spot check):
 - a profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
@@ -23,13 +29,23 @@ Under load (spot check):
   profile half the max clock NVML reports; no max clock → not judged;
 - a thermal or power-brake reason active in any sample, or a thermal/power-brake counter
   growing during the check → **WARN**. The SW power cap alone is no finding: a GPU at its power
-  limit caps by design (on GB10 it always dominates the counters); the detail mentions it;
+  limit caps by design (on GB10 it always dominates the counters); the detail mentions it. While
+  another process shared the GPU (as below) its load heats and draws power too → **WARN**
+  `throttling under load: shared with …` naming it, the events in the detail, fix: stop it or
+  re-run once it has finished; never the cooling;
 - clocks and power fine but the throughput **far below** the profile's own GEMM figure for the
   load's precision (under 0.7 × the range's low end: GB10 BF16 94–98 TFLOP/s, so under 66) →
   **WARN**, by who else was on the GPU while the load ran (NVML's compute processes sampled
   before, during and after it, and per-process SM utilization; this run's own left out): a process
   that shared the GPU → "shared with …" naming it (another spark-gotchas run as such), fix: stop it
-  or re-run once it has finished; nobody seen → the load runs once more first, and only a second
+  or re-run once it has finished. A process outside this container counts as one too: device
+  memory no listed process held while the load ran (256 MiB or more, the driver's reserve apart;
+  2 GiB where NVML does not split the reserve out; seen in two samples in a row, and only while
+  this run's own process is listed), or, where the load's window cannot compare memory, what the
+  run's process list saw at rest (a pid hidden here, a GPU busy before this run used it); a pid
+  listed at rest is never taken for this run's own. One seen idle at rest only holds memory
+  ("beside a process outside this container holding 22.5 GB (idle at rest)"), fix: find it from
+  the host; nobody seen → the load runs once more first, and only a second
   rate far below with nobody seen says "twice" with the driver and NVIDIA support in the fix (both
   rates in the detail; where NVML could not list the processes, the fix asks what else uses the
   GPU instead); a second rate that is fine is judged instead ("(second try)"); no second rate →
@@ -179,7 +195,7 @@ def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profi
 
 
 # -- at rest ---------------------------------------------------------------------------------
-FIX_REST_RERUN = "re-run spark-gotchas -m fast -k g04"
+RERUN = "re-run spark-gotchas -m fast -k g04"
 
 
 def busy_at_rest(sample: ThermalSample, power_limit_w: Optional[float],
@@ -238,7 +254,7 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
         detail = f"{figures}{'; ' + '; '.join(what) if what else ''}{who}"
         if what:
             return Verdict(G, Status.WARN, f"throttling at rest, the GPU in use by {user.brief}", detail=detail,
-                           fix=user.fix(FIX_REST_RERUN, FIX_SPOT_BUSY), readings=readings)
+                           fix=user.fix(RERUN, FIX_SPOT_BUSY), readings=readings)
         return Verdict(G, Status.INFO, head, detail=detail, readings=readings)
     if what:
         return Verdict(G, Status.WARN, f"throttling at rest: {'; '.join(what)}", detail=figures, fix=FIX_COOLING,
@@ -344,7 +360,7 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
     if events and share.busy:  # another process's load heats and draws power too: not the cooling's doing
         return Verdict(G, Status.WARN, f"throttling under load: {share.cause}",
                        detail=f"{load}: {figures}; {', '.join(events)}{twice}{share.aside}",
-                       fix=share.fix(FIX_REST_RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY),
+                       fix=share.fix(RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY),
                        readings=readings)
     if events:
         return Verdict(G, Status.WARN, f"throttling under load: {', '.join(events)}", detail=f"{load}: {figures}{twice}",
@@ -355,7 +371,7 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
         head = (f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
                 f"{expected.lo:.0f}-{expected.hi:.0f}")
         if share.busy:
-            fix = share.fix(FIX_REST_RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY)
+            fix = share.fix(RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY)
             if share.sampled or share.outside is not None:  # the clock is in the detail: the line names who shared
                 head = f"{tflops} TFLOP/s, far below {profile.key.upper()}'s {expected.lo:.0f}-{expected.hi:.0f}"
             return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}{share.aside}",

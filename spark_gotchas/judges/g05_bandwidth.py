@@ -21,7 +21,11 @@ Rules:
   run's own processes left out). A process listed during the probe (or before and after it)
   shared the GPU unless its utilization reads 0. A figure below or far below with such a process →
   **WARN** naming it, "shared with …" (another spark-gotchas run is named as such; fix: re-run once
-  it has finished): the figure is theirs as much as the GPU's.
+  it has finished): the figure is theirs as much as the GPU's. A process outside this container
+  (another pid namespace's: NVML lists it under a pid not visible here, or not at all) counts the
+  same, seen as G4 says: device memory no listed process held while the probe ran, or what the
+  run's process list saw at rest where the probe's window cannot compare memory → "shared with a
+  process outside this container", fix: find it from the host.
 - Nobody else seen: below → **WARN** (check clocks, G4, and other GPU work, then re-run). Far
   below → the probe runs once more before any verdict; far below again with nobody seen →
   **FAIL** "… nothing else on the GPU, twice", both figures in the detail, pointing at clocks

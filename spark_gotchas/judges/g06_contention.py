@@ -1,7 +1,10 @@
 """G6 — global unified-memory contention: another GPU workload in the way of this run.
 
 The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU without one
-(GB10), MemTotal. Figures are in GB (10^9 bytes).
+(GB10), MemTotal. Figures are in GB (10^9 bytes). On a GPU with its own memory no neighbour can
+grow into the host's, so an uncapped one is in the way only of a plan it leaves too little for.
+A process in another pid namespace has no pid here: it is found from the device's own figures
+(:meth:`spark_gotchas.readings.gpu.GpuProcesses.outside`).
 
 Rules:
 
@@ -446,7 +449,7 @@ def _fix(groups: list[Group], left: Optional[float] = None, fits: bool = False) 
     if here and left is not None:
         stop = text.removeprefix("run one heavy job at a time: ")
         text = f"for a run that needs all of the GPU's compute, {stop}" if fits else \
-            (f"if the planned run needs more than the {gb(left)} left on the GPU (or all of its compute, for a timed "
+            (f"if the planned run needs more than the {gb(left)} left on the GPU (or all of its compute for a timed "
              f"run), {stop}; --spark-model-gb N checks a plan against what is left")
     if len(here) < len(groups):
         text = f"{text}; for the process outside this container, {OUTSIDE_FIX}" if text else \

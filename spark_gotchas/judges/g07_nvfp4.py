@@ -25,7 +25,10 @@ Rules:
   **INFO** listing the precisions that run and their TFLOP/s (an H200 at 8192³: BF16 ≈ 686–688,
   FP8 ≈ 1258–1412, NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`; the preflight's probe gave 688 and 1258
   in the recorded H200 snapshot, `tests/fixtures/h200/preflight-snapshot.json`, the longer
-  measurement of `docs/benchmarks.md` 685.6 and 1412.4).
+  measurement of `docs/benchmarks.md` 685.6 and 1412.4), and who shared the GPU while they were
+  measured: rates beside another process are not this GPU's own, e.g. `G7 INFO: BF16 264, FP8 497
+  TFLOP/s, shared with a process outside this container` (seen as G4 says; one idle at rest is
+  named in the detail only).
 - A GEMM outside its tolerance, or the probe crashing or hanging → **FAIL**; not measurable
   (no torch, a CPU build, no device) → **SKIP**.
 """

@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable, Optional
 
 from . import nvml, scrub
-from .readers.gpu import memory_figures
+from .readers.gpu import in_this_namespace, memory_figures
 from .readings.gpu import SUITE_WORKER_MODULE, MeasureWindow, WindowProcess
 
 INTERVAL_S = 0.1  # process lists during the window (each read costs well under a millisecond on an H200)
@@ -59,7 +59,7 @@ def _describe(psutil: Any, pid: int) -> dict[str, Any]:
         argv = proc.cmdline()
         name = proc.name()
     except psutil.NoSuchProcess:
-        return {**out, "visible": False}
+        return {**out, "visible": in_this_namespace(pid)}  # /proc may hide another user's process (hidepid)
     except (psutil.Error, OSError):
         return out
     argv = scrub.mask_argv(argv or [])

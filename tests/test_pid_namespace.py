@@ -230,3 +230,30 @@ def test_a_busy_gpu_whose_process_nvml_does_not_list_is_named_and_not_put_on_coo
                      "    fix: find it from the host, where nvidia-smi names its pid and program (or start this "
                      "container with --pid=host), and stop it or let it finish before training"]
     assert replayed(tmp_path) == lines
+
+
+SETPRIV = shutil.which("setpriv")
+
+
+@pytest.mark.skipif(SETPRIV is None, reason="needs setpriv (util-linux)")
+def test_under_hidepid_another_users_process_is_hidden_here_not_outside_the_container(outside):
+    """/proc mounted with hidepid=2 (in a mount namespace of its own) hides root's processes from
+    nobody: psutil finds no such pid, yet it is this namespace's, not another container's."""
+    probe = textwrap.dedent(f"""
+        import psutil
+        from spark_gotchas.readers.gpu import describe
+        hidden, gone = describe(psutil, {outside}), describe(psutil, 4194000)
+        print(hidden.visible, hidden.problem)
+        print(gone.visible, gone.problem)
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SPARK_GOTCHAS_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    run = subprocess.run([shutil.which("unshare"), "--mount", "sh", "-c",
+                          'mount -t proc -o hidepid=2 proc /proc && exec "$@"', "sh", SETPRIV, "--reuid=65534",
+                          "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
+                         cwd="/", env=env, capture_output=True, text=True, timeout=60)
+    if "Permission denied" in run.stderr or "No module named" in run.stderr:
+        pytest.skip(f"the checkout or this Python is not readable by nobody: {run.stderr.strip()[-200:]}")
+    assert run.stdout.splitlines() == [
+        "True no permission to see it (/proc is mounted with hidepid: another user's process)",
+        "False pid not visible here (exited, or in another container's pid namespace)"], run.stdout + run.stderr

@@ -357,3 +357,17 @@ def test_a_driver_without_the_v2_memory_call_gives_used_with_its_reserve_inside(
     u = device_use("h0", fake_query([], {"used": 600 << 20}, v2=False))
     assert u.memory_used_bytes == 600 << 20 and u.memory_reserved_bytes is None
     assert "memory_reserved_bytes" in u.unavailable
+
+
+@pytest.mark.parametrize("mountinfo, hides", [
+    ("22 27 0:21 / /proc rw,relatime - proc proc rw\n", False),
+    ("22 27 0:21 / /proc rw,nosuid - proc proc rw,hidepid=2\n", True),
+    ("22 27 0:21 / /proc rw,nosuid - proc proc rw,hidepid=invisible,subset=pid\n", True),
+    ("22 27 0:21 / /proc rw - proc proc rw,hidepid=0\n", False),
+    ("22 27 0:21 / /proc rw - proc proc rw,hidepid=2\n40 22 0:50 / /proc rw - proc proc rw\n", False),  # mounted over
+    ("31 27 0:33 / /mnt/proc rw - proc proc rw,hidepid=2\n", False),  # not this /proc
+])
+def test_a_proc_that_hides_other_users_processes_is_told_from_its_mount_options(mountinfo, hides):
+    from spark_gotchas.readers.gpu import hidepid
+
+    assert hidepid(mountinfo) is hides

@@ -14,6 +14,7 @@ Their types are in :mod:`spark_gotchas.readings.gpu`.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from typing import Any, Callable, Iterable, Optional
@@ -255,12 +256,55 @@ def own_tree(psutil: Any, pid: Optional[int] = None) -> set[int]:
     return pids
 
 
+@functools.lru_cache(maxsize=1)
+def proc_hides_others() -> bool:
+    """Whether this /proc hides other users' processes (mounted with hidepid=1, 2, invisible or
+    noaccess): then a pid psutil cannot find may still be a process of this pid namespace.
+    Command line equivalent: ``grep ' /proc .* - proc ' /proc/self/mountinfo``."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            return hidepid(fh.read(1 << 20).decode("utf-8", "replace"))
+    except OSError:
+        return False
+
+
+def hidepid(mountinfo: str) -> bool:
+    """Whether the /proc of this ``/proc/self/mountinfo`` text hides other users' processes."""
+    hides = False
+    for line in mountinfo.splitlines():  # the last mount on /proc is the one in use
+        mount, _, fs = line.partition(" - ")
+        fields = mount.split()
+        if len(fields) > 4 and fields[4] == "/proc" and fs.startswith("proc "):
+            options = ",".join(fs.split()[2:] + fields[5:6]).split(",")
+            hides = any(o.startswith("hidepid=") and o not in ("hidepid=0", "hidepid=off") for o in options)
+    return hides
+
+
+def in_this_namespace(pid: int) -> bool:
+    """Whether ``pid``, which psutil cannot find, is a process of this pid namespace that /proc
+    hides (another user's, under hidepid) rather than none here (another namespace's, or gone):
+    signal 0 sends nothing, and the kernel answers EPERM for a process this one may not signal,
+    ESRCH for none."""
+    if not proc_hides_others():
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (ProcessLookupError, OverflowError, ValueError, OSError):
+        return False
+    return True
+
+
 def describe(psutil: Any, pid: int) -> GpuProcess:
     """psutil's facts about one pid; a missing permission or a vanished pid is said, not raised."""
     proc = GpuProcess(pid=pid)
     try:
         p = psutil.Process(pid)
     except psutil.NoSuchProcess:
+        if in_this_namespace(pid):
+            proc.problem = "no permission to see it (/proc is mounted with hidepid: another user's process)"
+            return proc
         proc.problem = "pid not visible here (exited, or in another container's pid namespace)"
         proc.visible = False
         return proc

@@ -371,3 +371,10 @@ def test_a_proc_that_hides_other_users_processes_is_told_from_its_mount_options(
     from spark_gotchas.readers.gpu import hidepid
 
     assert hidepid(mountinfo) is hides
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 10, 120])
+def test_the_line_for_any_number_of_hidden_pids_fits_100_columns(n):
+    procs = [host_pid(3_000_000 + i, 1 << 28) for i in range(n)]
+    v = h100(use(used=n << 28, listed=[(1 << 28, False)] * n), procs)
+    assert v.status is Status.WARN and len(v.line) <= 100 and "outside this container" in v.line, v.line

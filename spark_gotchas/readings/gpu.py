@@ -149,6 +149,8 @@ class Outside:
         """``another process outside this container uses the GPU: 2 pids NVML lists are not visible here``,
         ``…: NVML lists no pid for it``."""
         head = "another process outside this container uses the GPU"
+        if self.hidden > 9:  # a G-line keeps to 100 columns
+            return f"{head}: {self.hidden} pids NVML lists, none visible here"
         if self.hidden:
             return f"{head}: {self.hidden} pid{'s' if self.hidden != 1 else ''} NVML lists " \
                    f"{'are' if self.hidden != 1 else 'is'} not visible here"

@@ -142,8 +142,10 @@ class Watch:
             return None
         self.window.reserve_split = not nvml.is_na(memory.get("memory_reserved_bytes"))
         graphics = nvml.query("nvmlDeviceGetGraphicsRunningProcesses", self._handle)
+        if nvml.is_na(graphics):  # a list not read: its processes' memory would look like someone else's
+            return None
         held: dict[int, Optional[int]] = {}
-        for proc in [*compute, *([] if nvml.is_na(graphics) else graphics or [])]:
+        for proc in [*compute, *(graphics or [])]:
             value = getattr(proc, "usedGpuMemory", None)
             held[int(proc.pid)] = None if value is None else max(held.get(int(proc.pid)) or 0, int(value))
         ours = any(pid in self._own for pid in listed) or any(

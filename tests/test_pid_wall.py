@@ -378,3 +378,16 @@ def test_the_line_for_any_number_of_hidden_pids_fits_100_columns(n):
     procs = [host_pid(3_000_000 + i, 1 << 28) for i in range(n)]
     v = h100(use(used=n << 28, listed=[(1 << 28, False)] * n), procs)
     assert v.status is Status.WARN and len(v.line) <= 100 and "outside this container" in v.line, v.line
+
+
+def test_a_process_list_nvml_cannot_give_leaves_the_memory_unexplained_not_someone_elses():
+    def query(func, *args):
+        if func == "nvmlDeviceGetGraphicsRunningProcesses":
+            return nvml.NotAvailable("Not Supported")
+        return fake_query([], {"used": 3 << 30})(func, *args)
+
+    reading = collect(OnlyMe(), query, lambda: ["h0"], init=lambda: None, self_pid=1, own_on_gpu=0)
+    assert reading.devices[0].errors == {"graphics": "Not Supported"}
+    assert reading.devices[0].use.listed_bytes is None and reading.outside() is not None  # 100 % busy: still someone
+    quiet = replace(reading.devices[0].use, utilization_pct=0.0)
+    assert rest_outside(quiet, 0) is None

@@ -232,7 +232,8 @@ def count_listed(devices: list[DeviceProcessLists], rows: dict[int, dict], own: 
         on = {pid: row["per_device"][dev.index] for pid, row in rows.items() if dev.index in row["per_device"]}
         known = [m for m in on.values() if m is not None]
         dev.use.listed = len(on)
-        dev.use.listed_bytes = sum(known) if len(known) == len(on) else None
+        complete = len(known) == len(on) and not dev.errors  # a list NVML could not give hides its memory
+        dev.use.listed_bytes = sum(known) if complete else None
         dev.use.own_listed = sum(1 for pid in on if pid in own)
         dev.use.not_visible = sum(1 for pid in on if pid in hidden)
 

@@ -122,7 +122,7 @@ class DeviceUse:
     @property
     def unlisted_bytes(self) -> Optional[int]:
         """Memory in use that no listed process holds (None where either side is not known)."""
-        if self.memory_used_bytes is None or (self.listed and self.listed_bytes is None):
+        if self.memory_used_bytes is None or self.listed_bytes is None:
             return None
         return max(0, self.memory_used_bytes - (self.listed_bytes or 0))
 

@@ -6,7 +6,7 @@
 #   pip download -d .whl --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #       pytest-json-report pytest-metadata pyelftools packaging PyYAML
 #
-#   bash devscripts/batch.sh NAME...        # NAME: timing, suite, measure, memory, thermal, ci
+#   bash devscripts/batch.sh NAME...        # NAME: timing, suite, measure, memory, thermal, ci, pidns
 #   PAIRS=5 MODE=ab bash devscripts/batch.sh timing    # the scripts' own knobs pass through
 #
 # Run it through the device tool from the repository root, with carry [".whl"] (and ".ab" for

@@ -1,9 +1,12 @@
 """Who else is on the GPU while a measurement runs: NVML's compute processes before, during and after
-it, and NVML's per-process utilization over it (:class:`spark_gotchas.readings.gpu.MeasureWindow`).
+it, NVML's per-process utilization over it, and the device memory no listed process holds
+(:class:`spark_gotchas.readings.gpu.MeasureWindow`).
 
 Why: a figure far below the profile's (G4's load, G5's bandwidth, G7's GEMM rates) is the GPU's own
 fault only when nothing else used the GPU meanwhile. A process list read at another moment of the
-run cannot tell: two preflights started together each see the other only while both measure.
+run cannot tell: two preflights started together each see the other only while both measure. In
+a container without ``--pid=host`` NVML lists another pid namespace's job under a pid that cannot
+be mapped here, or not at all: its memory still shows in the device's own figure.
 
 Usage, around the call that measures (it runs in another process of this run)::
 
@@ -24,6 +27,7 @@ import time
 from typing import Any, Callable, Optional
 
 from . import nvml, scrub
+from .readers.gpu import in_this_namespace, memory_figures
 from .readings.gpu import SUITE_WORKER_MODULE, MeasureWindow, WindowProcess
 
 INTERVAL_S = 0.1  # process lists during the window (each read costs well under a millisecond on an H200)
@@ -55,7 +59,7 @@ def _describe(psutil: Any, pid: int) -> dict[str, Any]:
         argv = proc.cmdline()
         name = proc.name()
     except psutil.NoSuchProcess:
-        return {**out, "visible": False}
+        return {**out, "visible": in_this_namespace(pid)}  # /proc may hide another user's process (hidepid)
     except (psutil.Error, OSError):
         return out
     argv = scrub.mask_argv(argv or [])
@@ -99,11 +103,13 @@ class Watch:
         self._seen: dict[int, dict] = {}  # pid -> {"phases": set, "memory": int | None}
         self._measurer_listed = False
         self._own: set[int] = set()  # this run's processes, read again only when NVML lists a pid not seen yet
+        self._unlisted: list[Optional[int]] = []  # per sample: device memory no listed process held (None: not comparable)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     # -- sampling ---------------------------------------------------------------------------------
     def _sample(self, phase: str) -> None:
+        memory = memory_figures(self._handle)  # before the lists: a process allocating meanwhile errs low, not high
         procs = nvml.query("nvmlDeviceGetComputeRunningProcesses", self._handle)
         if isinstance(procs, nvml.NotAvailable):
             self.window.lists_error = self.window.lists_error or procs.reason
@@ -125,6 +131,28 @@ class Watch:
             used = getattr(proc, "usedGpuMemory", None)
             if used is not None:
                 row["memory"] = max(row["memory"] or 0, int(used))
+        self._unlisted.append(self._unlisted_now(memory, procs or [], listed))
+
+    def _unlisted_now(self, memory: dict[str, Any], compute: list, listed: list[int]) -> Optional[int]:
+        """Device memory in use that no listed process (compute or graphics) holds; None where that
+        cannot be told: no device figure, a process without its memory, or none of this run's own
+        processes listed (NVML may not list them: their memory would count as someone else's)."""
+        used = memory.get("memory_used_bytes")
+        if nvml.is_na(used):
+            return None
+        self.window.reserve_split = not nvml.is_na(memory.get("memory_reserved_bytes"))
+        graphics = nvml.query("nvmlDeviceGetGraphicsRunningProcesses", self._handle)
+        if nvml.is_na(graphics):  # a list not read: its processes' memory would look like someone else's
+            return None
+        held: dict[int, Optional[int]] = {}
+        for proc in [*compute, *(graphics or [])]:
+            value = getattr(proc, "usedGpuMemory", None)
+            held[int(proc.pid)] = None if value is None else max(held.get(int(proc.pid)) or 0, int(value))
+        ours = any(pid in self._own for pid in listed) or any(
+            not self._seen[pid]["about"]["visible"] for pid in listed if pid in self._seen)
+        if not ours or None in held.values():
+            return None
+        return max(0, int(used) - sum(v or 0 for v in held.values()))
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval_s):
@@ -163,6 +191,9 @@ class Watch:
         return out
 
     def _finish(self) -> None:
+        pairs = [min(a, b) for a, b in zip(self._unlisted, self._unlisted[1:], strict=False)
+                 if a is not None and b is not None]
+        self.window.unlisted_bytes = max(pairs) if pairs else None  # seen twice in a row, not a moment's skew
         util = self._utilization() if self.window.samples else {}
         hidden = 0
         for pid, row in sorted(self._seen.items()):

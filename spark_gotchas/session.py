@@ -59,7 +59,12 @@ class SessionState:
             self._provider.ctx.head_start = parts
             self._provider.ctx.say = self.say
             self._provider.ctx.add_artifact = self.add_artifact
+            self._provider.ctx.own_on_gpu = self.own_on_gpu
         return self._provider
+
+    def own_on_gpu(self) -> int:
+        """How many of this run's workers may hold a GPU context now (0 before any used the GPU)."""
+        return sum(1 for w in (self._worker, self._load_worker) if w is not None and w.on_gpu)
 
     def say(self, text: str) -> None:
         """Print a progress line now, past pytest's output capture (soak progress, etc.)."""

@@ -123,6 +123,9 @@ def _signal_name(returncode: int | None) -> str:
         return f"signal {-returncode}"
 
 
+NO_GPU_TASKS = frozenset({"spark_gotchas.tasks:torch_build"})  # tasks that make no CUDA context (torch's facts only)
+
+
 class Worker:
     """Parent side of the worker: one task at a time (calls from several threads take turns)."""
 
@@ -141,6 +144,7 @@ class Worker:
         self._write = threading.Lock()  # one request written at a time (calls and submits)
         self._pauses = 0  # see paused()
         self._pause_change = threading.Condition()
+        self._gpu_start = -1  # the start (see ``starts``) of the child last asked for work that may use the GPU
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -175,6 +179,12 @@ class Worker:
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the child may hold a CUDA context: it runs, and since it started it was asked for a
+        task or head-start part that may create one (anything but :data:`NO_GPU_TASKS`)."""
+        return self.alive and self._gpu_start == self.starts
 
     @property
     def pid(self) -> int | None:
@@ -224,6 +234,7 @@ class Worker:
         except OSError:
             return False
         self.timeline.warmups.setdefault(name, "running")  # until the child's answer replaces it
+        self._gpu_start = self.starts
         return True
 
     def interrupt(self) -> None:
@@ -309,6 +320,8 @@ class Worker:
             except OSError as exc:
                 raise _StartFailed(str(exc)) from exc
             assert self._proc is not None and self._proc.stdin is not None
+            if task not in NO_GPU_TASKS:
+                self._gpu_start = self.starts
             self._next_id += 1
             request = {"id": self._next_id, "task": task, "args": args or {}}
             self._proc.stdin.write((json.dumps(request) + "\n").encode())

@@ -17,8 +17,8 @@ import spark_gotchas.judges as judges
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.judges import g06_contention as g06
 from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
+from spark_gotchas.profiles import GB10, H100
+from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
 
 FIXES = [
     ("g01_cuda_abi", "FIX_INDEX",
@@ -77,6 +77,8 @@ FIXES = [
      'run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run'),
     ("g05_bandwidth", "FIX_BUDGET",
      'budget memory-bound work from these measured figures, not the datasheet'),
+    ("g06_contention", "OUTSIDE_FIX",  # readings.gpu's, shared with G4, G5 and G7 through Sharing.fix
+     "find it from the host, where nvidia-smi names its pid and program (or start this container with --pid=host), and stop it or let it finish"),
     ("g07_nvfp4", "FIX_FP8",
      'stay on FP8 unless the kernels target sm_121a: build extensions with TORCH_CUDA_ARCH_LIST="12.1a" (FlashInfer: FLASHINFER_CUDA_ARCH_LIST="12.1a") or install builds that ship sm_121a kernels'),
     ("g07_nvfp4", "FIX_PLANNED",
@@ -161,6 +163,11 @@ G6_CASES = {
                          "run one heavy job at a time: let the other job finish, or stop it (kill 452072)"),
     "two uncapped jobs": ([proc(7001, ["python", "a.py"], 70), proc(7002, ["python", "b.py"], 40)],
                           "run one heavy job at a time: let the other jobs finish, or stop them (kill 7001 7002)"),
+    "a process outside this container": ([GpuProcess(pid=2093311, gpu_memory_bytes=20 << 30, gpu_devices=[0],
+                                                     nvml_lists=["compute"], visible=False)],
+                                         "find it from the host, where nvidia-smi names its pid and program (or start "
+                                         "this container with --pid=host), and stop it or let it finish before "
+                                         "training"),
 }
 
 
@@ -168,6 +175,19 @@ G6_CASES = {
 def test_g6_fixes_say_what_to_do_with_the_workloads_found(case):
     processes, fix = G6_CASES[case]
     v = g06.judge_contention(GpuProcesses(processes=processes, scanned=10), GB10, Plan())
+    assert v.fix == fix
+    assert instruction_problems(v.fix) == []
+
+
+@pytest.mark.parametrize("plan_gb, fix", [
+    (None, "if the planned run needs more than the 80.7 GB left on the GPU (or all of its compute for a timed run), "
+           "let the other job finish, or stop it (kill 7001); --spark-model-gb N checks a plan against what is left"),
+    (40, "for a run that needs all of the GPU's compute, let the other job finish, or stop it (kill 7001)"),
+])
+def test_g6_fixes_on_a_gpu_with_its_own_memory_are_instructions(plan_gb, fix):
+    inventory = GpuInventory(devices=[GpuDevice(index=0, memory_total_bytes=85_520_809_984)])
+    v = g06.judge_contention(GpuProcesses(processes=[proc(7001, ["python3", "job.py"], 4.8)], scanned=10), H100,
+                             Plan(model_gb=plan_gb), None, inventory)
     assert v.fix == fix
     assert instruction_problems(v.fix) == []
 

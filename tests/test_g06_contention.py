@@ -332,11 +332,19 @@ PS_TABLE = {
 }
 
 
-def fake_nvml(rows, not_supported=()):
-    """query() answering NVML's process lists from ``rows``: {list name: [(pid, bytes)]}."""
+DEVICE_CALLS = ("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit",
+                "nvmlDeviceGetClockInfo", "nvmlDeviceGetMemoryInfo")
+
+
+def fake_nvml(rows, not_supported=(), device=None):
+    """query() answering NVML's process lists from ``rows``: {list name: [(pid, bytes)]}, and the
+    device's own figures from ``device`` ({function: value}; the rest Not Supported, as on a GB10)."""
     def query(func, *args):
         if func == "nvmlDeviceGetUUID":
             return "GPU-1643007d"
+        if func in DEVICE_CALLS:
+            value = (device or {}).get(func, nvml.NotAvailable("Not Supported"))
+            return value(*args[1:]) if callable(value) else value
         for list_name, fname in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
                                  ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
             if func == fname:
@@ -423,3 +431,50 @@ def test_another_machine_judged_as_a_gb10_lists_what_it_saw_as_information():
     quiet = g06.judge_contention(GpuProcesses(scanned=177), GB10, Plan(), H200_MEM, None, here)
     assert quiet.line == "G6 INFO: not a GB10 (NVIDIA H200): processes not judged"
     assert quiet.detail == "this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's"
+
+
+# -- a GPU with its own memory: a neighbour's memory is in the way only of a plan it leaves too little for --
+H100_80GB = GpuInventory(devices=[GpuDevice(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=85_520_809_984)])
+
+
+def discrete(*procs, profile=H200, inventory=None, **options):
+    return judge(GpuProcesses(processes=list(procs), scanned=120), profile, H200_MEM, inventory or H100_80GB, **options)
+
+
+def test_an_uncapped_job_over_4_gb_on_a_discrete_gpu_warns_with_what_it_leaves_where_a_spark_fails():
+    job = proc(51234, ["python3", "stream_triad.py"], 4.8, username="bob")
+    v = discrete(job)
+    assert v.line == "G6 WARN: pid 51234 python3 (holds 4.8 GB, no memory cap, leaves 80.7 GB)"
+    assert "its compute is shared (G4, G5 and G7 name it where it slowed a measurement)" in v.detail
+    assert v.readings["workloads"][0]["status"] == "WARN"
+    spark = judge(GpuProcesses(processes=[job], scanned=120))  # the Spark's rule as it was: one pool
+    assert spark.line == "G6 FAIL: 1 workload in the way: pid 51234 python3 (holds 4.8 GB, no memory cap)"
+
+
+def test_an_uncapped_ollama_on_an_h200_warns_with_its_own_way_to_step_aside():
+    runner = proc(1790, ["/usr/local/bin/ollama", "runner", "--ollama-engine"], 10.0, username="ollama")
+    v = discrete(runner, inventory=GpuInventory(devices=[GpuDevice(index=0, memory_total_bytes=150754820096)]))
+    assert v.line == "G6 WARN: pid 1790 Ollama (holds 10.0 GB, no memory cap, leaves 140.8 GB)"
+    assert v.fix == ("if the planned run needs more than the 140.8 GB left on the GPU (or all of its compute for a "
+                     "timed run), stop Ollama while training (sudo systemctl stop ollama) or unload its models (ollama "
+                     "stop MODEL); or stop what you do not need (kill 1790); --spark-model-gb N checks a plan against "
+                     "what is left")
+
+
+def test_a_neighbour_holding_most_of_a_discrete_gpu_fails():
+    v = discrete(proc(7001, ["python3", "hold.py"], 45.0))
+    assert v.line == "G6 FAIL: 1 workload in the way: pid 7001 python3 (holds 45.0 GB)"
+
+
+def test_two_uncapped_neighbours_holding_most_of_a_discrete_gpu_together_fail():
+    v = discrete(proc(7001, ["python3", "a.py"], 25.0), proc(7002, ["python3", "b.py"], 20.0))
+    assert v.line == "G6 FAIL: together they claim 45.0 GB of 85.5 GB, more than half: pid 7001 python3, pid 7002 python3"
+
+
+def test_a_plan_a_discrete_neighbour_leaves_room_for_warns_and_one_it_does_not_fails():
+    job = proc(7001, ["python3", "hold.py"], 22.0)
+    fits = discrete(job, spark_model_gb=60)
+    assert fits.status is Status.WARN and "(the planned 60.0 GB load peak fits)" in fits.detail
+    assert fits.fix == "for a run that needs all of the GPU's compute, let the other job finish, or stop it (kill 7001)"
+    short = discrete(job, spark_model_gb=70)
+    assert short.line == "G6 FAIL: 6.5 GB short of the 70.0 GB load peak: pid 7001 python3"

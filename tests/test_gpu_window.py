@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import bench_fakes as fk
 import pytest
-from g04_fakes import FakeGpu, FakeNvml, install
+from g04_fakes import FakeGpu, FakeNvml, NVMLError_NotSupported, install
 
 from spark_gotchas import gpu_window, nvml, profiles
 from spark_gotchas.judges import g04_thermal as g04
@@ -35,12 +35,29 @@ OTHER_RUN = ["/opt/venv/bin/python3", "-m", "spark_gotchas.worker_main", "torch"
 class SharedGpu(FakeNvml):
     """A GPU whose compute list and per-process utilization follow a script of (pid, memory, sm %)."""
 
-    def __init__(self, listed=lambda: [], util=lambda: [], util_error: Exception | None = None):
+    def __init__(self, listed=lambda: [], util=lambda: [], util_error: Exception | None = None,
+                 memory=lambda: None, graphics=lambda: []):
         super().__init__(FakeGpu(name="NVIDIA H200"))
         self.listed, self.util, self.util_error = listed, util, util_error
+        self.memory, self.graphics = memory, graphics  # memory(): (used, reserved or None for a v1-only driver)
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem, _ in self.listed()]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in self.graphics()]
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        figures = self.memory()
+        if figures is None:
+            raise NVMLError_NotSupported()
+        used, reserved = figures
+        if version and reserved is None:
+            raise type("NVMLError_FunctionNotFound", (Exception,), {})("Function Not Found")
+        total = 150_754_820_096
+        if version:
+            return SimpleNamespace(total=total, reserved=reserved, used=used, free=total - used - reserved)
+        return SimpleNamespace(total=total, used=used, free=total - used)
 
     def nvmlDeviceGetProcessUtilization(self, handle, since_us):
         if self.util_error is not None:
@@ -178,7 +195,8 @@ def test_host_pids_in_a_container_count_this_runs_own_measuring_process_once(nvm
     window = measure(fake, {}, measuring_pid=123)
     assert window.own_hidden == 1
     assert [p.visible for p in window.others] == [False, False]
-    assert len(window.busy()) == 1 and sharing(window).names.endswith("(not visible here)")
+    assert len(window.busy()) == 1
+    assert sharing(window).names == "a process outside this container (pid 90002, not visible here)"
     alone = lambda: [(90001, 1 << 30, 90)]  # noqa: E731
     fake.listed, fake.util = alone, alone
     assert sharing(measure(fake, {}, measuring_pid=123)).busy is False
@@ -194,7 +212,67 @@ def test_host_pids_without_utilization_discount_every_worker_of_this_run(nvml_fa
     three = lambda: [(90001, 1 << 30, 0), (90002, 1 << 30, 0), (90003, 1 << 30, 0)]  # noqa: E731
     fake.listed = three
     shared = sharing(measure(fake, {}, measuring_pid=123))  # one more than this run's two: someone else's
-    assert shared.busy is True and len(shared.pids) == 1 and shared.names.endswith("(not visible here)")
+    assert shared.busy is True and len(shared.pids) == 1  # which of the three is not known: the one left is named
+    assert shared.names == "a process outside this container (pid 90003, not visible here)"
+
+
+# -- memory no listed process holds: a job NVML does not list (another pid namespace's) ----------------
+OWN = os.getpid()  # the fake process table's own process: NVML lists it as this run's measuring process
+RESERVE = 567 << 20  # the driver's reserve, given apart by NVML's v2 memory call
+JOB = 1_074_790_400  # a bf16 GEMM loop at 8192: its context and three matrices
+
+
+def test_memory_no_listed_process_holds_while_it_ran_is_a_process_outside_this_container(nvml_fake):
+    fake = nvml_fake(SharedGpu(listed=lambda: [(OWN, 1 << 30, 99)], util=lambda: [(OWN, 0, 99)],
+                               memory=lambda: ((1 << 30) + JOB, RESERVE)))
+    window = measure(fake, {})
+    assert window.busy() == [] and window.unlisted_bytes == JOB and window.reserve_split is True
+    share = sharing(window)
+    assert share.busy is True and share.sampled and share.cause == "shared with a process outside this container"
+    assert share.only_outside and share.fix("then", "{names}").startswith("find it from the host, where nvidia-smi")
+    assert "1.1 GB held by no listed process while it ran" in share.aside
+
+
+def test_the_drivers_own_memory_is_nobody(nvml_fake):
+    fake = nvml_fake(SharedGpu(listed=lambda: [(OWN, 1 << 30, 99)], util=lambda: [(OWN, 0, 99)],
+                               memory=lambda: ((1 << 30) + (60 << 20), RESERVE)))
+    window = measure(fake, {})
+    assert window.unlisted_bytes == 60 << 20 and sharing(window).busy is False
+
+
+def test_where_nvml_keeps_its_reserve_inside_used_only_more_than_2_gib_is_someone(nvml_fake):
+    state = {"job": JOB}
+    fake = nvml_fake(SharedGpu(listed=lambda: [(OWN, 1 << 30, 99)], util=lambda: [(OWN, 0, 99)],
+                               memory=lambda: ((1 << 30) + RESERVE + state["job"], None)))
+    window = measure(fake, {})
+    assert window.reserve_split is False and sharing(window).busy is False  # 1.6 GB: the reserve and maybe a job
+    state["job"] = 3 << 30
+    assert sharing(measure(fake, {})).outside is not None
+
+
+def test_a_moments_skew_between_the_memory_figure_and_the_lists_is_not_someone(nvml_fake):
+    calls = {"n": 0}
+
+    def memory():
+        calls["n"] += 1
+        return ((1 << 30) + (2 << 30 if calls["n"] == 2 else 0), RESERVE)  # one sample read mid-allocation
+
+    fake = nvml_fake(SharedGpu(listed=lambda: [(OWN, 1 << 30, 99)], util=lambda: [(OWN, 0, 99)], memory=memory))
+    window = measure(fake, {})
+    assert window.unlisted_bytes == 0 and sharing(window).busy is False
+
+
+def test_without_this_runs_own_process_listed_memory_cannot_be_compared(nvml_fake):
+    fake = nvml_fake(SharedGpu(listed=lambda: [], memory=lambda: (JOB + (1 << 30), RESERVE)))
+    window = measure(fake, {})
+    assert window.unlisted_bytes is None and sharing(window).busy is False
+
+
+def test_memory_on_the_graphics_list_is_listed(nvml_fake):
+    fake = nvml_fake(SharedGpu(listed=lambda: [(OWN, 1 << 30, 99)], util=lambda: [(OWN, 0, 99)],
+                               graphics=lambda: [(3154, 1_500_000_000)],
+                               memory=lambda: ((1 << 30) + 1_500_000_000, RESERVE)))
+    assert measure(fake, {}).unlisted_bytes == 0
 
 
 def test_a_hostile_program_name_is_masked_and_stays_one_line(nvml_fake):

@@ -190,3 +190,16 @@ def test_what_a_worker_started_leaves_with_it(worker):
     except psutil.TimeoutExpired:
         grandchild.kill()
         raise AssertionError("the worker's grandchild outlived it") from None
+
+
+def test_a_worker_may_hold_a_gpu_context_once_asked_for_gpu_work_and_only_while_that_child_lives(worker):
+    """What G6's at-rest reading counts as this run's own on the GPU (``SessionState.own_on_gpu``)."""
+    worker.start()
+    assert not worker.on_gpu  # started, imported nothing, asked for nothing
+    assert worker.call("spark_gotchas.tasks:torch_build").ok is not None and not worker.on_gpu  # torch's facts only
+    worker.call("worker_tasks:echo")
+    assert worker.on_gpu
+    worker.call("worker_tasks:segfault")  # the child died: what it held went with it
+    assert not worker.on_gpu
+    worker.call("worker_tasks:echo")  # a fresh child, asked for work again
+    assert worker.on_gpu and worker.starts == 2

@@ -9,7 +9,8 @@ from spark_gotchas.soak.finish import finish
 @pytest.mark.fast
 def test_g4_clocks_at_rest(spark):
     """clocks at rest"""
-    spark.report(g04.judge_snapshot(spark.read("thermal.snapshot"), spark.profile, spark.here))
+    spark.report(g04.judge_snapshot(spark.read("thermal.snapshot"), spark.profile, spark.here,
+                                    spark.try_read("gpu.processes")))
 
 
 @pytest.mark.fast

@@ -5,7 +5,13 @@ Rules:
 At rest: a thermal or power-brake reason active (HW slowdown `0x8`, SW thermal `0x20`,
 HW thermal `0x40`, HW power brake `0x80`), or the temperature at or above a positive slowdown
 threshold → **WARN**; otherwise **INFO** with the figures and the counters since the driver
-loaded (history, not judged: they may be months old). No NVML → **SKIP**.
+loaded (history, not judged: they may be months old). No NVML → **SKIP**. A GPU busy at rest
+(utilization 10 % or more; without a utilization figure, power at half its limit or more) is
+another process's work, named from the run's process list read at rest: a process NVML lists
+there, or one outside this container (a pid not visible here, memory no listed process holds, or
+nothing listed at all: see G6) → **INFO** `not at rest: a process outside this container uses the
+GPU (100% busy, 700.8 W)`; with a reason or temperature as above → **WARN** `throttling at rest,
+the GPU in use by …`, fix: stop it (or find it from the host), then re-run; never the cooling.
 
 Under load (spot check):
 - a profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
@@ -23,13 +29,23 @@ Under load (spot check):
   profile half the max clock NVML reports; no max clock → not judged;
 - a thermal or power-brake reason active in any sample, or a thermal/power-brake counter
   growing during the check → **WARN**. The SW power cap alone is no finding: a GPU at its power
-  limit caps by design (on GB10 it always dominates the counters); the detail mentions it;
+  limit caps by design (on GB10 it always dominates the counters); the detail mentions it. While
+  another process shared the GPU (as below) its load heats and draws power too → **WARN**
+  `throttling under load: shared with …` naming it, the events in the detail, fix: stop it or
+  re-run once it has finished; never the cooling;
 - clocks and power fine but the throughput **far below** the profile's own GEMM figure for the
   load's precision (under 0.7 × the range's low end: GB10 BF16 94–98 TFLOP/s, so under 66) →
   **WARN**, by who else was on the GPU while the load ran (NVML's compute processes sampled
   before, during and after it, and per-process SM utilization; this run's own left out): a process
   that shared the GPU → "shared with …" naming it (another spark-gotchas run as such), fix: stop it
-  or re-run once it has finished; nobody seen → the load runs once more first, and only a second
+  or re-run once it has finished. A process outside this container counts as one too: device
+  memory no listed process held while the load ran (256 MiB or more, the driver's reserve apart;
+  2 GiB where NVML does not split the reserve out; seen in two samples in a row, and only while
+  this run's own process is listed), or, where the load's window cannot compare memory, what the
+  run's process list saw at rest (a pid hidden here, a GPU busy before this run used it); a pid
+  listed at rest is never taken for this run's own. One seen idle at rest only holds memory
+  ("beside a process outside this container holding 22.5 GB (idle at rest)"), fix: find it from
+  the host; nobody seen → the load runs once more first, and only a second
   rate far below with nobody seen says "twice" with the driver and NVIDIA support in the fix (both
   rates in the detail; where NVML could not list the processes, the fix asks what else uses the
   GPU instead); a second rate that is fine is judged instead ("(second try)"); no second rate →
@@ -78,7 +94,7 @@ import statistics
 from typing import Any, Optional
 
 from ..profiles import SAME, Machine, Profile
-from ..readings.gpu import GpuProcesses, Sharing, sharing
+from ..readings.gpu import BUSY_POWER_OF_LIMIT, BUSY_UTILIZATION_PCT, GpuProcesses, Outside, Sharing, sharing
 from ..readings.thermal import (
     COUNTER_NAMES,
     REASON_NAMES,
@@ -179,7 +195,31 @@ def _stuck_verdict(clock: float, floor: float, floor_src: str, where: str, profi
 
 
 # -- at rest ---------------------------------------------------------------------------------
-def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME) -> Verdict:
+RERUN = "re-run spark-gotchas -m fast -k g04"
+
+
+def busy_at_rest(sample: ThermalSample, power_limit_w: Optional[float],
+                 processes: Optional[GpuProcesses]) -> Optional[Sharing]:
+    """Who keeps the GPU busy at rest (None: it is at rest, or no process list says who could). The
+    run's process list names a process listed on it, or what no visible process explains (another pid
+    namespace's); a busy GPU whose lists name nobody is such a process too (NVML lists no pid for it)."""
+    util, power = sample.utilization_pct, sample.power_w
+    busy = util >= BUSY_UTILIZATION_PCT if util is not None else \
+        power is not None and bool(power_limit_w) and power >= BUSY_POWER_OF_LIMIT * power_limit_w
+    if not busy or processes is None:
+        return None
+    share = sharing(None, processes)
+    if share.busy:
+        return share
+    if not processes.nvml_error and processes.own_on_gpu == 0:
+        return Sharing(True, "a process outside this container", brief="a process outside this container",
+                       outside=Outside(utilization_pct=util, power_w=power, power_limit_w=power_limit_w))
+    return Sharing(True, "the other GPU user", brief="another GPU user")
+
+
+def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME,
+                   processes: Optional[GpuProcesses] = None) -> Verdict:
+    """``processes``: the run's process list, read at rest, to name who keeps a GPU busy at rest."""
     if snap.nvml_error:
         return Verdict(G, Status.SKIP, f"NVML unavailable: {snap.nvml_error}")
     if not here.is_profile:
@@ -202,12 +242,21 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
     active = reason_names((mask or 0) & THROTTLE_BITS)
     slowdown = snap.slowdown_temp_c if snap.slowdown_temp_c and snap.slowdown_temp_c > 0 else None
     hot = slowdown is not None and s.temperature_c is not None and s.temperature_c >= slowdown
-    if active or hot:
-        what = []
-        if active:
-            what.append(", ".join(active) + " active")
-        if hot:
-            what.append(f"at or above the {slowdown:.0f} °C slowdown threshold")
+    what = ([", ".join(active) + " active"] if active else []) + \
+        ([f"at or above the {slowdown:.0f} °C slowdown threshold"] if hot else [])
+    user = busy_at_rest(s, snap.power_limit_w, processes)
+    if user is not None:  # the figures are another process's work: nothing here is the cooling's doing
+        readings["busy_at_rest"] = user.names
+        load = [f"{s.utilization_pct:.0f}% busy"] if s.utilization_pct is not None else []
+        load += [f"{s.power_w:.1f} W"] if s.power_w is not None else []
+        head = f"not at rest: {user.brief} uses the GPU" + (f" ({', '.join(load)})" if load else "")
+        who = user.aside if user.outside is not None else f"; in use by {user.names}"
+        detail = f"{figures}{'; ' + '; '.join(what) if what else ''}{who}"
+        if what:
+            return Verdict(G, Status.WARN, f"throttling at rest, the GPU in use by {user.brief}", detail=detail,
+                           fix=user.fix(RERUN, FIX_SPOT_BUSY), readings=readings)
+        return Verdict(G, Status.INFO, head, detail=detail, readings=readings)
+    if what:
         return Verdict(G, Status.WARN, f"throttling at rest: {'; '.join(what)}", detail=figures, fix=FIX_COOLING,
                        readings=readings)
     history = counters_text(snap.counters.values_us)
@@ -255,7 +304,7 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
     again = spot.again
     if again is not None and again.attempted and not again.load_problem and share.busy is not True \
             and spot_far_below(spot, profile):
-        return _judge_load(again, profile, sharing(again.window), first=spot)
+        return _judge_load(again, profile, sharing(again.window, processes), first=spot)
     return _judge_load(spot, profile, share)
 
 
@@ -281,6 +330,7 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
                 "busy": busy, "samples_under_load": len(under), "counter_deltas_us": deltas,
                 "load_backend": spot.backend or None, "load_backend_note": spot.backend_note or None,
                 "busy_pids": list(share.pids) if share.busy is not None else None,
+                "outside": share.outside.text if share.outside is not None else None,
                 "sharing_sampled": share.sampled}
     twice = ""
     if first is not None:
@@ -308,6 +358,11 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
     events += [f"{COUNTER_NAMES[k]} +{human_us(deltas[k])}" for k in THROTTLE_COUNTERS if deltas.get(k, 0) > 0]
     cap = mask & SW_POWER_CAP or deltas.get("sw_power_cap", 0) > 0
     cap_note = "; SW power cap engaged (at its power limit)" if cap else ""
+    if events and share.busy:  # another process's load heats and draws power too: not the cooling's doing
+        return Verdict(G, Status.WARN, f"throttling under load: {share.cause}",
+                       detail=f"{load}: {figures}; {', '.join(events)}{twice}{share.aside}",
+                       fix=share.fix(RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY),
+                       readings=readings)
     if events:
         return Verdict(G, Status.WARN, f"throttling under load: {', '.join(events)}", detail=f"{load}: {figures}{twice}",
                        fix=FIX_COOLING, readings=readings)
@@ -317,11 +372,11 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
         head = (f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
                 f"{expected.lo:.0f}-{expected.hi:.0f}")
         if share.busy:
-            fix = FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY
-            if share.sampled:  # the clock is in the detail: the line names who shared the GPU
+            fix = share.fix(RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY)
+            if share.sampled or share.outside is not None:  # the clock is in the detail: the line names who shared
                 head = f"{tflops} TFLOP/s, far below {profile.key.upper()}'s {expected.lo:.0f}-{expected.hi:.0f}"
             return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}{share.aside}",
-                           fix=fix.format(names=share.names), readings=readings)
+                           fix=fix, readings=readings)
         seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
         if first is not None:  # the driver or the hardware only when nobody was seen either time
             return Verdict(G, Status.WARN, f"{head}; {seen}, twice", detail=f"{load}: {figures}{twice}",

@@ -21,7 +21,11 @@ Rules:
   run's own processes left out). A process listed during the probe (or before and after it)
   shared the GPU unless its utilization reads 0. A figure below or far below with such a process →
   **WARN** naming it, "shared with …" (another spark-gotchas run is named as such; fix: re-run once
-  it has finished): the figure is theirs as much as the GPU's.
+  it has finished): the figure is theirs as much as the GPU's. A process outside this container
+  (another pid namespace's: NVML lists it under a pid not visible here, or not at all) counts the
+  same, seen as G4 says: device memory no listed process held while the probe ran, or what the
+  run's process list saw at rest where the probe's window cannot compare memory → "shared with a
+  process outside this container", fix: find it from the host.
 - Nobody else seen: below → **WARN** (check clocks, G4, and other GPU work, then re-run). Far
   below → the probe runs once more before any verdict; far below again with nobody seen →
   **FAIL** "… nothing else on the GPU, twice", both figures in the detail, pointing at clocks
@@ -60,7 +64,7 @@ from ..plan import Plan
 from ..profiles import SAME, Machine, Profile
 from ..readings.bench import BandwidthReading, BandwidthSweepReading
 from ..readings.gpu import GpuInventory, GpuProcesses, MeasureWindow, Sharing, sharing
-from ..verdict import Status, Verdict
+from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
 
 G = 5
 FAIL_FRACTION = 0.75  # of the profile range's low end
@@ -109,24 +113,27 @@ def _ceiling_word(profile: Profile, theoretical: Optional[float]) -> tuple[Optio
 
 def _shared_fix(share: Sharing) -> str:
     """Re-run once the process that shared the GPU is gone: the figure was partly its doing."""
-    if share.only_runs:
-        return FIX_SHARED_SUITE.format(names=share.names)
-    return f"stop or pause {share.names} (G6 says how), then re-run spark-gotchas -m fast -k g05"
+    return share.fix("re-run spark-gotchas -m fast -k g05", FIX_SHARED_SUITE if share.only_runs else
+                     "stop or pause {names} (G6 says how), then re-run spark-gotchas -m fast -k g05")
 
 
-def _slow(far: bool, line: str, share: Sharing, readings: dict, detail: str, look: Look, too: str = "") -> Verdict:
+def _slow(far: bool, line: str, share: Sharing, readings: dict, detail: str, look: Look, too: str = "",
+          short: str = "") -> Verdict:
     """A figure under the yardstick, by who else was on the GPU while it was measured:
     someone busy → WARN naming them; nobody seen → far below is a FAIL only when a second
     measurement agreed (``look.repeated``), else a WARN that asks for a re-run. ``too`` (the other
     methods below, `` (copy, triad too)``) joins the line only where no cause follows it (the
-    detail names them all)."""
+    detail names them all); ``short``: the line in fewer words, where a cause would not fit beside it."""
     readings["busy_pids"] = list(share.pids) if share.busy is not None else None
+    readings["outside"] = share.outside.text if share.outside is not None else None
     readings["sharing_sampled"] = share.sampled
     if look.first is not None:
         detail += f"; measured twice: the first read {look.first}"
     if share.busy:
-        return Verdict(G, Status.WARN, f"{line}: {share.cause}", detail=detail + share.aside, fix=_shared_fix(share),
-                       readings=readings)
+        head = f"{line}: {share.cause}"
+        if short and len(format_line(G, Status.WARN, head)) > LINE_COLUMNS:
+            head = f"{short}: {share.cause}"
+        return Verdict(G, Status.WARN, head, detail=detail + share.aside, fix=_shared_fix(share), readings=readings)
     seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"
     if not far:
         return Verdict(G, Status.WARN, line + (f"; {seen}" if share.busy is False else too), detail=detail,
@@ -229,7 +236,8 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         if fraction < THEORETICAL_WARN:
             far = fraction < THEORETICAL_FAIL
             return _slow(far, line + f", under {THEORETICAL_FAIL if far else THEORETICAL_WARN:.0%}", share,
-                         readings, measured, look)
+                         readings, measured, look, short=f"{best_method} {_fmt(figures[best_method])} GB/s, "
+                                                         f"{fraction:.0%} of NVML's {_fmt(theoretical)}")
         return Verdict(G, Status.PASS, line, detail=f"{measured}; budget from these, not the theoretical peak"
                        + _aside(share, look), readings=readings)
     return Verdict(G, Status.INFO, f"{_figures_text(figures)}: no range or NVML peak to judge by",
@@ -299,7 +307,7 @@ def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory]
     second = probe_figures(reading.again) if reading.again is not None else {}
     if second and share.busy is not True and far_below(figures, profile, inventory):
         readings["first_gbps"] = {m: round(v, 1) for m, v in figures.items()}
-        return judge_figures(second, profile, inventory, what, readings, sharing(reading.again_window),
+        return judge_figures(second, profile, inventory, what, readings, sharing(reading.again_window, processes),
                              Look(repeated=True, first=_figures_text(figures)))
     return judge_figures(figures, profile, inventory, what, readings, share)
 

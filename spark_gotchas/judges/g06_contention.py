@@ -1,7 +1,10 @@
 """G6 — global unified-memory contention: another GPU workload in the way of this run.
 
 The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU without one
-(GB10), MemTotal. Figures are in GB (10^9 bytes).
+(GB10), MemTotal. Figures are in GB (10^9 bytes). On a GPU with its own memory no neighbour can
+grow into the host's, so an uncapped one is in the way only of a plan it leaves too little for.
+A process in another pid namespace has no pid here: it is found from the device's own figures
+(:meth:`spark_gotchas.readings.gpu.GpuProcesses.outside`).
 
 Rules:
 
@@ -24,7 +27,23 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
   worker joins torchrun), adding its memory to the group's.
 - Capped above 0.5 of the pool, or holding more than 0.5 of it → **FAIL**. An engine process
   whose launcher is not visible is taken at its program's default cap.
-- No cap and holding more than 4 GB → **FAIL**.
+- No cap and holding more than 4 GB → **FAIL** on a unified-memory GPU (GB10, GH200: an uncapped
+  process grows into the pool the run needs). On a GPU with its own memory (H100, H200, a GPU
+  without a profile whose memory NVML reads) → **WARN** naming it and what it leaves, e.g.
+  `pid 4242 python3 (holds 4.8 GB, no memory cap, leaves 80.7 GB)`: its memory is in the way only
+  when it holds more than half the device (above) or leaves too little for the planned load
+  (below); its compute is a sharing matter, judged by G4, G5 and G7 where it slowed a measurement.
+- A process outside this container (started without `--pid=host`, a container sees another pid
+  namespace's processes under pids it cannot map, or not at all), found without pids: pids NVML
+  lists that are not visible here, beyond those of this run's own processes that may hold a GPU
+  context (none at rest); device memory in use, the driver's reserve apart, that no listed process
+  holds (256 MiB or more; 2 GiB where NVML does not split the reserve out); and, before this run
+  used the GPU, utilization of 10 % or more (without a utilization figure, power at half the limit
+  or more) with no visible process listed on it. It is one workload holding the hidden pids'
+  memory and the unlisted memory, judged by the memory rules here (no cap), and otherwise
+  **WARN** `another process outside this container uses the GPU: 2 pids NVML lists are not visible
+  here` (or `…: NVML lists no pid for it`), its figures in the detail; the fix says to find it from
+  the host.
 - All workloads together claiming more than 0.5 of the pool (a cap claims cap × pool, an
   uncapped process what it holds) → **FAIL**. With `--spark-model-gb N`, claiming more than
   the pool minus the planned load peak (N × `--spark-load-factor` on unified memory, N on a
@@ -52,7 +71,7 @@ from typing import Optional
 
 from ..plan import Plan
 from ..profiles import SAME, Machine, Profile
-from ..readings.gpu import GpuInventory, GpuProcess, GpuProcesses
+from ..readings.gpu import OUTSIDE_FIX, GpuInventory, GpuProcess, GpuProcesses, Outside
 from ..readings.mem import MemInfo
 from ..units import GB, gb
 from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
@@ -79,10 +98,13 @@ class Group:
     root: GpuProcess
     workload: Optional[Workload]
     members: list[GpuProcess] = field(default_factory=list)
+    outside: Optional[Outside] = None  # the processes outside this container: pids not visible here, or none listed
 
     @property
     def held_bytes(self) -> Optional[int]:
         values = [m.gpu_memory_bytes for m in self.members if m.gpu_memory_bytes is not None]
+        if self.outside is not None and self.outside.unlisted_bytes is not None:
+            values.append(self.outside.unlisted_bytes)
         return sum(values) if values else None
 
     @property
@@ -106,8 +128,14 @@ class Group:
 
     @property
     def name(self) -> str:
-        """``pid 6001 vLLM``: the root process and its program."""
+        """``pid 6001 vLLM``: the root process and its program; ``pid 91 outside this container``."""
         proc = self.root
+        if self.outside is not None:
+            pids = [m.pid for m in self.members]
+            if not pids:
+                return self.outside.brief
+            return f"pid{'s' if len(pids) > 1 else ''} {', '.join(str(p) for p in pids[:3])}" \
+                   f"{' ...' if len(pids) > 3 else ''} outside this container"
         if self.workload is not None:
             name = self.workload.program
         elif proc.cmdline:
@@ -118,6 +146,8 @@ class Group:
 
     @property
     def label(self) -> str:
+        if self.outside is not None:
+            return self.name
         n = len(self.members) - 1
         extra = f" +{n} process{'es' if n > 1 else ''}" if n else ""
         return f"{self.name}{extra}"
@@ -157,6 +187,27 @@ def visible_devices(reading: GpuProcesses) -> Optional[set[int]]:
     return out
 
 
+def fold_outside(groups: list[Group], reading: GpuProcesses, devices: Optional[set[int]]) -> list[Group]:
+    """``groups`` with the processes outside this container made one group: the pids NVML lists
+    that are not visible here (at most as many as are not this run's own), and the use of the GPU
+    no listed process explains (:meth:`GpuProcesses.outside`)."""
+    outside = reading.outside(devices)
+    hidden = [g for g in groups if not g.root.visible and g.root.found_by != "scan" and g.workload is None]
+    if outside is None and not hidden:
+        return groups
+    keep = sorted(hidden, key=lambda g: -(g.held_bytes or 0))[: outside.hidden if outside is not None else 0]
+    if reading.own_on_gpu is None:
+        keep = hidden  # an older suite's reading: no count of this run's own to hold them against
+    rest = [g for g in groups if g not in hidden]
+    if not keep and (outside is None or (outside.unlisted_bytes is None and outside.utilization_pct is None
+                                         and not outside.hidden)):
+        return rest
+    outside = outside or Outside(hidden=len(keep))
+    members = sorted((m for g in keep for m in g.members), key=lambda m: m.pid)
+    root = members[0] if members else GpuProcess(pid=0, visible=False)
+    return rest + [Group(root, None, members, outside)]
+
+
 def pool_bytes(profile: Profile, meminfo: Optional[MemInfo], inventory: Optional[GpuInventory],
                devices: list[int]) -> Optional[int]:
     """The memory a cap is a fraction of, for a workload on ``devices`` (the smallest such GPU).
@@ -180,6 +231,9 @@ def _claim(group: Group, pool: Optional[int]) -> Optional[float]:
 
 
 def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
+    if group.outside is not None:
+        held = sum(m.gpu_memory_bytes or 0 for m in group.members) if group.members else None
+        return f"{group.label} ({group.outside.figures}" + (f"; holds {gb(held)}" if held else "") + ")"
     bits = []
     w = group.workload
     if w is not None and w.capped:
@@ -204,9 +258,12 @@ def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     return f"{group.label} ({'; '.join(bits)})" if bits else group.label
 
 
-def _brief(group: Group, pool: Optional[int], why: str, alone: bool) -> str:
+def _brief(group: Group, pool: Optional[int], why: str, alone: bool, status: Status = Status.PASS) -> str:
     """A workload in a few words for the line: ``pid 6008 vLLM (default cap 0.9 = 117.6 GB of 130.7 GB)``,
-    ``pid 1790 Ollama (holds 34.5 GB, no memory cap)``; the figures in GB only for a workload alone."""
+    ``pid 1790 Ollama (holds 34.5 GB, no memory cap)``; the figures in GB only for a workload alone;
+    the processes outside this container alone as what shows them there."""
+    if group.outside is not None and alone and status is Status.WARN:
+        return group.outside.text
     w, bits = group.workload, []
     if w is not None and w.capped and group.cap_fraction is not None:
         cap = f"{'default ' if w.cap_source in ('default', 'child') else ''}cap {group.cap_fraction:g}"
@@ -220,14 +277,21 @@ def _brief(group: Group, pool: Optional[int], why: str, alone: bool) -> str:
     return f"{group.label} ({', '.join(bits)})" if bits else group.label
 
 
-def _rule(group: Group, pool: Optional[int]) -> tuple[Status, str]:
-    """One workload on its own: FAIL/WARN with the reason appended to its description, or PASS."""
+def _rule(group: Group, pool: Optional[int], discrete: bool = False) -> tuple[Status, str]:
+    """One workload on its own: FAIL/WARN with the reason appended to its description, or PASS.
+    ``discrete``: the GPU has its own memory, which no process beside it can take from the host."""
     held, cap, w = group.held_bytes, group.cap_fraction, group.workload
     if cap is not None and cap > NEAR_CAPACITY_FRACTION:
         return Status.FAIL, ""
     if held is not None and pool and held > NEAR_CAPACITY_FRACTION * pool:
         return Status.FAIL, ""
+    if group.outside is not None:
+        if not discrete and held is not None and held > SMALL_BYTES:
+            return Status.FAIL, ": no memory cap"
+        return Status.WARN, ""
     if cap is None and held is not None and held > SMALL_BYTES:
+        if discrete:  # in the way only for a plan it leaves too little for (judged with the plan, below)
+            return Status.WARN, ": no memory cap" + (f", leaves {gb(pool - held)}" if pool else "")
         return Status.FAIL, ": no memory cap"
     if cap is None and w is not None and w.loads_on_demand:
         return Status.WARN, ": no memory cap, loads models on request"
@@ -262,8 +326,9 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
     visible = visible_devices(reading) if kind == "discrete" else None
     judged, elsewhere = [], []
     for group in group_processes(reading.processes):
-        outside = visible is not None and group.devices and not set(group.devices) & visible
-        (elsewhere if outside else judged).append(group)
+        other_gpu = visible is not None and group.devices and not set(group.devices) & visible
+        (elsewhere if other_gpu else judged).append(group)
+    judged = fold_outside(judged, reading, visible)
     pool_all = pool_bytes(profile, meminfo, inventory, sorted(visible) if visible else [])
     found: dict[Status, list[tuple[str, Group]]] = {Status.FAIL: [], Status.WARN: [], Status.PASS: []}
     briefs: dict[int, str] = {}  # pid of the root -> the workload in a few words
@@ -273,9 +338,9 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
         pool = pool_bytes(profile, meminfo, inventory, [d for d in group.devices if visible is None or d in visible])
         claim = _claim(group, pool)
         text = _describe(group, pool, nvml_ok=not reading.nvml_error)
-        status, why = _rule(group, pool)
+        status, why = _rule(group, pool, kind == "discrete")
         found[status].append((text + why, group))
-        briefs[group.root.pid] = _brief(group, pool, why, len(judged) == 1)
+        briefs[group.root.pid] = _brief(group, pool, why, len(judged) == 1, status)
         sizable = group.cap_fraction is not None or (group.held_bytes or 0) > SMALL_BYTES
         by_claim.append((claim or 0, sizable, text, group))
         w = group.workload
@@ -283,7 +348,7 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
                      "cap_fraction": group.cap_fraction, "cap": w.cap_text if w else "no memory cap",
                      "held_bytes": group.held_bytes, "claim_bytes": claim, "pool_bytes": pool, "devices": group.devices,
                      "cmdline": group.root.cmdline, "user": group.root.username, "problem": group.root.problem,
-                     "status": status.value})
+                     "outside": group.outside.text if group.outside is not None else None, "status": status.value})
     claims = sum(item[0] for item in by_claim)
     peak = plan.peak_bytes(unified=kind != "discrete")
     readings = {"memory": kind, "pool_bytes": pool_all, "claims_bytes": claims, "planned_peak_bytes": peak,
@@ -309,15 +374,22 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
         groups = [group for _, group in fails]
         head = lead or f"{_workloads(len(fails))} in the way: "
         return Verdict(G, Status.FAIL, _named(Status.FAIL, head, groups, briefs),
-                       detail=_join(fails, 3) + (f"; {together}" if together else "") + note,
+                       detail=_join(fails, 3) + (f"; {together}" if together else "") + note + _outside_note(groups),
                        fix=_fix([group for _, group in fails]), readings=readings)
     warns, listed = found[Status.WARN], found[Status.PASS]
     if warns:
-        return Verdict(G, Status.WARN, _named(Status.WARN, "", [group for _, group in warns], briefs,
+        groups = [group for _, group in warns]
+        left = pool_all - claims if kind == "discrete" and pool_all else None
+        fits = left is not None and peak is not None and peak <= left
+        shares = ("; on a GPU with its own memory, what it holds is in the way only of a run that needs more than "
+                  f"the {gb(left)} left" + (f" (the planned {gb(peak)} load peak fits)" if fits else "")
+                  + "; its compute is shared (G4, G5 and G7 name it where it slowed a measurement)") \
+            if left is not None else ""
+        return Verdict(G, Status.WARN, _named(Status.WARN, "", groups, briefs,
                                               f"{_workloads(len(warns))} with no memory cap: "),
                        detail=_join(warns, 3) + (f"; also {len(listed)} small or capped: " + _join(listed, 4)
-                                                 if listed else "") + note,
-                       fix=_fix([group for _, group in warns]), readings=readings)
+                                                 if listed else "") + shares + note + _outside_note(groups),
+                       fix=_fix(groups, left, fits), readings=readings)
     if listed:
         return Verdict(G, Status.PASS, _named(Status.PASS, f"{_workloads(len(listed))} beside this run, small or "
                                                            "capped: ", [group for _, group in listed], briefs),
@@ -349,6 +421,13 @@ def _join(items: list[tuple[str, Group]], limit: int) -> str:
     return "; ".join(texts[:limit]) + (f"; +{len(texts) - limit} more" if len(texts) > limit else "")
 
 
+def _outside_note(groups: list[Group]) -> str:
+    """Why a process outside this container has no name here."""
+    outside = next((g.outside for g in groups if g.outside is not None), None)
+    return "" if outside is None else ("; a container started without --pid=host sees another pid namespace's "
+                                       "processes under pids it cannot map, or not at all")
+
+
 def _note(reading: GpuProcesses, elsewhere: list[Group]) -> str:
     bits = []
     if reading.nvml_error and reading.processes:
@@ -362,7 +441,23 @@ def _note(reading: GpuProcesses, elsewhere: list[Group]) -> str:
     return f" ({'; '.join(bits)})" if bits else ""
 
 
-def _fix(groups: list[Group]) -> str:
+def _fix(groups: list[Group], left: Optional[float] = None, fits: bool = False) -> str:
+    """What to do about ``groups``; ``left``: on a discrete GPU, the memory they leave (their memory is
+    in the way only of a run that needs more); ``fits``: the planned load peak fits in it."""
+    here = [g for g in groups if g.outside is None]
+    text = _stop(here) if here else ""
+    if here and left is not None:
+        stop = text.removeprefix("run one heavy job at a time: ")
+        text = f"for a run that needs all of the GPU's compute, {stop}" if fits else \
+            (f"if the planned run needs more than the {gb(left)} left on the GPU (or all of its compute for a timed "
+             f"run), {stop}; --spark-model-gb N checks a plan against what is left")
+    if len(here) < len(groups):
+        text = f"{text}; for the process outside this container, {OUTSIDE_FIX}" if text else \
+            f"{OUTSIDE_FIX} before training"
+    return text
+
+
+def _stop(groups: list[Group]) -> str:
     kinds = []
     for g in groups:
         k = g.workload.kind if g.workload is not None else "other"

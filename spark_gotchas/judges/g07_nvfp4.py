@@ -25,7 +25,10 @@ Rules:
   **INFO** listing the precisions that run and their TFLOP/s (an H200 at 8192³: BF16 ≈ 686–688,
   FP8 ≈ 1258–1412, NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`; the preflight's probe gave 688 and 1258
   in the recorded H200 snapshot, `tests/fixtures/h200/preflight-snapshot.json`, the longer
-  measurement of `docs/benchmarks.md` 685.6 and 1412.4).
+  measurement of `docs/benchmarks.md` 685.6 and 1412.4), and who shared the GPU while they were
+  measured: rates beside another process are not this GPU's own, e.g. `G7 INFO: BF16 264, FP8 497
+  TFLOP/s, shared with a process outside this container` (seen as G4 says; one idle at rest is
+  named in the detail only).
 - A GEMM outside its tolerance, or the probe crashing or hanging → **FAIL**; not measurable
   (no torch, a CPU build, no device) → **SKIP**.
 """
@@ -39,9 +42,9 @@ from ..plan import Plan
 from ..profiles import Profile
 from ..readings.bench import GemmReading
 from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
-from ..readings.gpu import GpuInventory, sharing
+from ..readings.gpu import GpuInventory, GpuProcesses, sharing
 from ..readings.torch import TorchBuild
-from ..verdict import Status, Verdict
+from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
 
 G = 7
 SPARK = (12, 1)
@@ -183,9 +186,11 @@ def _rate(r) -> str:
     return f"{r.tflops:.0f}"
 
 
-def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verdict:
+def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan,
+                     processes: Optional[GpuProcesses] = None) -> Verdict:
+    """Measured NVFP4 vs FP8 (and BF16) GEMM rates (rules above). ``processes``: the run's process
+    list, read at rest, for what the probe's own window could not see (another pid namespace's work)."""
     precision = plan.precision
-    """Measured NVFP4 vs FP8 (and BF16) GEMM rates (rules above)."""
     if not reading.attempted:
         return Verdict(G, Status.SKIP, f"GEMM rates not measured: {reading.reason}")
     if reading.problem:
@@ -208,8 +213,9 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
         what = "; ".join(f"{_name(r.precision)}: {r.check}" for r in wrong)
         return Verdict(G, Status.FAIL, f"GEMM results outside tolerance at {size}: {what}"[:300], fix=FIX_WRONG,
                        readings=readings)
-    share = sharing(reading.window)
+    share = sharing(reading.window, processes)
     readings["busy_pids"] = list(share.pids) if share.busy is not None else None
+    readings["outside"] = share.outside.text if share.outside is not None else None
     aside = share.aside
     runs = {r.precision: r for r in res.results if r.ok}
     not_run = {r.precision: (r.error or r.check or "no figure") for r in res.results if not r.ok}
@@ -229,7 +235,7 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
             if ratio < 1.0 and share.busy:
                 return Verdict(G, Status.WARN, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)}: "
                                                + share.cause, detail=rates_text + aside,
-                               fix=FIX_SHARED.format(names=share.names), readings=readings)
+                               fix=share.fix("re-run spark-gotchas -m fast -k g07", FIX_SHARED), readings=readings)
             if ratio < 1.0:
                 return Verdict(G, Status.FAIL, f"NVFP4 {_rate(fp4)} TFLOP/s is {ratio:.2f}x FP8's {_rate(fp8)}: "
                                                "NVFP4 is slower here", detail=rates_text, fix=FIX_FP8,
@@ -241,6 +247,12 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan) -> Verd
                            detail=f"{_clip(not_run['nvfp4'])}; {rates_text}", fix=FIX_FP8, readings=readings)
     missing = "; ".join(f"{_name(p)} not supported here: {_clip(why)}" for p, why in not_run.items())
     unsupported = f"; {', '.join(_name(p) for p in not_run)} not supported" if not_run else ""
-    return Verdict(G, Status.INFO, f"{res.device} (cc {_cap_text(cap)}) runs {rates or 'no precision'}"
-                                   + (" TFLOP/s" if rates else "") + unsupported,
-                   detail=rates_text + (f"; {missing}" if missing else "") + aside, readings=readings)
+    head = f"{res.device} (cc {_cap_text(cap)}) runs {rates or 'no precision'}" + (" TFLOP/s" if rates else "")
+    if share.busy and not (share.outside is not None and share.outside.idle):  # not this GPU's own rates: say whose
+        fits = [h for h in (f"{head}, {share.cause}", f"{rates} TFLOP/s, {share.cause}")
+                if len(format_line(G, Status.INFO, h)) <= LINE_COLUMNS]
+        head = fits[0] if fits else f"{head}{unsupported}"
+    else:
+        head += unsupported
+    return Verdict(G, Status.INFO, head, detail=rates_text + (f"; {missing}" if missing else "") + aside,
+                   readings=readings)

@@ -36,6 +36,9 @@ class ReadContext:
     # The head start's parts this run uses (spark_gotchas.headstart.PARTS); of them g4_load, g5_probe and
     # g7_rates run in the load worker.
     head_start: frozenset = frozenset({"g4_load"})
+    # How many of this run's processes may hold a GPU context now (0: it has not used the GPU yet;
+    # None: not known). Pid-free evidence of another pid namespace's work leans on it.
+    own_on_gpu: Callable[[], Optional[int]] = lambda: None
 
     @property
     def worker(self) -> Any:

@@ -14,6 +14,7 @@ Their types are in :mod:`spark_gotchas.readings.gpu`.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from typing import Any, Callable, Iterable, Optional
@@ -23,6 +24,7 @@ from ..readings.gpu import (
     GPU_PCI_CLASSES,
     NVIDIA_PCI_VENDOR,
     DeviceProcessLists,
+    DeviceUse,
     GpuDevice,
     GpuInventory,
     GpuProcess,
@@ -154,9 +156,41 @@ NVML_LISTS = (("compute", "nvmlDeviceGetComputeRunningProcesses"),
 
 
 # -- NVML ----------------------------------------------------------------------------------------
+NVML_MEMORY_V2 = 0x02000028  # nvml.h's nvmlMemory_v2: the memory call that gives the driver's reserve apart
+NVML_CLOCK_SM = 1  # nvml.h's nvmlClockType_t
+
+
+def memory_figures(handle: Any, query: Callable[..., Any] = nvml.query) -> dict[str, Any]:
+    """The device's memory: total, allocated and the driver's reserve apart (NVML's v2 call), else
+    v1's ``used`` with the reserve inside it (``memory_reserved_bytes`` then NotAvailable)."""
+    memory = query("nvmlDeviceGetMemoryInfo", handle, NVML_MEMORY_V2)
+    split = not nvml.is_na(memory) and getattr(memory, "reserved", None) is not None
+    if not split:
+        memory = query("nvmlDeviceGetMemoryInfo", handle)
+    if nvml.is_na(memory):
+        return dict.fromkeys(("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes"), memory)
+    return {"memory_total_bytes": int(memory.total), "memory_used_bytes": int(memory.used),
+            "memory_reserved_bytes": int(memory.reserved) if split else nvml.NotAvailable("NVML v1: inside used")}
+
+
+def device_use(handle: Any, query: Callable[..., Any] = nvml.query) -> DeviceUse:
+    """The device's utilization, power, SM clock and memory, whoever uses it (counts filled in by the caller)."""
+    util = query("nvmlDeviceGetUtilizationRates", handle)
+    power = query("nvmlDeviceGetPowerUsage", handle)
+    limit = query("nvmlDeviceGetEnforcedPowerLimit", handle)
+    clock = query("nvmlDeviceGetClockInfo", handle, NVML_CLOCK_SM)
+    values = {"utilization_pct": util if nvml.is_na(util) else float(util.gpu),
+              "power_w": power if nvml.is_na(power) else int(power) / 1000.0,
+              "power_limit_w": limit if nvml.is_na(limit) else int(limit) / 1000.0,
+              "sm_clock_mhz": clock if nvml.is_na(clock) else float(clock), **memory_figures(handle, query)}
+    clean, reasons = nvml.split(values)
+    return DeviceUse(unavailable=reasons, **clean)
+
+
 def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list] = nvml.device_handles,
               init: Callable[[], Any] = nvml.init) -> tuple[Optional[str], list[DeviceProcessLists], dict[int, dict]]:
-    """NVML's compute and graphics lists of every device: (error, per-device lists, pid -> row)."""
+    """NVML's compute and graphics lists of every device, and each device's use read with them:
+    (error, per-device lists, pid -> row); a row's ``per_device`` holds its memory on each device."""
     reason = init()
     if reason is not None:
         return reason.reason, [], {}
@@ -172,17 +206,36 @@ def nvml_rows(query: Callable[..., Any] = nvml.query, handles: Callable[[], list
                 continue
             for proc in procs or []:
                 pid = int(proc.pid)
-                row = rows.setdefault(pid, {"memory": None, "devices": [], "lists": []})
+                row = rows.setdefault(pid, {"memory": None, "devices": [], "lists": [], "per_device": {}})
                 used = getattr(proc, "usedGpuMemory", None)
                 if used is not None:
                     row["memory"] = (row["memory"] or 0) + int(used)
+                    row["per_device"][index] = max(row["per_device"].get(index) or 0, int(used))
+                else:
+                    row["per_device"].setdefault(index, None)
                 if index not in row["devices"]:
                     row["devices"].append(index)
                 if list_name not in row["lists"]:
                     row["lists"].append(list_name)
+        dev.use = device_use(handle, query)
         devices.append(dev)
     late = init()  # a call that hung meanwhile made NVML unavailable: say so, not "no process"
     return (None if late is None else late.reason), devices, rows
+
+
+def count_listed(devices: list[DeviceProcessLists], rows: dict[int, dict], own: set[int], hidden: set[int]) -> None:
+    """Fill each device's use with what NVML lists on it: how many, their memory, how many are this
+    run's own and how many are not visible here."""
+    for dev in devices:
+        if dev.use is None:
+            continue
+        on = {pid: row["per_device"][dev.index] for pid, row in rows.items() if dev.index in row["per_device"]}
+        known = [m for m in on.values() if m is not None]
+        dev.use.listed = len(on)
+        complete = len(known) == len(on) and not dev.errors  # a list NVML could not give hides its memory
+        dev.use.listed_bytes = sum(known) if complete else None
+        dev.use.own_listed = sum(1 for pid in on if pid in own)
+        dev.use.not_visible = sum(1 for pid in on if pid in hidden)
 
 
 # -- psutil ----------------------------------------------------------------------------------------
@@ -204,13 +257,57 @@ def own_tree(psutil: Any, pid: Optional[int] = None) -> set[int]:
     return pids
 
 
+@functools.lru_cache(maxsize=1)
+def proc_hides_others() -> bool:
+    """Whether this /proc hides other users' processes (mounted with hidepid=1, 2, invisible or
+    noaccess): then a pid psutil cannot find may still be a process of this pid namespace.
+    Command line equivalent: ``grep ' /proc .* - proc ' /proc/self/mountinfo``."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            return hidepid(fh.read(1 << 20).decode("utf-8", "replace"))
+    except OSError:
+        return False
+
+
+def hidepid(mountinfo: str) -> bool:
+    """Whether the /proc of this ``/proc/self/mountinfo`` text hides other users' processes."""
+    hides = False
+    for line in mountinfo.splitlines():  # the last mount on /proc is the one in use
+        mount, _, fs = line.partition(" - ")
+        fields = mount.split()
+        if len(fields) > 4 and fields[4] == "/proc" and fs.startswith("proc "):
+            options = ",".join(fs.split()[2:] + fields[5:6]).split(",")
+            hides = any(o.startswith("hidepid=") and o not in ("hidepid=0", "hidepid=off") for o in options)
+    return hides
+
+
+def in_this_namespace(pid: int) -> bool:
+    """Whether ``pid``, which psutil cannot find, is a process of this pid namespace that /proc
+    hides (another user's, under hidepid) rather than none here (another namespace's, or gone):
+    signal 0 sends nothing, and the kernel answers EPERM for a process this one may not signal,
+    ESRCH for none."""
+    if not proc_hides_others():
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (ProcessLookupError, OverflowError, ValueError, OSError):
+        return False
+    return True
+
+
 def describe(psutil: Any, pid: int) -> GpuProcess:
     """psutil's facts about one pid; a missing permission or a vanished pid is said, not raised."""
     proc = GpuProcess(pid=pid)
     try:
         p = psutil.Process(pid)
     except psutil.NoSuchProcess:
+        if in_this_namespace(pid):
+            proc.problem = "no permission to see it (/proc is mounted with hidepid: another user's process)"
+            return proc
         proc.problem = "pid not visible here (exited, or in another container's pid namespace)"
+        proc.visible = False
         return proc
     except psutil.AccessDenied:
         proc.problem = "no permission to inspect it"
@@ -257,16 +354,18 @@ def scan(psutil: Any, skip: set[int]) -> tuple[list[GpuProcess], int, int]:
 
 @reader("gpu.processes")
 def read_processes(ctx: ReadContext) -> GpuProcesses:
-    """NVML's GPU process lists and the known servers/trainers among all command lines."""
-    return collect()
+    """NVML's GPU process lists, each GPU's use as a whole, and the known servers/trainers among all
+    command lines."""
+    return collect(own_on_gpu=ctx.own_on_gpu())
 
 
 def collect(psutil: Any = None, query: Callable[..., Any] = nvml.query,
             handles: Callable[[], list] = nvml.device_handles, init: Callable[[], Any] = nvml.init,
-            self_pid: Optional[int] = None) -> GpuProcesses:
-    """The whole reading; the arguments let tests stand in for psutil and NVML."""
+            self_pid: Optional[int] = None, own_on_gpu: Optional[int] = None) -> GpuProcesses:
+    """The whole reading; the arguments let tests stand in for psutil and NVML. ``own_on_gpu``: how
+    many of this run's processes may hold a GPU context now (0 before it used the GPU)."""
     error, devices, rows = nvml_rows(query, handles, init)
-    out = GpuProcesses(nvml_error=error, devices=devices,
+    out = GpuProcesses(nvml_error=error, devices=devices, own_on_gpu=own_on_gpu,
                        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     if psutil is None:
         try:
@@ -299,4 +398,5 @@ def collect(psutil: Any = None, query: Callable[..., Any] = nvml.query,
                 proc.found_by = "scan"
                 by_pid[proc.pid] = proc
     out.processes = [by_pid[pid] for pid in sorted(by_pid)]
+    count_listed(devices, rows, own, {pid for pid, proc in by_pid.items() if not proc.visible and pid in rows})
     return out

@@ -216,8 +216,9 @@ def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: 
             args = {**plan.load_args, "seconds": plan.duration_s, "window_s": plan.window_s}
             result = worker.call(plan.load_task, args, timeout=plan.duration_s + LOAD_TIMEOUT_MARGIN_S,
                                  on_progress=on_window)
-        if result.ok:
-            end_reason = f"cut short by {guard.received}" if guard.received else "completed"
+        if result.ok:  # a signal the load never saw (it had run its whole duration) cut nothing short
+            stopped = bool(result.value.get("stopped_early", True)) if isinstance(result.value, dict) else True
+            end_reason = f"cut short by {guard.received}" if guard.received and stopped else "completed"
         else:
             end_reason = f"load failed: {result.problem}"
     except KeyboardInterrupt:
@@ -236,7 +237,7 @@ def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: 
         started_epoch=t0,
         elapsed_s=time.time() - t0,
         end_reason=end_reason,
-        interrupted=guard.received is not None,
+        interrupted=end_reason.startswith("cut short"),
         load_problem="" if result is None or result.ok else result.problem,
         device=value.get("device") or meta.get("device"),
         size=value.get("size"),

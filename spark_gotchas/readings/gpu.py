@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Bytes, Epoch, IntMHz, IntPercent, Milliwatts
+
 
 # -- gpu.inventory --------------------------------------------------------------------------------
 @dataclass
@@ -21,13 +23,13 @@ class GpuDevice:
     name: Optional[str] = None
     uuid: Optional[str] = None
     capability: Optional[tuple[int, int]] = None
-    memory_total_bytes: Optional[int] = None
-    memory_used_bytes: Optional[int] = None
-    memory_free_bytes: Optional[int] = None
+    memory_total_bytes: Optional[Bytes] = None
+    memory_used_bytes: Optional[Bytes] = None
+    memory_free_bytes: Optional[Bytes] = None
     bus_width_bits: Optional[int] = None
-    max_memory_clock_mhz: Optional[int] = None
-    max_sm_clock_mhz: Optional[int] = None
-    power_limit_mw: Optional[int] = None
+    max_memory_clock_mhz: Optional[IntMHz] = None
+    max_sm_clock_mhz: Optional[IntMHz] = None
+    power_limit_mw: Optional[Milliwatts] = None
     unavailable: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -78,8 +80,8 @@ class GpuProcess:
     name: Optional[str] = None
     cmdline: Optional[list[str]] = None  # None when it could not be read; secret values masked
     username: Optional[str] = None
-    rss_bytes: Optional[int] = None  # host RSS; on GB10 CUDA memory does not show here
-    gpu_memory_bytes: Optional[int] = None  # NVML usedGpuMemory summed over devices; None = not reported
+    rss_bytes: Optional[Bytes] = None  # host RSS; on GB10 CUDA memory does not show here
+    gpu_memory_bytes: Optional[Bytes] = None  # NVML usedGpuMemory summed over devices; None = not reported
     gpu_devices: list[int] = field(default_factory=list)
     nvml_lists: list[str] = field(default_factory=list)  # "compute" and/or "graphics"
     found_by: str = "nvml"  # "nvml", "scan" or "nvml+scan"
@@ -137,8 +139,8 @@ class WindowProcess:
     run_pid: Optional[int] = None  # that run's own pid (the worker's parent), when it could be read
     visible: bool = True  # False: NVML names a pid this process cannot see (another pid namespace)
     phases: list[str] = field(default_factory=list)  # "before", "during", "after": when it was listed
-    sm_util_max_pct: Optional[int] = None  # NVML's per-process SM utilization, the most it reported
-    gpu_memory_bytes: Optional[int] = None
+    sm_util_max_pct: Optional[IntPercent] = None  # NVML's per-process SM utilization, the most it reported
+    gpu_memory_bytes: Optional[Bytes] = None
 
     @property
     def label(self) -> str:
@@ -172,8 +174,8 @@ class MeasureWindow:
     """
 
     what: str = ""  # the measurement ("G5 bandwidth probe")
-    t_start_epoch: Optional[float] = None
-    t_end_epoch: Optional[float] = None
+    t_start_epoch: Optional[Epoch] = None
+    t_end_epoch: Optional[Epoch] = None
     samples: int = 0  # process lists read
     others: list[WindowProcess] = field(default_factory=list)
     lists_error: Optional[str] = None  # NVML could not list processes: nothing can be said

@@ -59,7 +59,8 @@ Count = Annotated[int, Bound("", 0, U64)]
 Seconds = Annotated[float, Bound("s", 0.0, 1e9)]  # a duration (30 years at most)
 Milliseconds = Annotated[float, Bound("ms", 0.0, 1e12)]
 Microseconds = Annotated[float, Bound("µs", 0.0, float(U64))]  # cumulative driver counters
-Epoch = Annotated[float, Bound("s since 1970", 0.0, 1e11)]  # a wall-clock time
+Epoch = Annotated[float, Bound("s", 0.0, 1e11)]  # a wall-clock time: seconds since 1970
+IntEpoch = Annotated[int, Bound("s", 0, 10**11)]  # the kernel's boot time (/proc/stat btime)
 
 # A field whose name ends so holds that quantity: the suite's reading types declare it (a test keeps
 # names and declarations the same), and the tools that read documents by name (diff, fleet) check

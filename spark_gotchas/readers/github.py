@@ -39,7 +39,7 @@ from typing import Any, Optional
 
 from .. import __version__, bounded_read, scrub
 from ..readings.github import DEFAULT_API, REPO, PlaybookIssue, PlaybookIssues
-from ..serial import dumps
+from ..serial import dumps, number_problem
 from . import ReadContext, reader
 
 CACHE_TTL_S = 3600.0
@@ -452,7 +452,7 @@ def _usable(data: Any, api: str) -> bool:
     if not isinstance(data, dict) or data.get("api") != scrub.mask_text(api):
         return False
     fetched = data.get("fetched_at")
-    if not isinstance(fetched, (int, float)) or isinstance(fetched, bool) or not math.isfinite(fetched) \
+    if not isinstance(fetched, (int, float)) or isinstance(fetched, bool) or number_problem(fetched) \
             or not isinstance(data.get("issues"), list):
         return False
     folders = data.get("folders")

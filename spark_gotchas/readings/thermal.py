@@ -7,7 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..microbench.quantities import Bytes, Celsius, Epoch, Fraction, MHz, Microseconds, Percent, Seconds, TFlops, Watts
+from ..microbench.quantities import (
+    Bytes,
+    Celsius,
+    Epoch,
+    Fraction,
+    IntEpoch,
+    MHz,
+    Microseconds,
+    Percent,
+    Seconds,
+    TFlops,
+    Watts,
+)
 from .gpu import MeasureWindow
 
 # -- thermal.snapshot (and the samples, counters and reasons every thermal reading uses) ----------
@@ -157,7 +169,7 @@ class Heartbeat:
     """The soak's own record of itself; ``end_reason`` is None until the soak ends under control."""
 
     boot_id: Optional[str]
-    btime_s: Optional[int]  # boot time of the soak's boot (epoch seconds, /proc/stat btime)
+    btime_s: Optional[IntEpoch]  # boot time of the soak's boot (epoch seconds, /proc/stat btime)
     pid: int
     host: str
     started_epoch: Epoch
@@ -179,7 +191,7 @@ class RebootCheck:
     heartbeat: Optional[Heartbeat] = None
     error: Optional[str] = None  # the file exists but cannot be used
     boot_id: Optional[str] = None
-    btime_s: Optional[int] = None
+    btime_s: Optional[IntEpoch] = None
     now_epoch: Epoch = 0.0
     soak_pid_alive: Optional[bool] = None  # the soak's process still runs (same boot only)
 

@@ -97,7 +97,7 @@ def in_span(lo: float, hi: float, unit: str = "", integer: bool = False,
     def convert(text: str) -> Any:
         try:
             value = parse(text) if parse is not None else (int(text) if integer else float(text))
-        except (ValueError, argparse.ArgumentTypeError):
+        except ValueError:  # not a number at all (parse's own ArgumentTypeError says how to write one)
             value = math.nan
         if not (math.isfinite(value) and lo <= value <= hi):
             raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {words}")

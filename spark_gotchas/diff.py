@@ -18,7 +18,8 @@ snapshot (``--spark-snapshot``). Three things are compared:
   not compared: the reading is named under "Unusable readings" and the rest are compared.
 - installed distributions (snapshot reading ``env.distributions``): added, removed, changed.
 
-Exit status: 1 when any status got worse, 0 otherwise, 2 for bad input (one line on stderr).
+Exit status: 1 when any status got worse, 0 otherwise, 2 for bad input (one line on stderr), 3
+when diff itself fails (``spark-gotchas diff``: one line, never a traceback read as "worse").
 """
 
 from __future__ import annotations

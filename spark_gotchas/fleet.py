@@ -21,7 +21,7 @@ says so. A file that cannot be read, or holds no verdict and no figure, is named
 left out; a figure that no machine can measure (NaN, an infinity, a 400-digit integer, a negative
 bandwidth: :mod:`microbench.quantities`) is named in a line and left out of the comparison; the
 other files and figures are judged all the same. Exit status 1 when a finding is WARN or FAIL
-(as ``diff``), 2 when no file could be judged.
+(as ``diff``), 2 when no file could be judged, 3 when fleet itself fails (``spark-gotchas fleet``).
 """
 
 from __future__ import annotations

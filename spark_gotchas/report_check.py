@@ -3,7 +3,8 @@
 A CI job keeps the JSON report as its record of the run. A report that exists but says nothing
 (``{}``, no tests, no G-lines) is worse than none: it looks like a record. This command fails
 unless the report holds the tests and one G-line for every gotcha asked for (all ten by
-default), and every skipped check says why. Exit 0 when whole, 1 when not, 2 on bad usage.
+default), and every skipped check says why. Exit 0 when whole, 1 when not, 2 on bad usage, 3 when
+the command itself fails (``spark-gotchas check-report``: one line).
 """
 
 from __future__ import annotations

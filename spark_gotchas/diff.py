@@ -443,7 +443,7 @@ def render_text(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False
     out.append("")
     for side, found in diff.unusable.items():
         out.append(f"Unusable readings in {side} (not compared)")
-        out.extend(f"  {why}" for why in found)
+        out.extend(f"  {_outside(why)}" for why in found)
         out.append("")
     d = diff.distributions
     if d.note:
@@ -460,6 +460,14 @@ def render_text(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False
     else:
         out.append("No status got worse (exit 0)")
     return "\n".join(out) + "\n"
+
+
+def _outside(text: str) -> str:
+    """A line quoting a document's own keys (a reading's path), as the terminal may show it."""
+    from .scrub import mask_text
+    from .text import printable
+
+    return printable(mask_text(text))
 
 
 # -- command line --------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from own_processes import SITECUSTOMIZE
 
 from spark_gotchas.readers.torch import torch_installed
 
@@ -93,28 +94,13 @@ def line(output: str, head: str) -> str:
     return found[-1]
 
 
-ONLY_OWN_PROCESSES = '''
-import os
-
-import psutil
-
-_every = psutil.process_iter
-
-
-def process_iter(*args, **kwargs):
-    own = {os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))}
-    return (p for p in _every(*args, **kwargs) if p.pid in own)
-
-
-psutil.process_iter = process_iter
-'''
 
 
 def fake(tmp_path: Path, source: str) -> Path:
     folder = tmp_path / "fake"
     folder.mkdir()
     (folder / "pynvml.py").write_text(source)
-    (folder / "sitecustomize.py").write_text(ONLY_OWN_PROCESSES)
+    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE.format(tests=str(ROOT / "tests")))
     return folder
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
 _SECONDS_PER = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -57,9 +58,25 @@ def require_cuda() -> bool:
 
 def print_json(value: Any) -> None:
     """A result (a dataclass, or plain JSON values) as indented JSON on stdout."""
+    print(json_text(value, indent=1))
+
+
+def json_text(value: Any, **kwargs: Any) -> str:
+    """Standard JSON (``allow_nan=False``): a NaN or an infinity a measurement gave is ``null``,
+    as the suite writes it, so every JSON parser reads what a measurement prints or leaves."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = dataclasses.asdict(value)
-    print(json.dumps(value, indent=1, default=str))
+    return json.dumps(_finite(value), allow_nan=False, default=str, **kwargs)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def parse_seconds(text: str) -> float:
@@ -68,6 +85,25 @@ def parse_seconds(text: str) -> float:
     if not match:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 30, 30s, 5m, 1h)")
     return float(match.group(1)) * _SECONDS_PER[match.group(2)]
+
+
+def in_span(lo: float, hi: float, unit: str = "", integer: bool = False,
+            parse: Optional[Callable[[str], float]] = None) -> Callable[[str], Any]:
+    """An ``argparse`` ``type=`` for a number from ``lo`` to ``hi`` (``parse``: how it is written,
+    e.g. :func:`parse_seconds`): NaN, an infinity or a value out of the span is refused with the
+    argument's name and its span, as a usage error, before anything is measured."""
+    words = f"a {'whole ' if integer else ''}number{' of ' + unit if unit else ''} from {lo:g} to {hi:g}"
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text) if parse is not None else (int(text) if integer else float(text))
+        except ValueError:  # not a number at all (parse's own ArgumentTypeError says how to write one)
+            value = math.nan
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {words}")
+        return value
+
+    return convert
 
 
 def first_line(exc: BaseException, limit: int = 240) -> str:

@@ -2,7 +2,7 @@
 
 Why: through torch the probe waits for ``import torch`` and, with Triton, reads Triton's 400 MB
 compiler from disk to build four kernels: on a cold H200 that was 1.3 s of a preflight and 0.46 GB
-read (docs/benchmarks.md). Here the kernels are PTX (:mod:`._stream_ptx`, built from
+read (docs/benchmarks.md). Here the kernels are PTX (package data read by :mod:`._stream_ptx`, built from
 ``stream_kernels.cu``) that the driver compiles for the GPU at hand, so the probe runs in the
 load worker while torch is still importing. Arrays, counting and checks are the torch path's:
 ``b`` and ``c`` hold whole numbers 0..15, outputs start at -1, and every method's output is

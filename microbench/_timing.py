@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from .quantities import Count, Milliseconds
+
 QUANTILES = (0.1, 0.2, 0.5, 0.8, 0.9)
 
 
@@ -23,13 +25,13 @@ QUANTILES = (0.1, 0.2, 0.5, 0.8, 0.9)
 class Timing:
     """Per-repetition times of one function, in milliseconds."""
 
-    median_ms: float
-    min_ms: float
-    max_ms: float
-    quantiles_ms: dict[str, float] = field(default_factory=dict)  # "0.2" -> ms
-    reps: int = 0
-    warmup_reps: int = 0
-    estimate_ms: float = 0.0
+    median_ms: Milliseconds
+    min_ms: Milliseconds
+    max_ms: Milliseconds
+    quantiles_ms: dict[str, Milliseconds] = field(default_factory=dict)  # "0.2" -> ms
+    reps: Count = 0
+    warmup_reps: Count = 0
+    estimate_ms: Milliseconds = 0.0
 
     def rate(self, amount: float, at: str = "median") -> float:
         """``amount`` per second at the median (or ``"min"``: the best repetition)."""

@@ -20,7 +20,7 @@ import time
 import warnings
 from typing import Any
 
-from ._cli import first_line, print_json, require_torch
+from ._cli import first_line, in_span, print_json, require_torch
 
 TOLERANCE_FACTOR = 2.0
 TOLERANCE_FLOOR = 1e-3
@@ -204,9 +204,9 @@ def _warm_in_threads(torch: Any, q: Any, k: Any, v: Any) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench attention", description=__doc__.splitlines()[0])
-    parser.add_argument("--seqlen", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--seqlen", type=in_span(1, 1 << 20, integer=True), default=256)
+    parser.add_argument("--heads", type=in_span(1, 1024, integer=True), default=4)
+    parser.add_argument("--head-dim", type=in_span(1, 1024, integer=True), default=64)
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     parser.add_argument("--json", action="store_true", help="print JSON (what this prints either way)")
     args = parser.parse_args(argv)

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from . import _stream_cuda
-from ._cli import first_line, print_json, require_cuda
+from ._cli import first_line, in_span, print_json, require_cuda
 from ._stream_cuda import StreamConfig
 from ._timing import Timing, TorchClock, bench
+from .quantities import Bytes, Count, GBps, Seconds
 
 METHODS = ("read", "write", "copy", "triad")
 ARRAYS_COUNTED = {"read": 1, "write": 1, "copy": 2, "triad": 3}
@@ -117,15 +118,15 @@ class MethodResult:
     method: str
     implementation: str
     accounting: str
-    array_bytes: int
-    bytes_per_call: int
-    gbps: Optional[float] = None  # at the median repetition
-    gbps_best: Optional[float] = None  # at the fastest repetition
+    array_bytes: Bytes
+    bytes_per_call: Bytes
+    gbps: Optional[GBps] = None  # at the median repetition
+    gbps_best: Optional[GBps] = None  # at the fastest repetition
     timing: Optional[Timing] = None
     check: str = ""  # "ok", or what the output got wrong
     error: str = ""  # why there is no figure
     fallback: str = ""  # why the preferred implementation was not used
-    first_call_seconds: Optional[float] = None  # includes Triton's compilation when not cached
+    first_call_seconds: Optional[Seconds] = None  # includes Triton's compilation when not cached
     role: str = "probe"  # "probe": the figure the suite judges; "reference": a torch op beside it
 
     @property
@@ -139,18 +140,18 @@ class BandwidthResult:
 
     device: str
     capability: tuple[int, int]
-    sms: int
-    l2_bytes: Optional[int]
+    sms: Count
+    l2_bytes: Optional[Bytes]
     unified_memory: bool
-    array_bytes: int
+    array_bytes: Bytes
     sizing: str  # how array_bytes was chosen, in words
     mode: str  # "fast" | "sized" | "sweep"
     methods: list[MethodResult] = field(default_factory=list)  # the probe's figure per method
     references: list[MethodResult] = field(default_factory=list)  # torch ops, when asked
     backend: str = ""  # "cuda driver 13.0 (PTX kernels, no torch)" | "triton 3.6.0" | "torch (Triton not usable: …)"
-    seconds: float = 0.0  # the whole probe: setup, checks, timing
-    setup_seconds: float = 0.0  # allocation and initialisation
-    compile_wait_seconds: float = 0.0  # no longer measured (kernels compiled ahead by Triton); kept for old snapshots
+    seconds: Seconds = 0.0  # the whole probe: setup, checks, timing
+    setup_seconds: Seconds = 0.0  # allocation and initialisation
+    compile_wait_seconds: Seconds = 0.0  # no longer measured (kernels compiled ahead by Triton); kept for old snapshots
 
     def method(self, name: str) -> Optional[MethodResult]:
         for result in self.methods:
@@ -168,12 +169,12 @@ class BandwidthSweep:
     """The probe over array sizes from below the L2 to the memory budget (soak)."""
 
     device: str
-    l2_bytes: Optional[int]
+    l2_bytes: Optional[Bytes]
     unified_memory: bool
     points: list[MethodResult] = field(default_factory=list)
-    sizes_bytes: list[int] = field(default_factory=list)
+    sizes_bytes: list[Bytes] = field(default_factory=list)
     backend: str = ""
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
     stopped_early: bool = False
 
 
@@ -720,7 +721,7 @@ def format_result(res: BandwidthResult) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench bandwidth", description=__doc__.split("\n")[0])
-    parser.add_argument("--size-mb", type=float, help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
+    parser.add_argument("--size-mb", type=in_span(0.001, 1 << 20, "MiB"), help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
     parser.add_argument("--backend", choices=("auto", "cuda", "triton", "torch"), default="auto",
                         help="auto: the CUDA driver's kernels, else Triton, else torch ops; cuda alone (without "
                              "--references, --tune, --sweep) needs no torch")
@@ -728,8 +729,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tune", action="store_true", help="time every CUDA and Triton configuration of the tuning grids")
     parser.add_argument("--sweep", action="store_true", help="array sizes from L2/2 to the memory budget")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
-    parser.add_argument("--warmup-ms", type=float, default=10.0)
-    parser.add_argument("--rep-ms", type=float, default=50.0)
+    parser.add_argument("--warmup-ms", type=in_span(0, 60_000, "ms"), default=10.0)
+    parser.add_argument("--rep-ms", type=in_span(1, 600_000, "ms"), default=50.0)
     parser.add_argument("--unified-memory", action="store_true", default=None,
                         help="size from MemAvailable too (automatic on integrated GPUs)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

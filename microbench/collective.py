@@ -22,7 +22,6 @@ import argparse
 import datetime
 import importlib
 import importlib.util
-import json
 import os
 import re
 import signal
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ._cli import first_line
+from ._cli import first_line, in_span, json_text
 
 DEFAULT_LARGE = "64M,256M,1G"
 DEFAULT_SMALL = "8,1K,64K"
@@ -84,7 +83,7 @@ class Recorder:
             self.result["seconds"] = round(time.monotonic() - self.t0, 3)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps(self.result, indent=1), encoding="utf-8")
+            tmp.write_text(json_text(self.result, indent=1), encoding="utf-8")
             os.replace(tmp, self.path)
 
     def fail(self, message: str, code: int) -> None:
@@ -216,9 +215,9 @@ def main(argv: list[str]) -> int:
                         help=f"bandwidth message sizes (default {DEFAULT_LARGE})")
     parser.add_argument("--small", type=parse_sizes, default=parse_sizes(DEFAULT_SMALL),
                         help=f"latency message sizes (default {DEFAULT_SMALL})")
-    parser.add_argument("--iters", type=int, default=5, help="timed iterations per large size")
-    parser.add_argument("--small-iters", type=int, default=20, help="timed iterations per small size")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without progress before giving up")
+    parser.add_argument("--iters", type=in_span(1, 10_000, integer=True), default=5, help="timed iterations per large size")
+    parser.add_argument("--small-iters", type=in_span(1, 100_000, integer=True), default=20, help="timed iterations per small size")
+    parser.add_argument("--timeout", type=in_span(1, 3600, "seconds"), default=60.0, help="seconds without progress before giving up")
     parser.add_argument("--max-bytes", type=parse_size, default=MAX_BYTES, help="refuse larger messages (1G)")
     parser.add_argument("--fault", default=None, help="RANK:exit|hang, to test failure reporting")
     parser.add_argument("--net-setup", metavar="MODULE:FUNCTION", default=None,
@@ -263,6 +262,6 @@ def main(argv: list[str]) -> int:
         rec.fail(f"{type(exc).__name__} at {result.get('stage')}: {_short_error(exc)}", 1)
     rec.done.set()
     rec.write()
-    print(json.dumps({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
+    print(json_text({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
     sys.stderr.flush()
     os._exit(0)  # the result is written; skip interpreter teardown (seconds with torch loaded)

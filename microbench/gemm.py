@@ -35,9 +35,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._cli import print_json, require_cuda
+from ._cli import in_span, print_json, require_cuda
 from ._cublas import CublasUnavailable
 from ._timing import Timing, TorchClock, bench, l2_flusher
+from .quantities import Count, Ratio, Seconds, TFlops
 
 PRECISIONS = ("bf16", "fp8", "nvfp4")
 E4M3_MAX = 448.0
@@ -58,11 +59,11 @@ class PrecisionResult:
     precision: str
     supported: bool
     api: str = ""
-    tflops: Optional[float] = None  # at the median repetition
-    tflops_best: Optional[float] = None
+    tflops: Optional[TFlops] = None  # at the median repetition
+    tflops_best: Optional[TFlops] = None
     timing: Optional[Timing] = None
-    rel_error: Optional[float] = None  # against the float64 reference corner
-    tolerance: Optional[float] = None
+    rel_error: Optional[Ratio] = None  # against the float64 reference corner
+    tolerance: Optional[Ratio] = None
     check: str = ""  # "ok" or what was wrong
     error: str = ""  # why unsupported / failed (torch's own words)
 
@@ -77,11 +78,11 @@ class GemmResult:
     capability: tuple[int, int]
     torch: str
     torch_cuda: Optional[str]
-    m: int
-    n: int
-    k: int
+    m: Count
+    n: Count
+    k: Count
     results: list[PrecisionResult] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
     backend: str = "torch"  # what measured it: "torch" (probe) or "cublas" (probe_cublas, no torch import)
 
     def get(self, precision: str) -> Optional[PrecisionResult]:
@@ -396,11 +397,11 @@ def format_result(res: GemmResult) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench gemm", description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=8192, help="M = N = K (default 8192)")
+    parser.add_argument("--size", type=in_span(16, 1 << 17, integer=True), default=8192, help="M = N = K (default 8192)")
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--fast-accum", action="store_true", help="FP8 with cuBLAS fast accumulation")
-    parser.add_argument("--warmup-ms", type=float, default=25.0)
-    parser.add_argument("--rep-ms", type=float, default=100.0)
+    parser.add_argument("--warmup-ms", type=in_span(0, 60_000, "ms"), default=25.0)
+    parser.add_argument("--rep-ms", type=in_span(1, 600_000, "ms"), default=100.0)
     parser.add_argument("--backend", choices=("torch", "cublas"), default="torch",
                         help="torch (default), or cublas: cuBLAS/cuBLASLt through ctypes, no torch import")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

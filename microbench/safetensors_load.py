@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import os
 import re
@@ -34,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
-from ._cli import require_torch
+from ._cli import in_span, json_text, require_torch
 
 GB = 1e9
 MIB = 1 << 20
@@ -134,7 +133,7 @@ def write_safetensors(path: str, size_bytes: int, should_stop: Callable[[], bool
         length = min(CHUNK_BYTES, size_bytes - start)
         header[f"w{i:05d}"] = {"dtype": "U8", "shape": [length], "data_offsets": [start, start + length]}
         start += length
-    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw = json_text(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     pattern = os.urandom(16 * MIB)
     written = 0
@@ -345,11 +344,11 @@ def report_lines(result: dict) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench safetensors_load",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--size-gb", type=float, help="file size in GB (default 8; capped to stay safe)")
+    parser.add_argument("--size-gb", type=in_span(0.001, 10_000, "GB"), help="file size in GB (default 8; capped to stay safe)")
     parser.add_argument("--dir", default="reports", help="where to write the file (a disk, not tmpfs; default reports)")
     parser.add_argument("--device", help="load target (default cuda:0, or cpu without a GPU)")
     parser.add_argument("--warm", action="store_true", help="keep the file in the page cache (a second load)")
-    parser.add_argument("--interval-ms", type=float, default=50.0, help="sampling interval (default 50)")
+    parser.add_argument("--interval-ms", type=in_span(1, 60_000, "ms"), default=50.0, help="sampling interval (default 50)")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = parser.parse_args(argv)
     if not require_torch():
@@ -363,7 +362,7 @@ def main(argv: list[str]) -> int:
     result = probe(int(args.size_gb * GB) if args.size_gb else None, args.dir, device,
                    cold=not args.warm, interval_s=args.interval_ms / 1000)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(json_text(result, indent=1))
     else:
         print("\n".join(report_lines(result)))
     return 0 if result.get("ok") else 1

@@ -25,7 +25,6 @@ without a GPU; ``--backend cublas`` needs no torch).
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -33,7 +32,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
-from ._cli import parse_seconds, require_cuda, require_torch
+from ._cli import in_span, json_text, parse_seconds, require_cuda, require_torch
 from ._cublas import CublasUnavailable
 
 MAX_SIZE = 8192
@@ -229,9 +228,9 @@ def _load(g, seconds, window_s, size, dtype, stop, progress) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spark-gotchas microbench soak_load", description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=parse_seconds, default=30.0, help="how long to load, e.g. 30s, 5m (default 30s)")
-    parser.add_argument("--window", type=float, default=5.0, help="seconds per throughput window (default 5)")
-    parser.add_argument("--size", type=int, default=None, help="matrix size N (default: sized from free memory)")
+    parser.add_argument("--seconds", type=in_span(1, 7 * 86400, "seconds", parse=parse_seconds), default=30.0, help="how long to load, e.g. 30s, 5m (default 30s)")
+    parser.add_argument("--window", type=in_span(0.05, 3600, "seconds"), default=5.0, help="seconds per throughput window (default 5)")
+    parser.add_argument("--size", type=in_span(16, 1 << 17, integer=True), default=None, help="matrix size N (default: sized from free memory)")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
     parser.add_argument("--device", default="cuda", help="cuda, cuda:1 … or cpu (a dry run)")
     parser.add_argument("--backend", default="torch", choices=("torch", "cublas"),
@@ -259,7 +258,7 @@ def main(argv: list[str]) -> int:
         return 2
     if args.json:
         summary = {k: v for k, v in summary.items() if k != "windows"}
-        print(json.dumps(summary, indent=1))
+        print(json_text(summary, indent=1))
     else:
         print(f"{summary['device']}: {summary['dtype']} {summary['size']}^3 GEMM for {summary['seconds']:.1f} s: "
               f"{summary['tflops']:.2f} TFLOP/s, busy {summary['busy_fraction']:.1%}"

@@ -147,4 +147,26 @@ def main(argv: Optional[list[str]] = None) -> int:
     module = COMMANDS[name][0]
     if module is None:
         return run_checks(rest)
-    return int(importlib.import_module(module).main(rest) or 0)
+    return run_tool(name, module, rest)
+
+
+INTERNAL_ERROR = 3  # as pytest's: never 1, which the tools keep for a finding ("worse", a FAIL)
+
+
+def run_tool(name: str, module: str, argv: list[str]) -> int:
+    """A subcommand's ``main``; a crash in it is one line and exit 3, never a traceback whose exit
+    status 1 a CI job would read as the tool's finding."""
+    try:
+        return int(importlib.import_module(module).main(argv) or 0)
+    except Exception as exc:
+        print(_shown(f"{prog()} {name}: internal error (please report it): {type(exc).__name__}: {exc}"),
+              file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+def _shown(text: str) -> str:
+    """A line that may quote outside text, as the terminal may show it: masked, control characters escaped."""
+    from .scrub import mask_text
+    from .text import printable
+
+    return printable(mask_text(text))

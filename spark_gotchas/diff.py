@@ -13,25 +13,29 @@ snapshot (``--spark-snapshot``). Three things are compared:
   the readings themselves; reports hold the readings each verdict was judged from. Readings
   are found by name, not by a fixed layout, so a reading that changes shape or is missing on
   one side shows as "not in A"/"not in B" instead of breaking the comparison. Numbers within
-  ``--tolerance`` percent count as unchanged.
+  ``--tolerance`` percent count as unchanged. A number no machine can give (NaN, an infinity, an
+  integer beyond 64 bits, a value outside the range its unit allows: a negative bandwidth) is
+  not compared: the reading is named under "Unusable readings" and the rest are compared.
 - installed distributions (snapshot reading ``env.distributions``): added, removed, changed.
 
-Exit status: 1 when any status got worse, 0 otherwise, 2 for bad input (one line on stderr).
+Exit status: 1 when any status got worse, 0 otherwise, 2 for bad input (one line on stderr), 3
+when diff itself fails (``spark-gotchas diff``: one line, never a traceback read as "worse").
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
-import math
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Optional
 
 from . import bounded_read
+from .microbench._cli import in_span
+from .microbench.quantities import Epoch, bound_of_name
+from .serial import dumps, number_problem
 from .snapshot import FORMAT as SNAPSHOT_FORMAT
-from .snapshot import MAX_BYTES, SnapshotError
+from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .titles import title as gotcha_title
 from .verdict import Status
@@ -73,6 +77,7 @@ class RunDoc:
     readings: dict[str, Any]  # "category path" -> value, see key_readings()
     distributions: Optional[dict[str, str]]
     distributions_note: str = ""
+    unusable: list[str] = field(default_factory=list)  # "mem.meminfo.mem_total_bytes: 400 digits, beyond 64 bits"
 
 
 def category(name: str) -> Optional[str]:
@@ -112,14 +117,30 @@ def _leaves(value: Any, path: str) -> Iterator[tuple[str, str, Any]]:
         yield path, path.rsplit(".", 1)[-1].split("[")[0], value
 
 
-def key_readings(tree: Any, prefix: str = "") -> dict[str, tuple[str, Any]]:
-    """path -> (category, value) for the key readings found anywhere in ``tree``."""
+def key_readings(tree: Any, prefix: str = "", unusable: Optional[list[str]] = None) -> dict[str, tuple[str, Any]]:
+    """path -> (category, value) for the key readings found anywhere in ``tree``; a number no
+    machine can give is left out and, when ``unusable`` is given, named there with the reason."""
     out: dict[str, tuple[str, Any]] = {}
     for path, name, value in _leaves(tree, prefix):
         cat = category(name)
-        if cat is not None and (value is None or isinstance(value, (str, int, float, bool, list))):
-            out[path] = (cat, value)
+        if cat is None or not (value is None or isinstance(value, (str, int, float, bool, list))):
+            continue
+        why = unusable_number(name, value)
+        if why:
+            if unusable is not None:
+                unusable.append(f"{path}: {why}")
+            continue
+        out[path] = (cat, value)
     return out
+
+
+def unusable_number(name: str, value: Any) -> Optional[str]:
+    """Why a number found under ``name`` is no reading (not finite, beyond 64 bits, outside the
+    range of the unit its name declares); None when it is one, or is no number."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    bound = bound_of_name(name.lower())
+    return number_problem(value) or (bound.problem(value) if bound is not None else None)
 
 
 def _status_of(raw: Any) -> Optional[str]:
@@ -151,16 +172,17 @@ def _from_snapshot(path: str) -> RunDoc:
     platform = snap.platform if isinstance(snap.platform, dict) else {}
     readings = _platform_readings(platform)
     readings["suite"] = ("version", snap.suite_version or None)
+    unusable: list[str] = []
     for key, value in snap.readings.items():
         if key not in SKIP_READINGS:
-            readings.update(key_readings(value, key))
+            readings.update(key_readings(value, key, unusable))
     dists = snap.readings.get("env.distributions")
     versions = dists.get("versions") if isinstance(dists, dict) else None
     ok = isinstance(versions, dict)
     return RunDoc(
         path=path, kind="snapshot", created=snap.created, platform=platform, statuses=statuses, readings=readings,
         distributions={str(k): str(v) for k, v in versions.items()} if ok else None,
-        distributions_note="" if ok else "the snapshot has no env.distributions reading",
+        distributions_note="" if ok else "the snapshot has no env.distributions reading", unusable=unusable,
     )
 
 
@@ -177,22 +199,24 @@ def _from_report(path: str, data: dict[str, Any]) -> RunDoc:
     platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
     readings = _platform_readings(platform)
     readings["suite"] = ("version", section.get("suite_version"))
+    unusable: list[str] = []
     for test in data.get("tests") or ():
         meta = test.get("metadata") if isinstance(test, dict) else None
         verdict = meta.get("gotcha") if isinstance(meta, dict) else None
         if isinstance(verdict, dict) and isinstance(verdict.get("readings"), dict):
             name = str(test.get("nodeid", "")).rsplit("::", 1)[-1] or str(verdict.get("id", "?"))
-            readings.update(key_readings(verdict["readings"], name))
+            readings.update(key_readings(verdict["readings"], name, unusable))
     return RunDoc(
         path=path, kind="report", created=_iso(data.get("created")), platform=platform, statuses=statuses,
         readings=readings, distributions=None,
         distributions_note="a JSON report carries no distribution list, compare snapshots for that",
+        unusable=unusable,
     )
 
 
 def _iso(created: Any) -> str:
     """pytest-json-report stores ``created`` as epoch seconds; snapshots as ISO 8601."""
-    if _is_number(created):
+    if _is_number(created) and not Epoch.__metadata__[0].problem(created):
         return _dt.datetime.fromtimestamp(created, _dt.timezone.utc).replace(microsecond=0).isoformat()
     return str(created or "")
 
@@ -200,7 +224,7 @@ def _iso(created: Any) -> str:
 def load(path: str) -> RunDoc:
     """Read a report or a snapshot; anything else raises :class:`DiffInputError`."""
     try:
-        data = bounded_read.read_json(path, MAX_BYTES)
+        data = bounded_read.read_json(path, bounded_read.REPORT)
     except FileNotFoundError:
         raise DiffInputError(f"{path}: no such file") from None
     except bounded_read.Refused as exc:
@@ -259,6 +283,7 @@ class Diff:
     readings: list[ReadingChange]
     distributions: DistChanges
     tolerance_pct: float
+    unusable: dict[str, list[str]] = field(default_factory=dict)  # "A"/"B" -> readings not compared, and why
 
     @property
     def worse(self) -> list[str]:
@@ -275,7 +300,8 @@ class Diff:
     def to_json(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "worse": self.worse, "better": self.better, "exit_code": self.exit_code,
                 "tolerance_pct": self.tolerance_pct, "statuses": [asdict(s) for s in self.statuses],
-                "readings": [asdict(r) for r in self.readings], "distributions": asdict(self.distributions)}
+                "readings": [asdict(r) for r in self.readings], "distributions": asdict(self.distributions),
+                "unusable": self.unusable}
 
 
 def _gid_key(gid: str) -> tuple[int, str]:
@@ -293,7 +319,7 @@ def compare_status(a: Optional[str], b: Optional[str]) -> str:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and number_problem(v) is None
 
 
 def compare_value(a: Any, b: Any, tolerance_pct: float) -> tuple[str, Optional[float]]:
@@ -343,7 +369,8 @@ def compare(a: RunDoc, b: RunDoc, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) 
             else:
                 dists.unchanged += 1
     meta = [{"path": d.path, "kind": d.kind, "created": d.created} for d in (a, b)]
-    return Diff(meta[0], meta[1], statuses, readings, dists, tolerance_pct)
+    unusable = {side: doc.unusable for side, doc in (("A", a), ("B", b)) if doc.unusable}
+    return Diff(meta[0], meta[1], statuses, readings, dists, tolerance_pct, unusable)
 
 
 # -- showing it --------------------------------------------------------------------------------
@@ -363,7 +390,7 @@ def show_value(name: str, value: Any) -> str:
                 return f"{scaled:,.2f} {unit}" if abs(scaled) < 100 else f"{scaled:,.1f} {unit}"
         return str(value)
     if isinstance(value, list):
-        return "(" + ", ".join(str(v) for v in value) + ")" if leaf.endswith("capability") else json.dumps(value)
+        return "(" + ", ".join(str(v) for v in value) + ")" if leaf.endswith("capability") else dumps(value)
     return str(value)
 
 
@@ -414,6 +441,10 @@ def render_text(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False
     if not shown:
         out.append("  no key reading changed")
     out.append("")
+    for side, found in diff.unusable.items():
+        out.append(f"Unusable readings in {side} (not compared)")
+        out.extend(f"  {_outside(why)}" for why in found)
+        out.append("")
     d = diff.distributions
     if d.note:
         out.append(f"Distributions: {d.note}")
@@ -431,6 +462,14 @@ def render_text(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False
     return "\n".join(out) + "\n"
 
 
+def _outside(text: str) -> str:
+    """A line quoting a document's own keys (a reading's path), as the terminal may show it."""
+    from .scrub import mask_text
+    from .text import printable
+
+    return printable(mask_text(text))
+
+
 # -- command line --------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage and more)
@@ -445,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="B.json", help="the later run or the machine to compare")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--all", action="store_true", help="also list key readings that did not change")
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_PCT, metavar="PCT",
+    p.add_argument("--tolerance", type=in_span(0, 1000, "percent"), default=DEFAULT_TOLERANCE_PCT, metavar="PCT",
                    help=f"numbers within PCT percent count as unchanged (default {DEFAULT_TOLERANCE_PCT:g})")
     return p
 
@@ -457,11 +496,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except DiffInputError as exc:
         print(f"spark-gotchas diff: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if not math.isfinite(args.tolerance) or args.tolerance < 0:
-        print("spark-gotchas diff: --tolerance must be a percentage >= 0", file=sys.stderr)
-        return EXIT_BAD_INPUT
     diff = compare(a, b, args.tolerance)
-    text = json.dumps(diff.to_json(), indent=1) + "\n" if args.json else render_text(diff, (a.platform, b.platform),
+    text = dumps(diff.to_json(), indent=1) + "\n" if args.json else render_text(diff, (a.platform, b.platform),
                                                                                        args.all)
     try:
         sys.stdout.write(text)

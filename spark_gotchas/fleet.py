@@ -17,14 +17,17 @@ of nodes x G1-G10 with each node's worst status, then the findings only the grou
 
 A node is named by its recorded host reading (``host.identity``: host name and boot id); a file
 without one is named by its file name. Two files of one node: the newer is judged and a line
-says so. Exit status 1 when a finding is WARN or FAIL (as ``diff``), 2 when no file could be read.
+says so. A file that cannot be read, or holds no verdict and no figure, is named in a line and
+left out; a figure that no machine can measure (NaN, an infinity, a 400-digit integer, a negative
+bandwidth: :mod:`microbench.quantities`) is named in a line and left out of the comparison; the
+other files and figures are judged all the same. Exit status 1 when a finding is WARN or FAIL
+(as ``diff``), 2 when no file could be judged, 3 when fleet itself fails (``spark-gotchas fleet``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import statistics
 import sys
@@ -32,8 +35,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Optional
 
 from . import bounded_read
+from .microbench.quantities import Epoch, GBps, MHz, Ratio, TFlops
+from .serial import dumps, number_problem
 from .snapshot import FORMAT as SNAPSHOT_FORMAT
-from .snapshot import MAX_BYTES
 from .text import printable
 
 GOTCHAS = [f"G{n}" for n in range(1, 11)]
@@ -49,6 +53,7 @@ TRAINING_DISTRIBUTIONS = (
 )
 # figure -> (gotcha, unit, True when higher is better)
 FIGURES: dict[str, tuple[str, str, bool]] = {}
+RANGES = {"GB/s": GBps, "TFLOP/s": TFlops, "MHz": MHz, "x the weights": Ratio}  # unit -> its quantity
 
 
 def _figure(name: str, gotcha: str, unit: str, higher_is_better: bool = True) -> str:
@@ -70,6 +75,7 @@ class Node:
     statuses: dict[str, str] = field(default_factory=dict)  # G1 -> worst status
     figures: dict[str, float] = field(default_factory=dict)
     stack: dict[str, Optional[str]] = field(default_factory=dict)
+    unusable: list[str] = field(default_factory=list)  # "G5 read bandwidth: NaN is not a finite number"
 
 
 @dataclass
@@ -97,7 +103,11 @@ def _get(doc: Any, *path: Any) -> Any:
 
 
 def _number(value: Any) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else None
+    """A JSON number as a float; None for anything else, or a number no machine gives (NaN, an
+    infinity, beyond 64 bits)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or number_problem(value):
+        return None
+    return float(value)
 
 
 def _text(value: Any) -> Optional[str]:
@@ -112,15 +122,28 @@ def _worst(statuses: Iterable[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def _add(figures: dict[str, float], name: str, value: Any) -> None:
-    number = _number(value)
-    if number is not None and number > 0:
-        figures[name] = number
+class Figures(dict):
+    """figure -> value; a value no machine can measure is kept out and named in ``unusable``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unusable: list[str] = []
 
 
-def _figures_from_readings(readings: dict[str, Any]) -> dict[str, float]:
+def _add(figures: Figures, name: str, value: Any) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    gotcha, unit, _ = FIGURES[name]
+    why = number_problem(value) or RANGES[unit].__metadata__[0].problem(value)
+    if why:
+        figures.unusable.append(f"{gotcha} {name}: {why}")
+    elif value > 0:
+        figures[name] = float(value)
+
+
+def _figures_from_readings(readings: dict[str, Any]) -> Figures:
     """The measured figures, from a snapshot's raw readings."""
-    figures: dict[str, float] = {}
+    figures = Figures()
     for method in _get(readings, "bench.bandwidth", "result", "methods") or []:
         if isinstance(method, dict) and method.get("check") in ("ok", "", None):
             _add(figures, _figure(f"{method.get('method')} bandwidth", "G5", "GB/s"), method.get("gbps"))
@@ -141,9 +164,9 @@ def _figures_from_readings(readings: dict[str, Any]) -> dict[str, float]:
     return figures
 
 
-def _figures_from_report(tests: list[Any]) -> dict[str, float]:
+def _figures_from_report(tests: list[Any]) -> Figures:
     """The measured figures, from a JSON report's verdict readings."""
-    figures: dict[str, float] = {}
+    figures = Figures()
     for test in tests:
         gotcha = _get(test, "metadata", "gotcha") or {}
         readings = gotcha.get("readings") if isinstance(gotcha, dict) else None
@@ -202,7 +225,7 @@ def read_node(path: str, name_by: str = "host") -> Node:
     ``name_by="file"`` names it by its file (several runs of one machine as several nodes; CI
     containers whose host name is a container id)."""
     try:
-        doc = bounded_read.read_json(path, MAX_BYTES)
+        doc = bounded_read.read_json(path, bounded_read.REPORT)
     except FileNotFoundError:
         raise FleetInputError("does not exist") from None
     except bounded_read.Refused as exc:
@@ -217,27 +240,30 @@ def read_node(path: str, name_by: str = "host") -> Node:
         verdicts = doc.get("verdicts") if isinstance(doc.get("verdicts"), list) else []
         host = readings.get("host.identity") if isinstance(readings.get("host.identity"), dict) else {}
         platform = doc.get("platform") if isinstance(doc.get("platform"), dict) else {}
+        figures = _figures_from_readings(readings)
         return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
                     host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),
                     created=_text(doc.get("created")) or "",
                     profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                     statuses=_worst((str(v.get("id")), str(v.get("status"))) for v in verdicts if isinstance(v, dict)),
-                    figures=_figures_from_readings(readings), stack=_stack(platform, readings))
+                    figures=dict(figures), unusable=figures.unusable, stack=_stack(platform, readings))
     section = doc.get("spark_gotchas")
     if not isinstance(section, dict) or not isinstance(doc.get("tests"), list):
         raise FleetInputError("is neither a pytest JSON report with a spark_gotchas section nor a snapshot")
     platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
     gotchas = section.get("gotchas") if isinstance(section.get("gotchas"), dict) else {}
     host = platform.get("host") if isinstance(platform.get("host"), dict) else {}
+    figures = _figures_from_report(doc["tests"])
     created = _number(doc.get("created"))  # pytest-json-report: epoch seconds; snapshots: ISO 8601 UTC
     created_iso = (_dt.datetime.fromtimestamp(created, _dt.timezone.utc).replace(microsecond=0).isoformat()
-                   if created is not None else "")
+                   if created is not None and not Epoch.__metadata__[0].problem(created) else "")
     return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
                 host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),
                 created=created_iso,
                 profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                 statuses=_worst((g, str(_get(v, "status"))) for g, v in gotchas.items()),
-                figures=_figures_from_report(doc["tests"]), stack=_stack(section.get("versions") or platform, None))
+                figures=dict(figures), unusable=figures.unusable,
+                stack=_stack(section.get("versions") or platform, None))
 
 
 # -- judging the group --------------------------------------------------------------------------------
@@ -326,6 +352,13 @@ def judge(paths: list[str], configs: list[str] = (), name_by: str = "host") -> t
         except FleetInputError as exc:
             notes.append(f"{path} {exc}: left out")
             continue
+        except Exception as exc:  # one file the reading above does not foresee never stops the others
+            notes.append(f"{path} could not be read ({type(exc).__name__}: {exc}): left out")
+            continue
+        notes += [f"{path}: {why}: left out of the comparison" for why in node.unusable]
+        if not node.statuses and not node.figures and not any(v for k, v in node.stack.items() if k != "image"):
+            notes.append(f"{path} holds no verdict, measured figure or version to compare: left out")
+            continue
         earlier = by_name.get(node.name)
         if earlier is not None:
             newer, older = (node, earlier) if node.created >= earlier.created else (earlier, node)
@@ -392,7 +425,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     nodes, findings, notes = judge(args.files, args.spark_launch_config, args.name_by)
     if args.json:
         doc = {"nodes": [asdict(n) for n in nodes], "findings": [asdict(f) for f in findings], "notes": notes}
-        print(json.dumps(doc, indent=1))
+        print(dumps(doc, indent=1))
     else:
         sys.stdout.write(text_report(nodes, findings, notes))
     if args.summary_md:

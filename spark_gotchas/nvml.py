@@ -26,6 +26,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .options import env_number
+
 TIMEOUT_ENV = "SPARK_GOTCHAS_NVML_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
 OFFICIAL = "nvidia-ml-py"
@@ -53,15 +55,13 @@ def is_na(value: Any) -> bool:
 
 
 def timeout_s() -> float:
-    """The per-call budget: ``SPARK_GOTCHAS_NVML_TIMEOUT`` seconds when it is a positive number, else 5."""
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return DEFAULT_TIMEOUT_S
+    """The per-call budget: ``SPARK_GOTCHAS_NVML_TIMEOUT`` seconds when it is in its span
+    (:data:`options.ENVIRONMENT`; a pytest run refuses any other value), else 5."""
     try:
-        value = float(raw)
+        value = env_number(TIMEOUT_ENV)
     except ValueError:
         return DEFAULT_TIMEOUT_S
-    return value if 0 < value < float("inf") else DEFAULT_TIMEOUT_S
+    return DEFAULT_TIMEOUT_S if value is None else value
 
 
 def describe_error(exc: BaseException) -> str:

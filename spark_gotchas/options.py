@@ -10,10 +10,11 @@ unless the command line sets them again.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Optional, get_type_hints
+from typing import Any, Mapping, Optional, get_type_hints
 
 from .plan import DEFAULT_LOAD_FACTOR, Plan
 
@@ -21,12 +22,109 @@ PROFILE_CHOICES = ("auto", "gb10", "h100", "h200", "gh200", "generic")
 PRECISION_CHOICES = ("bf16", "fp8", "nvfp4")
 
 
+@dataclass(frozen=True)
+class Span:
+    """The values a number may take, ends included unless ``above`` (then ``lo`` itself is not);
+    ``off``: one value outside the span that means "none" (a timeout of 0)."""
+
+    lo: float
+    hi: float
+    unit: str = ""
+    above: bool = False
+    off: Optional[float] = None
+    duration: bool = False  # written as a duration (20s, 30m, 8h): said so in the message
+    below: bool = False  # ``hi`` itself is out too
+
+    def problem(self, value: float) -> Optional[str]:
+        """Why ``value`` is out of the span, as "must be …"; None when it is in."""
+        if self.off is not None and value == self.off:
+            return None
+        low_ok = value > self.lo if self.above else value >= self.lo
+        high_ok = value < self.hi if self.below else value <= self.hi
+        if math.isfinite(value) and low_ok and high_ok:
+            return None
+        return f"must be {self.describe()}"
+
+    def describe(self) -> str:
+        """``a number of seconds from 1 to 86400, or 0 for none``: the span in words, for messages and docs."""
+        if self.duration:
+            return f"a duration from {self.lo:g}s to {self.hi / 3600:g}h"
+        unit = f" of {self.unit}" if self.unit else ""
+        if self.above or self.below:
+            span = (f"{'above' if self.above else 'at least'} {self.lo:g} and "
+                    f"{'below' if self.below else 'at most'} {self.hi:g}")
+        else:
+            span = f"from {self.lo:g} to {self.hi:g}"
+        return f"a number{unit} {span}" + (f", or {self.off:g} for none" if self.off is not None else "")
+
+
 def option(default: Any, flag: str, help: str, *, metavar: str = "", choices: tuple[str, ...] = (),
-           judged: bool = False, path: bool = False, zero: Optional[bool] = None) -> Any:
+           judged: bool = False, path: bool = False, span: Optional[Span] = None) -> Any:
     """A field of :class:`RunOptions` with what the command line and the ini need to know of it.
-    ``zero``: for a number, whether 0 is allowed (False: it must be positive); never negative."""
+    ``span``: for a number (or a duration), the values it may take; any other is a usage error."""
     return field(default=default, metadata={"flag": flag, "help": help, "metavar": metavar, "choices": choices,
-                                            "judged": judged, "path": path, "zero": zero})
+                                            "judged": judged, "path": path, "span": span})
+
+
+# A fast check's timeout below a second stops checks before they read anything (every one then
+# fails with a timeout); beyond a day is no timeout pytest-timeout's timers can keep. A soak runs
+# from a second to a week; 10 TB of weights and a load peak of 100 times them are past any plan.
+FAST_TIMEOUT = Span(1.0, 86400.0, "seconds", off=0.0)
+SOAK_SECONDS = Span(1.0, 7 * 86400.0, "seconds", duration=True)
+MODEL_GB = Span(0.0, 10_000.0, "GB", above=True)
+LOAD_FACTOR = Span(0.0, 100.0, "", above=True)
+
+
+@dataclass(frozen=True)
+class EnvNumber:
+    """An environment variable the suite reads a number from, and the values it may hold."""
+
+    name: str
+    span: Span
+    what: str  # who reads it, for the docs
+    percent: bool = False  # "10%" is 0.10
+    integer: bool = False
+
+
+# Every variable the suite reads a number from. A pytest run refuses a value out of its span before
+# any check runs (a usage error, exit 4); the modules that read one fall back to their default.
+ENVIRONMENT = (
+    EnvNumber("SPARK_GOTCHAS_NVML_TIMEOUT", Span(0.1, 600.0, "seconds"), "each NVML call (nvml.py)"),
+    EnvNumber("SPARK_GOTCHAS_GITHUB_TIMEOUT", Span(0.1, 300.0, "seconds"), "G8's exchange with GitHub"),
+    EnvNumber("SPARK_GOTCHAS_SOAK_MAX_DROP", Span(0.0, 1.0, "", above=True, below=True), "the G4 soak's verdict",
+              percent=True),
+    EnvNumber("SPARK_GOTCHAS_COLLECTIVE_TIMEOUT", Span(1.0, 3600.0, "seconds"), "G10's all-reduce probe"),
+    EnvNumber("SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS", Span(1.0, 86400.0, "seconds"), "G10's all-reduce probe"),
+    EnvNumber("SPARK_GOTCHAS_NNODES", Span(1.0, 4096.0, "nodes"), "G10's all-reduce probe", integer=True),
+    EnvNumber("SPARK_GOTCHAS_NODE_RANK", Span(0.0, 4095.0, ""), "G10's all-reduce probe", integer=True),
+)
+ENV_BY_NAME = {e.name: e for e in ENVIRONMENT}
+
+
+def env_number(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional[float]:
+    """The number the variable ``name`` (of :data:`ENVIRONMENT`) holds; None when it is unset or
+    empty; ValueError naming the variable and its span when it holds anything else."""
+    spec = ENV_BY_NAME[name]
+    text = (os.environ if environ is None else environ).get(name, "").strip()
+    if not text:
+        return None
+    try:
+        number = float(text[:-1]) / 100 if spec.percent and text.endswith("%") else float(text)
+    except ValueError:
+        number = math.nan
+    why = spec.span.problem(number)
+    if why is None and spec.integer and not number.is_integer():
+        why = f"must be a whole {spec.span.describe()[2:]}"
+    if why:
+        written = " (0.1 or 10%)" if spec.percent else ""
+        raise ValueError(f"{name}={text[:40]!r} {why}{written}")
+    return int(number) if spec.integer else number
+
+
+def check_environment(environ: Optional[Mapping[str, str]] = None) -> None:
+    """ValueError for the first variable of :data:`ENVIRONMENT` whose value is out of its span."""
+    for spec in ENVIRONMENT:
+        env_number(spec.name, environ)
 
 
 @dataclass(frozen=True)
@@ -39,9 +137,9 @@ class RunOptions:
     spark_replay: Optional[str] = option(None, "--spark-replay", "judge a recorded snapshot instead of this machine "
                                          "(no GPU, NVML or torch needed)", metavar="PATH", path=True)
     spark_model_gb: Optional[float] = option(None, "--spark-model-gb", "planned model weights in GB (G3 headroom, "
-                                             "G5 decode ceiling)", metavar="GB", judged=True, zero=False)
+                                             "G5 decode ceiling)", metavar="GB", judged=True, span=MODEL_GB)
     spark_load_factor: float = option(DEFAULT_LOAD_FACTOR, "--spark-load-factor", "peak memory during a weights load as a multiple of "
-                                      "the weights (G3)", metavar="X", judged=True, zero=False)
+                                      "the weights (G3)", metavar="X", judged=True, span=LOAD_FACTOR)
     spark_baseline: Optional[str] = option(None, "--spark-baseline", "snapshot of a known-good run: G9 lists what "
                                            "changed since", metavar="PATH", path=True)
     spark_precision: Optional[str] = option(None, "--spark-precision", "precision the planned run uses (G7)",
@@ -57,15 +155,19 @@ class RunOptions:
                                              "readings as Prometheus metrics to PATH (node_exporter's textfile "
                                              "collector; docs/operations.md)", metavar="PATH", path=True)
     soak_duration: str = option("30m", "--soak-duration", "how long the soak loads the GPU, e.g. 20s, 30m, 8h",
-                                metavar="DURATION", judged=True)
+                                metavar="DURATION", judged=True, span=SOAK_SECONDS)
     soak_dir: str = option("reports", "--soak-dir", "where the soak writes its CSV, heartbeat and plot",
                            metavar="DIR", path=True)
     spark_fast_timeout: float = option(120.0, "--spark-fast-timeout", "pytest-timeout for each fast check in seconds "
-                                       "(0: none)", metavar="S", zero=True)
+                                       "(0: none)", metavar="S", span=FAST_TIMEOUT)
     explicit: frozenset = field(default=frozenset(), compare=False)  # options the command line set
 
     def __post_init__(self) -> None:
-        parse_duration(self.soak_duration)  # refuse a bad duration when the options are made
+        """Refuse a value out of its span when the options are made, whoever makes them."""
+        for f in declared():
+            value = getattr(self, f.name)
+            if f.metadata["span"] is not None and value is not None:
+                _in_span(f, parse_duration(value) if f.name == "soak_duration" else value)
 
     @property
     def plan(self) -> Plan:
@@ -176,17 +278,23 @@ def coerce(f: Field, value: Any) -> Any:
             number = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"{name} must be a number, not {value!r}") from None
-        zero = bool(f.metadata["zero"])
-        if math.isnan(number) or math.isinf(number) or number < 0 or (number == 0 and not zero):
-            raise ValueError(f"{name} must be a {'non-negative' if zero else 'positive'} number, not {value!r}")
-        return number
+        return _in_span(f, number, value)
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, not {value!r}")
     if f.metadata["choices"] and value not in f.metadata["choices"]:
         raise ValueError(f"{name} must be one of {', '.join(f.metadata['choices'])}, not {value!r}")
     if f.name == "soak_duration":
-        parse_duration(value)
+        _in_span(f, parse_duration(value), value)
     return str(Path(value).expanduser()) if f.metadata["path"] else value
+
+
+def _in_span(f: Field, number: float, given: Any = None) -> float:
+    """``number`` when it is in the option's span; ValueError naming the option and its span."""
+    span: Optional[Span] = f.metadata["span"]
+    why = span.problem(number) if span is not None else None
+    if why:
+        raise ValueError(f"{f.metadata['flag']} ({f.name}) {why}, not {given if given is not None else number!r}")
+    return number
 
 
 def _jsonable(value: Any) -> Any:
@@ -194,7 +302,9 @@ def _jsonable(value: Any) -> Any:
 
 
 def from_config(config: Any) -> RunOptions:
-    """Read every option: the command line wins, then the ini value, then the default."""
+    """Read every option: the command line wins, then the ini value, then the default. The
+    environment's numbers (:data:`ENVIRONMENT`) are checked here too: ValueError names the first bad one."""
+    check_environment()
     values: dict[str, Any] = {}
     explicit = set()
     for f in declared():

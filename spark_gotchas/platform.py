@@ -10,14 +10,22 @@ from __future__ import annotations
 import importlib.metadata
 import platform as _py_platform
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from . import __version__
 from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, by_pci, match, resolve
-from .provider import Provider, peek
 
 
-def profile(provider: Provider, requested: str = "auto") -> Profile:
+class Readings(Protocol):
+    """What the platform needs of the provider (:class:`spark_gotchas.provider.Provider`): named,
+    not imported, since the provider's readers ask the platform for the profile."""
+
+    def try_read(self, key: str) -> Any: ...
+
+    def peek(self, key: str) -> Any: ...
+
+
+def profile(provider: Readings, requested: str = "auto") -> Profile:
     """The profile asked for, or (auto) the one matching the first GPU NVML or torch sees."""
     if requested and requested != "auto":
         return PROFILES[requested]
@@ -25,7 +33,7 @@ def profile(provider: Provider, requested: str = "auto") -> Profile:
     return NONE if device is None else resolve("auto", *device)
 
 
-def _no_gpu_here(provider: Provider) -> bool:
+def _no_gpu_here(provider: Readings) -> bool:
     """True when no GPU can be used here without asking torch: no /dev/nvidia* and (where the bus
     can be read) no NVIDIA GPU on it. CUDA needs those device files, so torch would see none."""
     visibility = provider.try_read("gpu.visibility")
@@ -33,7 +41,7 @@ def _no_gpu_here(provider: Provider) -> bool:
         and not visibility.gpu_on_bus
 
 
-def _device(provider: Provider, ask_torch: bool = True) -> Optional[tuple[str, Optional[tuple[int, int]]]]:
+def _device(provider: Readings, ask_torch: bool = True) -> Optional[tuple[str, Optional[tuple[int, int]]]]:
     """The first GPU's (name, capability), NVML's first, else torch's; None when neither sees one.
 
     NVML can be missing where CUDA works (a container given ``compute`` but not ``utility``
@@ -45,13 +53,13 @@ def _device(provider: Provider, ask_torch: bool = True) -> Optional[tuple[str, O
         return inventory.first.name or "an unnamed GPU", inventory.first.capability
     if provider.live and _no_gpu_here(provider):
         return None
-    build = provider.try_read("torch.build") if ask_torch else peek(provider, "torch.build")
+    build = provider.try_read("torch.build") if ask_torch else provider.peek("torch.build")
     if build is not None and build.has_device and build.devices:
         return build.devices[0].name, build.devices[0].capability
     return None
 
 
-def machine(provider: Provider, requested: str = "auto", ask_torch: bool = True) -> Machine:
+def machine(provider: Readings, requested: str = "auto", ask_torch: bool = True) -> Machine:
     """Whether the machine whose live state is read is the profile's platform (in a replay: the
     machine the snapshot recorded). ``auto`` took the profile from the machine, so it is. A profile
     asked for by name is the machine when the machine's GPU (NVML's, else torch's) matches it; a
@@ -78,26 +86,26 @@ def machine(provider: Provider, requested: str = "auto", ask_torch: bool = True)
     return Machine(is_profile=False, device=name)
 
 
-def hidden_gpu(provider: Provider) -> Optional[str]:
+def hidden_gpu(provider: Readings) -> Optional[str]:
     """``10de:2e12 at 000f:01:00.0`` when an NVIDIA GPU is on the PCI bus and neither NVML nor
     torch (where already read) sees one; else None."""
-    inventory = peek(provider, "gpu.inventory")
+    inventory = provider.peek("gpu.inventory")
     if inventory is not None and inventory.devices:
         return None
-    build = peek(provider, "torch.build")
+    build = provider.peek("torch.build")
     if build is not None and build.has_device:
         return None
     visibility = provider.try_read("gpu.visibility")  # cheap: sysfs and the environment
     return visibility.bus_text if visibility is not None and visibility.gpu_on_bus else None
 
 
-def describe(provider: Provider, requested: str = "auto") -> dict[str, Any]:
+def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
     """JSON-ready platform facts for the summary, the report and the snapshot."""
     prof = profile(provider, requested)
     here = machine(provider, requested, ask_torch=False)
-    inventory = peek(provider, "gpu.inventory")
+    inventory = provider.peek("gpu.inventory")
     dev = inventory.first if inventory is not None else None
-    build = peek(provider, "torch.build")
+    build = provider.peek("torch.build")
     host = provider.try_read("host.identity")  # cheap, and names the node in a fleet
     return {
         "host": {"hostname": host.hostname, "boot_id": host.boot_id} if host is not None else None,
@@ -142,9 +150,9 @@ def _dist_version(name: str) -> Optional[str]:
         return None
 
 
-def versions(provider: Provider) -> dict[str, Any]:
-    build = peek(provider, "torch.build")
-    inventory = peek(provider, "gpu.inventory")
+def versions(provider: Readings) -> dict[str, Any]:
+    build = provider.peek("torch.build")
+    inventory = provider.peek("gpu.inventory")
     return {
         "suite": __version__,
         "python": sys.version.split()[0],

@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, platform, prometheus, scrub
+from . import atomic, platform, prometheus, report_file, scrub
 from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
 from .junit import JunitHooks
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
@@ -447,9 +447,13 @@ class JsonReportHooks:
     def pytest_json_modifyreport(self, json_report: dict) -> None:
         if self.state.active:
             json_report["spark_gotchas"] = report_section(self.state)
+            report_file.take_over(self.state.config, self._failed)  # the save that follows: whole or none
         cleaned = scrub.scrub(json_report)  # a masked copy: no credential reaches the file
         json_report.clear()
         json_report.update(cleaned)
+
+    def _failed(self, path: str, reason: str) -> None:
+        self.state.output_errors.append(f"could not write the JSON report {path}: {reason}")
 
     @pytest.hookimpl(trylast=True)  # after pytest-json-report has written its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -458,7 +462,8 @@ class JsonReportHooks:
         report = getattr(session.config.option, "json_report_file", None)
         if not (state.active and report and getattr(session.config.option, "json_report", False)):
             return
-        check_written(state, "JSON report", report)
+        if not any(e.startswith(f"could not write the JSON report {report}:") for e in state.output_errors):
+            check_written(state, "JSON report", report)
         if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -466,6 +471,10 @@ class JsonReportHooks:
 @pytest.hookimpl(wrapper=True)  # around every other plugin: pytest-json-report's exitcode counts a failed write
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     state = session.config.stash.get(STATE_KEY, None)
+    if state is not None and int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
+        # Ctrl-C, or a check that ended the run (the soak cut short): what is written says so
+        why = f"stopped early ({session.shouldstop})" if isinstance(session.shouldstop, str) else "interrupted (Ctrl-C)"
+        state.interrupted = f"{why} after {len(state.check_times)} of {session.testscollected} checks"
     if state is not None:
         state.release_workers()  # they exit while the reports are written, not after
     if state is not None and state.active:

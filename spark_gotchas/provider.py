@@ -14,18 +14,9 @@ from typing import Any, Callable
 
 from . import readers as _readers
 from .options import RunOptions
-from .serial import from_jsonable, to_jsonable
+from .readers import ReadingUnavailable
+from .serial import OutOfRange, from_jsonable, to_jsonable
 from .snapshot import Snapshot
-
-
-class ReadingUnavailable(Exception):
-    """A reading could not be taken (or is not in the replayed snapshot)."""
-
-    def __init__(self, key: str, reason: str, bug: bool = False):
-        super().__init__(f"{key}: {reason}")
-        self.key = key
-        self.reason = reason
-        self.bug = bug  # the reader itself raised: a defect, reported as FAIL, not SKIP
 
 
 class Provider:
@@ -101,6 +92,9 @@ class Provider:
             except ReadingUnavailable as exc:
                 self._raised[key] = exc  # asked again (after a prefetch, say), the answer is the same
                 raise
+            except OutOfRange as exc:  # a measurement that came back as no machine can measure
+                self._errors[key] = str(exc)
+                raise ReadingUnavailable(key, self._errors[key]) from None
             except Exception as exc:  # a reader bug must not take the run down
                 self._errors[key] = f"reader failed: {type(exc).__name__}: {exc}"
                 self._bugs.add(key)
@@ -114,6 +108,9 @@ class Provider:
             raise ReadingUnavailable(key, self._errors[key])
         try:
             value = from_jsonable(spec.returns, data)
+        except OutOfRange as exc:  # "result.methods[0].gbps: -4600 GB/s is below 0 GB/s"
+            self._errors[key] = str(exc)
+            raise ReadingUnavailable(key, self._errors[key]) from None
         except (TypeError, ValueError, KeyError) as exc:
             self._errors[key] = f"recorded reading does not fit {getattr(spec.returns, '__name__', spec.returns)}: {exc}"
             raise ReadingUnavailable(key, self._errors[key]) from None
@@ -139,6 +136,14 @@ class Provider:
         except ReadingUnavailable:
             return None
 
+    def peek(self, key: str) -> Any:
+        """A reading only if it was already taken (or is in the replayed snapshot); never reads."""
+        if key in self._cache:
+            return self._cache[key]
+        if self.replay is not None and key in self.replay.readings:
+            return self.try_read(key)
+        return None
+
 
 def _no_worker() -> Any:
     raise ReadingUnavailable("worker", "no GPU worker in this run")
@@ -146,8 +151,4 @@ def _no_worker() -> Any:
 
 def peek(provider: Provider, key: str) -> Any:
     """A reading only if it was already taken (or is in the replayed snapshot); never reads."""
-    if key in provider._cache:
-        return provider._cache[key]
-    if provider.replay is not None and key in provider.replay.readings:
-        return provider.try_read(key)
-    return None
+    return provider.peek(key)

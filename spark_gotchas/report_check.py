@@ -3,7 +3,8 @@
 A CI job keeps the JSON report as its record of the run. A report that exists but says nothing
 (``{}``, no tests, no G-lines) is worse than none: it looks like a record. This command fails
 unless the report holds the tests and one G-line for every gotcha asked for (all ten by
-default), and every skipped check says why. Exit 0 when whole, 1 when not, 2 on bad usage.
+default), and every skipped check says why. Exit 0 when whole, 1 when not, 2 on bad usage, 3 when
+the command itself fails (``spark-gotchas check-report``: one line).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from . import bounded_read
 from .text import printable
 
 GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): \S")
-MAX_REPORT_BYTES = 256 << 20
 
 
 def problems(report: Any, gotchas: list[int]) -> list[str]:
@@ -67,7 +67,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError:
         parser.error(f"--gotchas {args.gotchas!r}: give gotcha numbers 1-10, e.g. 1-10 or 1,9")
     try:
-        report = bounded_read.read_json(args.report, MAX_REPORT_BYTES)
+        report = bounded_read.read_json(args.report, bounded_read.REPORT)
     except (OSError, bounded_read.Refused) as exc:
         why = f"is {exc}" if isinstance(exc, bounded_read.Refused) else f"cannot be read: {exc.strerror or exc}"
         print(printable(f"check-report: {args.report} {why}: no JSON report to check"), file=sys.stderr)

@@ -36,6 +36,8 @@ def report_section(state: SessionState) -> dict[str, Any]:
         "suite_version": __version__,
         "mode": "replay" if state.replay is not None else "live",
         "replayed_from": _replayed_from(state),
+        "interrupted": bool(state.interrupted),
+        "interruption": state.interrupted or None,
         "lines": summary_lines(state.verdicts),
         "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "summary": top.summary, "fix": top.fix,
                                         "checks": len(group)}
@@ -64,9 +66,10 @@ def run_snapshot(state: SessionState) -> Snapshot:
         created=now_iso(),
         suite_version=__version__,
         markers=state.markers if state.replay is None else (state.replay.markers or state.markers),
+        interrupted=state.interrupted,
     ).to_json())
     return Snapshot(**{k: doc[k] for k in ("readings", "options", "platform", "verdicts", "created", "suite_version",
-                                           "markers")})
+                                           "markers", "interrupted")})
 
 
 def markdown_summary(state: SessionState) -> str:
@@ -74,7 +77,18 @@ def markdown_summary(state: SessionState) -> str:
     from .summary_md import render
 
     return scrub.mask_text(render(state.verdicts, platform.describe(state.provider, state.options.spark_profile),
-                                  artifacts=state.artifacts, replayed_from=_replayed_from(state)))
+                                  artifacts=state.artifacts, replayed_from=_replayed_from(state),
+                                  interrupted=interruption_line(state)))
+
+
+def interruption_line(state: SessionState) -> str:
+    """What the summaries say of a run that ended early, or of a replayed snapshot whose run did;
+    "" for a whole run."""
+    if state.interrupted:
+        return f"the run was {state.interrupted}: gotchas without a line were not judged, the others only in part"
+    if state.replay is not None and state.replay.interrupted:
+        return f"the replayed snapshot's run was {state.replay.interrupted}: its readings are partial"
+    return ""
 
 
 FIX_PREFIX = "    fix: "
@@ -95,6 +109,8 @@ def terminal_block(state: SessionState, width: int = 100, verbose: bool = False)
     detail), the notes, and the outputs that could not be written."""
     desc = platform.describe(state.provider, state.options.spark_profile)
     out = [(shown(platform.one_line(desc, _replayed_from(state))), {})]
+    if interruption_line(state):
+        out.append((shown(f"INTERRUPTED: {interruption_line(state)}"), {"red": True, "bold": True}))
     for top, group in summarize(state.verdicts):
         for line in summary_lines(group):
             markup = COLOR[top.status] if not line.startswith("    ") else {}

@@ -17,18 +17,34 @@ belongs. A judge never sees a value of the wrong type. The rules, so a snapshot 
 - a union takes the first arm the value fits, and none fitting is a misfit;
 - keys a dataclass does not have are ignored (a newer suite's snapshot still replays); a
   required field that is missing is a misfit.
+
+Numbers must be readings a machine can give (:class:`OutOfRange`, a Misfit too), wherever they
+occur, ``Any`` fields included:
+
+- a number is finite: ``NaN`` and ``Infinity`` (which Python's JSON reader accepts and standard
+  JSON does not) are no reading;
+- an integer fits 64 bits: a 400-digit integer is no reading either;
+- a field annotated with a quantity (``gbps: GBps``, :mod:`microbench.quantities`) lies in that
+  quantity's range: a negative bandwidth or a clock of 10^9 MHz is refused, the message naming
+  the field, the value and the range.
+
+``to_jsonable`` records a NaN or an infinity as ``null`` and :func:`dumps` writes only standard
+JSON (``allow_nan=False``), so no document the suite writes holds either.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import json
+import math
 import numbers
 import types
 import typing
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 _HINTS: dict[type, dict[str, Any]] = {}
+INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1  # a signed or an unsigned 64-bit value
 
 
 class Misfit(TypeError, ValueError):
@@ -43,6 +59,11 @@ class Misfit(TypeError, ValueError):
         self.problem = problem
 
 
+class OutOfRange(Misfit):
+    """A number no machine can give: NaN, an infinity, an integer beyond 64 bits, or a value
+    outside its field's declared range. The message names the field and the value."""
+
+
 def to_jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
@@ -52,7 +73,7 @@ def to_jsonable(obj: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
+    if isinstance(obj, float) and not math.isfinite(obj):  # NaN and infinities are not JSON
         return None
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
@@ -62,8 +83,14 @@ def to_jsonable(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, numbers.Real):
         value = float(obj)
-        return None if value != value else value
+        return value if math.isfinite(value) else None
     return str(obj)
+
+
+def dumps(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of standard JSON: dataclasses, tuples and enums as :func:`to_jsonable` writes
+    them, a NaN or an infinity as ``null`` (``allow_nan=False`` then proves none is left)."""
+    return json.dumps(to_jsonable(obj), allow_nan=False, **kwargs)
 
 
 def from_jsonable(tp: Any, data: Any) -> Any:
@@ -107,12 +134,15 @@ def _at(path: str, key: Any) -> str:
 
 def _build(tp: Any, data: Any, path: str) -> Any:
     if tp is Any:
+        _check_numbers(data, path)
         return data
     if data is None:
         if type(None) in get_args(tp) or tp is type(None):
             return None
         raise _misfit(tp, data, path)
     origin = get_origin(tp)
+    if origin is Annotated:
+        return _annotated(tp, data, path)
     if origin in (typing.Union, types.UnionType):
         arms = [a for a in get_args(tp) if a is not type(None)]
         if len(arms) == 1:  # Optional[X]: X's own message, which names the deeper field
@@ -153,7 +183,48 @@ def _build(tp: Any, data: Any, path: str) -> Any:
     return _scalar(tp, data, path)
 
 
+def _annotated(tp: Any, data: Any, path: str) -> Any:
+    """``Annotated[float, Bound(...)]``: the value as its type builds it, then each bound's check
+    (any metadata with a ``problem(value)`` method, :class:`microbench.quantities.Bound`)."""
+    inner, *metadata = get_args(tp)
+    value = _build(inner, data, path)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        for meta in metadata:
+            why = meta.problem(value) if callable(getattr(meta, "problem", None)) else None
+            if why:
+                raise OutOfRange(path, why)
+    return value
+
+
+def number_problem(data: Any) -> str | None:
+    """Why a JSON number cannot be a reading (not finite, beyond 64 bits); None when it can."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{'NaN' if data != data else ('-' if data < 0 else '') + 'Infinity'} is not a finite number"
+    if isinstance(data, int) and not isinstance(data, bool) and not INT_MIN <= data <= INT_MAX:
+        return f"{len(str(abs(data)))} digits, beyond 64 bits"
+    return None
+
+
+def _check_numbers(data: Any, path: str) -> None:
+    """Every number in an untyped value (an ``Any`` field) finite and within 64 bits."""
+    todo = [(data, path)]
+    while todo:
+        value, at = todo.pop()
+        if isinstance(value, dict):
+            todo.extend((v, _at(at, k)) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((v, _at(at, i)) for i, v in enumerate(value))
+        else:
+            why = number_problem(value)
+            if why:
+                raise OutOfRange(at, why)
+
+
 def _scalar(tp: Any, data: Any, path: str) -> Any:
+    if tp in (int, float) and not isinstance(data, bool):
+        why = number_problem(data) if isinstance(data, (int, float)) else None
+        if why:
+            raise OutOfRange(path, why)
     if tp is bool:
         if isinstance(data, bool):
             return data
@@ -164,10 +235,7 @@ def _scalar(tp: Any, data: Any, path: str) -> Any:
         if isinstance(data, float):
             return data
         if isinstance(data, int) and not isinstance(data, bool):
-            try:
-                return float(data)
-            except OverflowError:
-                raise Misfit(path, f"{_shown(data)} is too large for a number") from None
+            return float(data)
     elif tp is str:
         if isinstance(data, str):
             return data
@@ -199,7 +267,8 @@ def _dataclass(tp: Any, data: Any, path: str) -> Any:
     if hints is None:
         # the module's names as the class was made (its __init__'s globals): a module dropped from
         # sys.modules since (an in-process pytest run drops what it imported) resolves all the same
-        hints = _HINTS[tp] = get_type_hints(tp, globalns=getattr(tp.__init__, "__globals__", None))
+        hints = _HINTS[tp] = get_type_hints(tp, globalns=getattr(tp.__init__, "__globals__", None),
+                                            include_extras=True)
     kwargs = {}
     for f in dataclasses.fields(tp):
         if not f.init:

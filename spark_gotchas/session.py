@@ -42,6 +42,7 @@ class SessionState:
     configured_epoch: float = field(default_factory=time.time)  # the origin of the report's timing
     check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
     markers: str = ""  # this run's -m selection, recorded in the snapshot
+    interrupted: str = ""  # why the run ended early ("Ctrl-C (SIGINT) after 3 of 17 checks"); "" when it did not
     _worker: Any = None
     _load_worker: Any = None
     _provider: Optional[Provider] = None

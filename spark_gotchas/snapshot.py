@@ -11,17 +11,17 @@ Format (``docs/snapshot.md`` documents each field)::
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import atomic, bounded_read
+from .serial import dumps
 
 FORMAT = "spark-gotchas-snapshot"
 VERSION = 1
-MAX_BYTES = 64 << 20  # a snapshot of a long soak is a few MiB; a larger file is not one
+MAX_BYTES = bounded_read.SNAPSHOT.limit
 
 
 class SnapshotError(Exception):
@@ -37,6 +37,7 @@ class Snapshot:
     created: str = ""
     suite_version: str = ""
     markers: str = ""  # the recorded run's -m selection ("fast", "fast or soak"); "" when not recorded
+    interrupted: str = ""  # why the recorded run ended early (Ctrl-C): its readings are partial; "" when whole
     path: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -46,6 +47,7 @@ class Snapshot:
             "created": self.created or now_iso(),
             "suite_version": self.suite_version,
             "markers": self.markers,
+            "interrupted": self.interrupted,
             "options": self.options,
             "platform": self.platform,
             "readings": self.readings,
@@ -60,12 +62,12 @@ def now_iso() -> str:
 def load(path: str | os.PathLike) -> Snapshot:
     """Read and check a snapshot; any problem raises :class:`SnapshotError` with the reason.
 
-    Only a regular file of at most MAX_BYTES is read (``/dev/zero``, a FIFO or a directory is
+    Only a regular file of at most MAX_BYTES is read, within bounded_read.SNAPSHOT's seconds (``/dev/zero``, a FIFO or a directory is
     refused before a byte is read), so a wrong path can neither hang the run nor fill memory.
     """
     p = Path(path)
     try:
-        data = bounded_read.read_json(p, MAX_BYTES)
+        data = bounded_read.read_json(p, bounded_read.SNAPSHOT)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot not found: {p}") from None
     except bounded_read.Refused as exc:
@@ -93,6 +95,7 @@ def load(path: str | os.PathLike) -> Snapshot:
         created=data.get("created", ""),
         suite_version=data.get("suite_version", ""),
         markers=data.get("markers") if isinstance(data.get("markers"), str) else "",
+        interrupted=data.get("interrupted") if isinstance(data.get("interrupted"), str) else "",
         path=str(p),
     )
 
@@ -105,5 +108,5 @@ def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:
     replaced; a directory raises IsADirectoryError; a failed write leaves no temp file behind and
     raises the OSError, naming the path.
     """
-    text = json.dumps(snapshot.to_json(), indent=1, sort_keys=False) + "\n"
+    text = dumps(snapshot.to_json(), indent=1) + "\n"
     return atomic.write_text(path, text, parents=True)

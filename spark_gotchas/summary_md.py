@@ -54,14 +54,18 @@ def render(
     *,
     artifacts: Optional[Mapping[str, str]] = None,
     replayed_from: Optional[str] = None,
+    interrupted: str = "",
 ) -> str:
-    """The Markdown block for one run (ends with a blank line, so blocks can be appended)."""
+    """The Markdown block for one run (ends with a blank line, so blocks can be appended);
+    ``interrupted``: why the run's verdicts are partial, said under the title."""
     verdicts = list(verdicts)
     groups = summarize(verdicts)
     tally = counts(verdicts)
     overall = max((top.status for top, _ in groups), key=lambda s: s.rank, default=None)
     head = f"{ICON[overall]} {title}: {overall.value}" if overall is not None else f"{title}: no verdict"
     out = [f"## {inline(head)}", ""]
+    if interrupted:
+        out += [f"**Interrupted**: {inline(interrupted)}", ""]
     out.append(" · ".join(f"**{n}** {s}" for s, n in tally.items()) + f" — {len(groups)} gotchas, {len(verdicts)} checks"
                if groups else "No gotcha check reported a verdict.")
     out += ["", f"Platform: `{printable(one_line(dict(platform), replayed_from)).replace('`', chr(39))}`", ""]

@@ -2,6 +2,8 @@
 
 import importlib.util
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 # numpy cannot be imported twice in one process, and pytester removes the modules an in-process run
@@ -10,3 +12,20 @@ pytest_plugins = ["pytester"]
 if importlib.util.find_spec("numpy") is not None:
     import numpy  # noqa: F401
 
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "live_machine: the test is about this machine's own process table, which it "
+                                       "then reads as it is (every other test sees only its run's own processes)")
+
+
+@pytest.fixture(autouse=True)
+def only_this_runs_processes(request, monkeypatch):
+    """Tests read fakes, not the live machine: psutil lists only this run's own processes
+    (tests/own_processes.py), so no check's line depends on what else the box runs."""
+    if request.node.get_closest_marker("live_machine") is not None or importlib.util.find_spec("psutil") is None:
+        return
+    import psutil
+    from own_processes import own_only
+
+    monkeypatch.setattr(psutil, "process_iter", own_only(psutil.process_iter))

@@ -123,12 +123,12 @@ def left_out_runs(folder: Path) -> list[Run]:
 def pytest_configure(config) -> None:
     """With ``-p line_widths`` and FAKE_SOAK set: the soak runs on the G4 tests' fake machine (a fake
     GB10 through NVML, a fake load in a real worker, as tests/test_g04_replay.py sets it up) and a real
-    SIGINT cuts it short 1 s after its CSV appears, as a user's Ctrl-C would."""
+    SIGINT cuts it short once its load has measured a window, as a user's Ctrl-C would."""
     soak_dir = os.environ.get(FAKE_SOAK)
     if not soak_dir:
         return
     import pytest
-    from test_g04_replay import fake_soak_machine
+    from test_g04_replay import fake_soak_machine, load_is_running
 
     patch = pytest.MonkeyPatch()  # never undone: the run's process ends with the run
     fake_soak_machine(patch)
@@ -136,11 +136,10 @@ def pytest_configure(config) -> None:
 
     def ctrl_c_once_the_soak_records() -> None:
         deadline = time.monotonic() + 60
-        while not list(Path(soak_dir).glob("g4-soak-*.csv")):
+        while not load_is_running(Path(soak_dir)):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.1)
-        time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=ctrl_c_once_the_soak_records, daemon=True).start()

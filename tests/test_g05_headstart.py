@@ -7,6 +7,7 @@ import array
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import bench_fakes as fk
 import pytest
@@ -123,6 +124,16 @@ def test_each_ptx_module_has_its_methods_and_loads_on_old_drivers(v):
     text = _stream_ptx.PTX[v]
     assert entries(text) == {f"stream_{m}_v{v}" for m in bandwidth.METHODS}
     assert ".version 7.0" in text.splitlines()[:3] and ".target sm_75" in text
+
+
+def test_the_ptx_is_package_data_and_no_source_file_holds_it():
+    """The kernels are data files (microbench/ptx/, built by devscripts/stream_ptx.py), read as they
+    are: the module that serves them is a few lines of code people edit."""
+    folder = Path(_stream_ptx.__file__).parent / "ptx"
+    assert sorted(p.name for p in folder.glob("*.ptx")) == [f"stream_{n}.ptx" for n in ("helpers", "v1", "v2", "v4", "v8")]
+    assert _stream_ptx.HELPERS == (folder / "stream_helpers.ptx").read_text()
+    assert all(_stream_ptx.PTX[v] == (folder / f"stream_v{v}.ptx").read_text() for v in _stream_ptx.VS)
+    assert len(Path(_stream_ptx.__file__).read_text().splitlines()) < 40
 
 
 def test_the_helpers_are_one_module_of_their_own():

@@ -383,6 +383,7 @@ def test_the_reader_without_nvml_still_scans():
     assert reading.nvml_error.startswith("NVML library not found") and [p.pid for p in reading.processes] == [30, 31, 50]
 
 
+@pytest.mark.live_machine
 def test_the_reader_on_this_machine_never_raises():
     reading = collect()
     assert reading.scanned > 0 or reading.scan_error

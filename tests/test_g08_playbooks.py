@@ -29,6 +29,12 @@ def server(monkeypatch, tmp_path):
     srv.stop()
 
 
+# The budget these reads get is 1.5 s (SPARK_GOTCHAS_GITHUB_TIMEOUT below); the slow server answers
+# after 5 s and the trickling one never ends: a read that took this long waited past its budget.
+# The slack beyond the budget is for a loaded CI box; this is "it did not wait", not a speed test.
+WAITED_AT_MOST_S = 4.5
+
+
 def read(*playbooks):
     ctx = ReadContext(options=RunOptions(spark_playbook=tuple(playbooks)), worker_factory=lambda: None)
     t0 = time.monotonic()
@@ -106,7 +112,6 @@ def test_rate_limited_skips_with_the_reset_time_and_the_url(server):
     assert v.detail.startswith("cannot list open issues of NVIDIA/dgx-spark-playbooks: HTTP 403: API rate limit exceeded")
     assert v.line.endswith("check by hand: https://github.com/NVIDIA/dgx-spark-playbooks/issues?q=is%3Aissue+is%3Aopen"
                            "+vllm")
-    assert seconds < 1.5
     assert not github._cache_path(server.url).exists()  # failures are not cached
 
 
@@ -121,14 +126,14 @@ def test_a_server_error_skips(server):
 def test_a_slow_server_skips_within_the_budget(server):
     server.routes[ISSUES] = Reply(body=b"[]", delay_s=5)
     reading, seconds = read("vllm")
-    assert reading.error_kind == "timeout" and seconds < 2.5
+    assert reading.error_kind == "timeout" and seconds < WAITED_AT_MOST_S
     assert g08.judge_playbooks(reading).status is Status.SKIP
 
 
 def test_a_trickling_server_skips_within_the_budget(server):
     server.routes[ISSUES] = Reply(body=fixture("issues_page2.json"), trickle=True)
     reading, seconds = read("vllm")
-    assert reading.error_kind == "timeout" and seconds < 2.5
+    assert reading.error_kind == "timeout" and seconds < WAITED_AT_MOST_S
 
 
 def test_malformed_json_skips(server):
@@ -144,7 +149,7 @@ def test_no_server_at_all_skips_quickly(server, monkeypatch):
     server.server_close()
     monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_API", closed)
     reading, seconds = read("vllm")
-    assert reading.error_kind == "offline" and "Connection refused" in reading.error and seconds < 1.5
+    assert reading.error_kind == "offline" and "Connection refused" in reading.error and seconds < WAITED_AT_MOST_S
     assert "no network" in g08.judge_playbooks(reading).line
 
 

@@ -12,6 +12,7 @@ test.
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shutil
@@ -156,8 +157,26 @@ def test_the_wheel_holds_the_checks_and_measurements_in_the_suites_namespace(ins
                     if "__pycache__" not in p.parts}
         assert expected <= names, f"missing from the wheel: {sorted(expected - names)[:10]}"
     assert "spark_gotchas/pytest.ini" in names
+    data = {f"spark_gotchas/microbench/{p.relative_to(ROOT / 'microbench').as_posix()}"
+            for p in (ROOT / "microbench" / "ptx").glob("*.ptx")}
+    assert len(data) == 5 and data <= names, f"G5's kernels missing from the wheel: {sorted(data - names)}"
     checks = {int(m.group(1)) for n in names if (m := re.match(r"spark_gotchas/checks/test_g(\d\d)_\w+\.py$", n))}
     assert checks == set(range(1, 11))
+
+
+def test_the_installed_suite_reads_g5s_kernels_from_its_own_package_data(installed, tmp_path):
+    """The PTX ships as data files: the installed module serves the checkout's files, byte for byte."""
+    code = ("import json, spark_gotchas.microbench._stream_ptx as k; "
+            "print(json.dumps({'file': k.__file__, 'helpers': k.HELPERS, 'ptx': k.PTX}))")
+    proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", code], cwd=tmp_path, env=installed.env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout)
+    assert served["file"].startswith(str(installed.site_packages))
+    folder = ROOT / "microbench" / "ptx"
+    assert served["helpers"] == (folder / "stream_helpers.ptx").read_text()
+    assert {int(v): text for v, text in served["ptx"].items()} == {
+        v: (folder / f"stream_v{v}.ptx").read_text() for v in (1, 2, 4, 8)}
 
 
 def test_the_installed_ini_says_what_the_checkouts_pyproject_says():

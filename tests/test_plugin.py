@@ -285,7 +285,7 @@ def test_a_hanging_check_is_stopped_by_its_timeout(pytester):
         def test_hang(spark):
             time.sleep(30)
     """)
-    result = run(pytester, "--spark-fast-timeout", "0.5")
+    result = run(pytester, "--spark-fast-timeout", "1")  # the shortest a fast check may be given
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Timeout*"])
     assert result.duration < 20
@@ -339,7 +339,7 @@ def test_a_snapshot_of_the_wrong_shape_is_one_clear_line(pytester, fields, messa
 
 @pytest.mark.parametrize("ini,message", [
     ("spark_model_gb = abc", "--spark-model-gb (spark_model_gb) must be a number, not 'abc'"),
-    ("spark_load_factor = -1", "--spark-load-factor (spark_load_factor) must be a positive number, not '-1'"),
+    ("spark_load_factor = -1", "--spark-load-factor (spark_load_factor) must be a number above 0 and at most 100, not '-1'"),
     ("spark_profile = nope", "--spark-profile (spark_profile) must be one of auto, gb10, h100, h200, gh200, generic, not 'nope'"),
     ("spark_strict = maybe", "--spark-strict (spark_strict): invalid truth value 'maybe'"),
     ("spark_precision = int3", "--spark-precision (spark_precision) must be one of bf16, fp8, nvfp4, not 'int3'"),

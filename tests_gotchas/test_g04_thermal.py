@@ -35,5 +35,5 @@ def test_g4_soak(spark):
     reading = spark.read("thermal.soak")
     verdict = g04.judge_soak(reading, spark.profile)
     spark.report(finish(spark, reading, verdict))  # live: the PNG titled with the verdict line, the files named
-    if reading.interrupted and spark.live:
+    if reading.cut_short and spark.live:
         spark.stop_run(f"the soak was {reading.end_reason}")  # as Ctrl-C ends a run: exit status 2

@@ -86,6 +86,8 @@ Soak (`thermal.soak`, `pytest -m soak`): Windows at least half the planned windo
   SIGINT after X of Y"); where that would be a **PASS** it is a **WARN** ("held over what ran"),
   with the fix to run it for its whole length: a soak that did not run its plan cannot say the
   throughput held over it. The run then ends as pytest ends an interrupted one (exit status 2).
+  A soak that ran its whole planned duration is not cut short, whenever a signal came: it is
+  judged as completed.
 """
 
 from __future__ import annotations
@@ -540,7 +542,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     need = 0.5 * soak.window_s if soak.window_s else 0.0
     full = [w for w in soak.windows if w.tflops is not None and w.seconds >= need]
     prefix, ending = "", ""
-    if soak.interrupted:
+    if soak.cut_short:
         prefix = f"{soak.end_reason} after {hms(soak.elapsed_s)} of {hms(soak.planned_s)}; "
     elif soak.end_reason and not soak.completed and not soak.load_problem:
         # "no end marker: the run was killed or …": the line keeps the finding, the detail the explanation
@@ -602,7 +604,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     temps = _present([w.temperature_max_c for w in full])
     lows = _present([w.sm_clock_min_mhz for w in full])
     highs = _present([w.sm_clock_max_mhz for w in full])
-    held = "held its throughput" if not soak.interrupted else "held over what ran"
+    held = "held its throughput" if not soak.cut_short else "held over what ran"
     figures = f"{first.tflops:.1f} -> {last.tflops:.1f} TFLOP/s ({pct(-drop)})"
     # a line that first says how the soak ended leaves the throughput figures to the detail (100 columns)
     parts = [f"{hms(soak.elapsed_s)} of {soak.dtype.upper()} GEMM {held}" + ("" if prefix else f": {figures}")]
@@ -629,7 +631,7 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     readings.update({"sustained_power_w": power, "rated_power_w": rated,
                      "temperature_max_c": max(temps) if temps else None})
     detail = told(*parts[1:])
-    if soak.interrupted:  # a soak cut short cannot say the throughput held over the run it planned
+    if soak.cut_short:  # a soak cut short cannot say the throughput held over the run it planned
         return Verdict(G, Status.WARN, prefix + parts[0], detail=detail,
                        fix=FIX_CUT_SHORT.format(planned=duration_text(soak.planned_s)), readings=readings)
     return Verdict(G, Status.PASS, prefix + parts[0], detail=detail, readings=readings)

@@ -22,6 +22,16 @@ from typing import Any, Callable, Optional, get_type_hints
 from ..options import RunOptions
 
 
+class ReadingUnavailable(Exception):
+    """A reading could not be taken (or is not in the replayed snapshot)."""
+
+    def __init__(self, key: str, reason: str, bug: bool = False):
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+        self.bug = bug  # the reader itself raised: a defect, reported as FAIL, not SKIP
+
+
 @dataclass
 class ReadContext:
     """What a reader may use: the run's options and the GPU worker (started on first use)."""
@@ -59,8 +69,6 @@ class ReadContext:
         """Pause the GPU worker while a measurement runs in another worker: no GPU task of its may
         start meanwhile (a context manager; a run without a GPU worker has nothing to pause)."""
         from contextlib import nullcontext
-
-        from ..provider import ReadingUnavailable
 
         try:
             return self.worker.paused()

@@ -21,7 +21,6 @@ Key: ``dist.collective``; its types are in :mod:`spark_gotchas.readings.dist`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -29,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .. import bounded_read
+from ..options import env_number
 from ..procs import run_bounded
 from ..readings.dist import CollectiveRun, RankResult
 from ..serial import from_jsonable
@@ -71,19 +72,30 @@ def _env_first(*names: str) -> Optional[str]:
 
 
 def config_from_env() -> CollectiveConfig:
-    nnodes = int(_env_first("SPARK_GOTCHAS_NNODES", "PET_NNODES", "NNODES") or "1")
+    """The probe's settings from the environment; ValueError names a variable that holds no usable
+    number (the suite's own are checked against their spans, :data:`options.ENVIRONMENT`)."""
+    nnodes = _whole(env_number("SPARK_GOTCHAS_NNODES") or _env_first("PET_NNODES", "NNODES") or 1, "NNODES")
     multinode = nnodes >= 2
     return CollectiveConfig(
         nnodes=nnodes,
-        node_rank=int(_env_first("SPARK_GOTCHAS_NODE_RANK", "PET_NODE_RANK", "NODE_RANK") or "0"),
+        node_rank=_whole(env_number("SPARK_GOTCHAS_NODE_RANK") or _env_first("PET_NODE_RANK", "NODE_RANK") or 0,
+                         "NODE_RANK"),
         master_addr=os.environ.get("MASTER_ADDR") or "127.0.0.1",
-        master_port=int(os.environ.get("MASTER_PORT") or DEFAULT_PORT),
+        master_port=_whole(os.environ.get("MASTER_PORT") or DEFAULT_PORT, "MASTER_PORT", 65535),
         backend=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_BACKEND") or "auto",
         sizes=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_SIZES") or (MULTINODE_SIZES if multinode else REHEARSAL_SIZES),
-        timeout_s=float(os.environ.get("SPARK_GOTCHAS_COLLECTIVE_TIMEOUT") or (60 if multinode else 20)),
-        rendezvous_s=float(os.environ.get("SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS") or 300),
+        timeout_s=env_number("SPARK_GOTCHAS_COLLECTIVE_TIMEOUT") or (60 if multinode else 20),
+        rendezvous_s=env_number("SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS") or 300,
         fault=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_FAULT") or None,
     )
+
+
+def _whole(value: object, name: str, most: int = 4096) -> int:
+    """A node count, rank or port as torchrun reads it; ValueError naming the variable otherwise."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > most:
+        raise ValueError(f"{name}={text[:40]!r} must be a whole number from 0 to {most}")
+    return int(text)
 
 
 def command(cfg: CollectiveConfig, out_dir: str) -> list[str]:
@@ -125,7 +137,7 @@ def run_collective(cfg: CollectiveConfig, work_dir: Optional[str] = None) -> Col
         for rank in range(first, first + cfg.nproc_per_node):
             path = results / f"rank{rank}.json"
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = bounded_read.read_json(path, bounded_read.RANK_RESULT)
                 out.ranks.append(from_jsonable(RankResult, data))
             except (OSError, ValueError, TypeError) as exc:
                 if not isinstance(exc, FileNotFoundError):
@@ -139,6 +151,9 @@ def read_collective(ctx: ReadContext) -> CollectiveRun:
     """All-reduce bus bandwidth and latency under torchrun (see the module docstring for the setup)."""
     if not torch_installed():
         return CollectiveRun(attempted=False, reason="torch is not installed")
-    cfg = config_from_env()
+    try:
+        cfg = config_from_env()
+    except ValueError as exc:
+        return CollectiveRun(attempted=False, reason=f"not launched: {exc}")
     ctx.say(f"G10: launching torchrun ({'node ' + str(cfg.node_rank) + ' of ' + str(cfg.nnodes) if cfg.multinode else 'loopback rehearsal, 2 processes'})")
     return run_collective(cfg)

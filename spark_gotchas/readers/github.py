@@ -37,8 +37,9 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import __version__, scrub
+from .. import __version__, bounded_read, scrub
 from ..readings.github import DEFAULT_API, REPO, PlaybookIssue, PlaybookIssues
+from ..serial import dumps, number_problem
 from . import ReadContext, reader
 
 CACHE_TTL_S = 3600.0
@@ -450,7 +451,9 @@ def _usable(data: Any, api: str) -> bool:
     """A cache file as ``save_cache`` writes it (a damaged or foreign one is fetched afresh)."""
     if not isinstance(data, dict) or data.get("api") != scrub.mask_text(api):
         return False
-    if not isinstance(data.get("fetched_at"), (int, float)) or not isinstance(data.get("issues"), list):
+    fetched = data.get("fetched_at")
+    if not isinstance(fetched, (int, float)) or isinstance(fetched, bool) or number_problem(fetched) \
+            or not isinstance(data.get("issues"), list):
         return False
     folders = data.get("folders")
     if folders is not None and not (isinstance(folders, list) and all(isinstance(f, str) for f in folders)):
@@ -461,8 +464,8 @@ def _usable(data: Any, api: str) -> bool:
 
 def load_cache(api: str, now: float) -> Optional[dict[str, Any]]:
     try:
-        data = json.loads(_cache_path(api).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = bounded_read.read_json(_cache_path(api), bounded_read.GITHUB_CACHE)
+    except (OSError, bounded_read.Refused):  # a damaged, foreign or endless file is fetched afresh
         return None
     if not _usable(data, api):
         return None
@@ -477,7 +480,7 @@ def save_cache(api: str, listing: dict[str, Any], now: float) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**listing, "api": scrub.mask_text(api), "fetched_at": now}), encoding="utf-8")
+        tmp.write_text(dumps({**listing, "api": scrub.mask_text(api), "fetched_at": now}), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
         pass
@@ -486,7 +489,8 @@ def save_cache(api: str, listing: dict[str, Any], now: float) -> None:
 # -- the reading ----------------------------------------------------------------------------------
 def budget_s() -> float:
     """SPARK_GOTCHAS_GITHUB_TIMEOUT, kept within 0.1 s .. MAX_BUDGET_S (the default when unset or
-    not a number)."""
+    not a number). A pytest run refuses a value outside that span before any check runs
+    (:data:`options.ENVIRONMENT`); a program calling the reader alone gets the nearest end."""
     try:
         value = float(os.environ.get("SPARK_GOTCHAS_GITHUB_TIMEOUT") or DEFAULT_BUDGET_S)
     except ValueError:

@@ -24,11 +24,10 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from ..bounded_read import Refused, read_bytes
+from ..bounded_read import LAUNCH_CONFIG, Refused, read_bytes
 from ..readings.launch import (
     MAX_DEPTH,
     MAX_EXPANDED_CHARS,
-    MAX_FILE_BYTES,
     MAX_NODES,
     LaunchFile,
     LaunchReview,
@@ -414,7 +413,7 @@ def _parse_text(path: str, text: str) -> tuple[LaunchFile, list[str]]:
 def _read_text(path: str) -> tuple[Optional[str], Optional[str], bool]:
     """(text, None, False), or (None, why not, whether that is a limit rather than a read error)."""
     try:
-        data = read_bytes(path, MAX_FILE_BYTES)
+        data = read_bytes(path, LAUNCH_CONFIG)
     except Refused as exc:
         if str(exc).startswith("larger"):
             return None, f"too large to review: {exc}", True

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Seconds
+
 
 # -- attention.flash_attn -------------------------------------------------------------------------
 @dataclass
@@ -35,8 +37,8 @@ class FlashAttnProbe:
     max_abs_err_flash: Optional[float] = None  # vs an fp32 SDPA reference
     max_abs_err_sdpa: Optional[float] = None  # torch SDPA in the same dtype, vs the same reference
     tolerance: Optional[float] = None
-    import_seconds: Optional[float] = None
-    call_seconds: Optional[float] = None
+    import_seconds: Optional[Seconds] = None
+    call_seconds: Optional[Seconds] = None
 
     @property
     def agrees(self) -> Optional[bool]:
@@ -67,7 +69,7 @@ class Sdpa:
     torch: Optional[str] = None
     enabled: dict[str, bool] = field(default_factory=dict)
     ran: dict[str, str] = field(default_factory=dict)  # backend -> "ok" or the error
-    seconds: dict[str, float] = field(default_factory=dict)  # backend -> its tiny call, first use included
+    seconds: dict[str, Seconds] = field(default_factory=dict)  # backend -> its tiny call, first use included
     device: Optional[str] = None
     problem: Optional[str] = None  # no device, or the worker failed
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Bytes, GBps, Seconds
+
 
 # -- the network setup each rank reads (spark_gotchas.netsetup) -----------------------------------
 @dataclass
@@ -52,16 +54,16 @@ class NetSetup:
 # -- dist.collective ------------------------------------------------------------------------------
 @dataclass
 class BandwidthRow:
-    size_bytes: int
-    seconds_median: float
-    algbw_gbps: float
-    busbw_gbps: float  # nccl-tests' bus bandwidth: algbw x 2(n-1)/n
+    size_bytes: Bytes
+    seconds_median: Seconds
+    algbw_gbps: GBps
+    busbw_gbps: GBps  # nccl-tests' bus bandwidth: algbw x 2(n-1)/n
     iters: int = 0
 
 
 @dataclass
 class LatencyRow:
-    size_bytes: int
+    size_bytes: Bytes
     latency_us_median: float
     iters: int = 0
 
@@ -81,7 +83,7 @@ class RankResult:
     small: list[LatencyRow] = field(default_factory=list)
     error: Optional[str] = None
     stage: Optional[str] = None
-    seconds: Optional[float] = None
+    seconds: Optional[Seconds] = None
     net: Optional[NetSetup] = None
 
 
@@ -97,11 +99,11 @@ class CollectiveRun:
     nproc_per_node: int = 2
     master_addr: str = ""
     backend_requested: str = "auto"
-    timeout_s: float = 0.0
+    timeout_s: Seconds = 0.0
     command: list[str] = field(default_factory=list)
     returncode: Optional[int] = None
     timed_out: bool = False
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
     ranks: list[RankResult] = field(default_factory=list)
     missing_ranks: list[int] = field(default_factory=list)  # local ranks that wrote no result
     log_tail: str = ""

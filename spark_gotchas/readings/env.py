@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Bytes, Seconds
+
 # -- env.container --------------------------------------------------------------------------------
 UNLIMITED = -1  # an Rlimit value with no limit (RLIM_INFINITY, as ``ulimit`` prints "unlimited")
 
@@ -38,7 +40,7 @@ class ContainerEvidence:
     kubernetes: bool = False
     ngc_vars: dict[str, str] = field(default_factory=dict)  # NVIDIA, NGC and Unsloth image variables
     python_prefix: Optional[str] = None  # sys.prefix: /opt/unsloth-venv in Unsloth's image
-    shm_bytes: Optional[int] = None  # size of the /dev/shm filesystem (os.statvfs)
+    shm_bytes: Optional[Bytes] = None  # size of the /dev/shm filesystem (os.statvfs)
     shm_error: Optional[str] = None  # why /dev/shm could not be read
     memlock: Optional[Rlimit] = None  # RLIMIT_MEMLOCK (docker run --ulimit memlock=-1)
     stack: Optional[Rlimit] = None  # RLIMIT_STACK (docker run --ulimit stack=67108864)
@@ -162,7 +164,7 @@ class ExtensionScan:
 
     site_dirs: list[str] = field(default_factory=list)
     shared_objects: int = 0
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
     linked: list[LinkedExtension] = field(default_factory=list)
     unreadable: int = 0
     distributions: list[CudaDistribution] = field(default_factory=list)
@@ -171,7 +173,7 @@ class ExtensionScan:
     torch_cuda: Optional[str] = None  # torch.version.cuda as that file says; None for a CPU build or no torch
     overrides: dict[str, str] = field(default_factory=dict)  # BNB_CUDA_VERSION and the like, when set
     ld_library_path: list[str] = field(default_factory=list)
-    strings_seconds: float = 0.0
+    strings_seconds: Seconds = 0.0
     shared_files: list[SharedFile] = field(default_factory=list)
 
     def distribution(self, name: Optional[str]) -> Optional[CudaDistribution]:
@@ -194,7 +196,7 @@ class LibraryKernels:
     files_with_kernels: int = 0
     targets: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # unreadable files, named
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
 
 
 @dataclass
@@ -204,7 +206,7 @@ class Fp4KernelScan:
 
     libraries: list[LibraryKernels] = field(default_factory=list)
     torch_cuda_arch_list: Optional[str] = None  # the environment variable, None when unset
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
 
     def library(self, distribution: str) -> Optional[LibraryKernels]:
         for lib in self.libraries:
@@ -224,7 +226,7 @@ class FatbinEntry:
     kind: str  # "cubin" | "ptx" | "kind N"
     sm: int  # 121 for sm_121 / compute_121
     flags: int
-    payload_bytes: int
+    payload_bytes: Bytes
     compressed: bool = False
     isa: str = ""  # PTX's ISA version ("9.0": nvcc 13.0); "" for a cubin
 

@@ -8,6 +8,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Seconds
+
 REPO = "NVIDIA/dgx-spark-playbooks"
 DEFAULT_API = "https://api.github.com"
 
@@ -43,14 +45,14 @@ class PlaybookIssues:
     authenticated: bool = False  # GITHUB_TOKEN was sent (its value is never recorded)
     from_cache: bool = False
     fetched_at_utc: Optional[str] = None
-    cache_age_s: Optional[float] = None
+    cache_age_s: Optional[Seconds] = None
     open_issues: int = 0  # open issues listed, pull requests excluded
     pull_requests_skipped: int = 0
     truncated: bool = False  # more pages than MAX_PAGES
     folders: Optional[list[str]] = None  # playbook folders under nvidia/, None when not listed
     folders_error: Optional[str] = None
     by_playbook: dict[str, list[PlaybookIssue]] = field(default_factory=dict)
-    seconds: float = 0.0
+    seconds: Seconds = 0.0
 
     @property
     def unknown(self) -> list[str]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from ..microbench.quantities import Bytes, Count, Epoch, IntMHz, IntPercent, MHz, Milliwatts, Percent, Watts
+
 
 # -- gpu.inventory --------------------------------------------------------------------------------
 @dataclass
@@ -21,13 +23,13 @@ class GpuDevice:
     name: Optional[str] = None
     uuid: Optional[str] = None
     capability: Optional[tuple[int, int]] = None
-    memory_total_bytes: Optional[int] = None
-    memory_used_bytes: Optional[int] = None
-    memory_free_bytes: Optional[int] = None
+    memory_total_bytes: Optional[Bytes] = None
+    memory_used_bytes: Optional[Bytes] = None
+    memory_free_bytes: Optional[Bytes] = None
     bus_width_bits: Optional[int] = None
-    max_memory_clock_mhz: Optional[int] = None
-    max_sm_clock_mhz: Optional[int] = None
-    power_limit_mw: Optional[int] = None
+    max_memory_clock_mhz: Optional[IntMHz] = None
+    max_sm_clock_mhz: Optional[IntMHz] = None
+    power_limit_mw: Optional[Milliwatts] = None
     unavailable: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -78,8 +80,8 @@ class GpuProcess:
     name: Optional[str] = None
     cmdline: Optional[list[str]] = None  # None when it could not be read; secret values masked
     username: Optional[str] = None
-    rss_bytes: Optional[int] = None  # host RSS; on GB10 CUDA memory does not show here
-    gpu_memory_bytes: Optional[int] = None  # NVML usedGpuMemory summed over devices; None = not reported
+    rss_bytes: Optional[Bytes] = None  # host RSS; on GB10 CUDA memory does not show here
+    gpu_memory_bytes: Optional[Bytes] = None  # NVML usedGpuMemory summed over devices; None = not reported
     gpu_devices: list[int] = field(default_factory=list)
     nvml_lists: list[str] = field(default_factory=list)  # "compute" and/or "graphics"
     found_by: str = "nvml"  # "nvml", "scan" or "nvml+scan"
@@ -106,17 +108,17 @@ class DeviceUse:
     --query-compute-apps=pid,used_memory --format=csv`` (and ``ls /proc/PID`` for each pid).
     """
 
-    utilization_pct: Optional[float] = None  # share of NVML's last sample period with a kernel running
-    power_w: Optional[float] = None
-    power_limit_w: Optional[float] = None
-    sm_clock_mhz: Optional[float] = None
-    memory_total_bytes: Optional[int] = None
-    memory_used_bytes: Optional[int] = None  # allocated; the driver's reserve left out where NVML splits it (v2)
-    memory_reserved_bytes: Optional[int] = None  # the reserve; None: NVML's v1 figure, the reserve inside "used"
-    listed: int = 0  # processes NVML lists on it (compute and graphics), this run's own included
-    listed_bytes: Optional[int] = None  # the GPU memory NVML gives for them, summed (None: it gives none)
-    not_visible: int = 0  # listed pids this process cannot see (no such pid here: another pid namespace)
-    own_listed: int = 0  # listed pids of this run's own processes
+    utilization_pct: Optional[Percent] = None  # share of NVML's last sample period with a kernel running
+    power_w: Optional[Watts] = None
+    power_limit_w: Optional[Watts] = None
+    sm_clock_mhz: Optional[MHz] = None
+    memory_total_bytes: Optional[Bytes] = None
+    memory_used_bytes: Optional[Bytes] = None  # allocated; the driver's reserve left out where NVML splits it (v2)
+    memory_reserved_bytes: Optional[Bytes] = None  # the reserve; None: NVML's v1 figure, the reserve inside "used"
+    listed: Count = 0  # processes NVML lists on it (compute and graphics), this run's own included
+    listed_bytes: Optional[Bytes] = None  # the GPU memory NVML gives for them, summed (None: it gives none)
+    not_visible: Count = 0  # listed pids this process cannot see (no such pid here: another pid namespace)
+    own_listed: Count = 0  # listed pids of this run's own processes
     unavailable: dict[str, str] = field(default_factory=dict)  # figure -> NVML's reason
 
     @property
@@ -139,7 +141,7 @@ class Outside:
 
     hidden: int = 0  # pids NVML lists that are not visible here (this run's own discounted)
     unlisted_bytes: Optional[int] = None  # memory in use that no listed process holds, above the floor
-    utilization_pct: Optional[float] = None  # at rest: before this run used the GPU (None: not read then)
+    utilization_pct: Optional[Percent] = None  # at rest: before this run used the GPU (None: not read then)
     power_w: Optional[float] = None  # at rest, as utilization_pct
     power_limit_w: Optional[float] = None
     memory_when: str = "at rest"  # when unlisted_bytes was seen: "at rest", "while it ran" …
@@ -293,8 +295,8 @@ class WindowProcess:
     run_pid: Optional[int] = None  # that run's own pid (the worker's parent), when it could be read
     visible: bool = True  # False: NVML names a pid this process cannot see (another pid namespace)
     phases: list[str] = field(default_factory=list)  # "before", "during", "after": when it was listed
-    sm_util_max_pct: Optional[int] = None  # NVML's per-process SM utilization, the most it reported
-    gpu_memory_bytes: Optional[int] = None
+    sm_util_max_pct: Optional[IntPercent] = None  # NVML's per-process SM utilization, the most it reported
+    gpu_memory_bytes: Optional[Bytes] = None
 
     @property
     def label(self) -> str:
@@ -328,8 +330,8 @@ class MeasureWindow:
     """
 
     what: str = ""  # the measurement ("G5 bandwidth probe")
-    t_start_epoch: Optional[float] = None
-    t_end_epoch: Optional[float] = None
+    t_start_epoch: Optional[Epoch] = None
+    t_end_epoch: Optional[Epoch] = None
     samples: int = 0  # process lists read
     others: list[WindowProcess] = field(default_factory=list)
     lists_error: Optional[str] = None  # NVML could not list processes: nothing can be said
@@ -338,7 +340,7 @@ class MeasureWindow:
     # Device memory in use that no listed process held while it ran (compute and graphics lists, this run's
     # own included), the most seen in two samples in a row; None: not comparable (no device memory figure,
     # or this run's measuring process not among those listed)
-    unlisted_bytes: Optional[int] = None
+    unlisted_bytes: Optional[Bytes] = None
     reserve_split: Optional[bool] = None  # NVML gave the driver's reserve apart from "used" (v2)
 
     @property

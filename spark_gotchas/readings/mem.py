@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Bytes, GBps, Seconds
+
 # -- mem.meminfo ----------------------------------------------------------------------------------
 MEMINFO_PATH = "/proc/meminfo"
 
@@ -22,21 +24,21 @@ class MemInfo:
 
     source: str = MEMINFO_PATH
     error: Optional[str] = None  # the file could not be read or has no MemTotal
-    mem_total_bytes: Optional[int] = None
-    mem_free_bytes: Optional[int] = None
-    mem_available_bytes: Optional[int] = None
+    mem_total_bytes: Optional[Bytes] = None
+    mem_free_bytes: Optional[Bytes] = None
+    mem_available_bytes: Optional[Bytes] = None
     available_estimated: bool = False  # kernel < 3.14 has no MemAvailable: Free + Buffers + Cached
-    buffers_bytes: Optional[int] = None
-    cached_bytes: Optional[int] = None
-    dirty_bytes: Optional[int] = None
-    writeback_bytes: Optional[int] = None
-    shmem_bytes: Optional[int] = None
-    mapped_bytes: Optional[int] = None
-    anon_bytes: Optional[int] = None
-    mlocked_bytes: Optional[int] = None
-    kreclaimable_bytes: Optional[int] = None
-    swap_total_bytes: Optional[int] = None
-    swap_free_bytes: Optional[int] = None
+    buffers_bytes: Optional[Bytes] = None
+    cached_bytes: Optional[Bytes] = None
+    dirty_bytes: Optional[Bytes] = None
+    writeback_bytes: Optional[Bytes] = None
+    shmem_bytes: Optional[Bytes] = None
+    mapped_bytes: Optional[Bytes] = None
+    anon_bytes: Optional[Bytes] = None
+    mlocked_bytes: Optional[Bytes] = None
+    kreclaimable_bytes: Optional[Bytes] = None
+    swap_total_bytes: Optional[Bytes] = None
+    swap_free_bytes: Optional[Bytes] = None
     skipped_lines: int = 0  # lines that did not parse (a malformed file still gives what it can)
     missing: list[str] = field(default_factory=list)  # of MemFree, MemAvailable, Cached, Buffers
 
@@ -58,8 +60,8 @@ class CudaDeviceMemory:
 
     index: int
     name: str = ""
-    free_bytes: Optional[int] = None
-    total_bytes: Optional[int] = None
+    free_bytes: Optional[Bytes] = None
+    total_bytes: Optional[Bytes] = None
     integrated: Optional[bool] = None  # cudaDeviceProp.integrated: the GPU shares host memory
     error: Optional[str] = None
 
@@ -75,9 +77,9 @@ class CudaMemory:
     attempted: bool
     reason: str = ""  # why not attempted, or what went wrong in the worker
     devices: list[CudaDeviceMemory] = field(default_factory=list)
-    mem_free_bytes: Optional[int] = None
-    mem_available_bytes: Optional[int] = None
-    cached_bytes: Optional[int] = None
+    mem_free_bytes: Optional[Bytes] = None
+    mem_available_bytes: Optional[Bytes] = None
+    cached_bytes: Optional[Bytes] = None
 
     @property
     def first(self) -> Optional[CudaDeviceMemory]:
@@ -90,12 +92,12 @@ class CudaMemory:
 class LoadSample:
     """One sample during the load (``grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo``)."""
 
-    t_s: float
-    mem_free_bytes: Optional[int] = None
-    mem_available_bytes: Optional[int] = None
-    cached_bytes: Optional[int] = None
-    rss_bytes: Optional[int] = None
-    cuda_reserved_bytes: Optional[int] = None
+    t_s: Seconds
+    mem_free_bytes: Optional[Bytes] = None
+    mem_available_bytes: Optional[Bytes] = None
+    cached_bytes: Optional[Bytes] = None
+    rss_bytes: Optional[Bytes] = None
+    cuda_reserved_bytes: Optional[Bytes] = None
 
 
 @dataclass
@@ -108,7 +110,7 @@ class LoadProbe:
     attempted: bool
     ok: bool = False
     reason: str = ""
-    size_bytes: Optional[int] = None
+    size_bytes: Optional[Bytes] = None
     size_reason: str = ""
     directory: str = ""
     fstype: Optional[str] = None
@@ -116,12 +118,12 @@ class LoadProbe:
     device_name: Optional[str] = None
     integrated: Optional[bool] = None  # the GPU shares host memory (GB10)
     cold: bool = False  # the file was dropped from the page cache before the load
-    cache_dropped_bytes: Optional[int] = None  # how much Cached fell when it was (0: the drop did nothing)
-    write_seconds: Optional[float] = None
-    load_seconds: Optional[float] = None
-    load_gbps: Optional[float] = None
+    cache_dropped_bytes: Optional[Bytes] = None  # how much Cached fell when it was (0: the drop did nothing)
+    write_seconds: Optional[Seconds] = None
+    load_seconds: Optional[Seconds] = None
+    load_gbps: Optional[GBps] = None
     baseline: Optional[LoadSample] = None
-    peak_extra_bytes: Optional[int] = None
+    peak_extra_bytes: Optional[Bytes] = None
     peak_extra_ratio: Optional[float] = None
     cache_ratio: Optional[float] = None
     rss_ratio: Optional[float] = None

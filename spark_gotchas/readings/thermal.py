@@ -7,6 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import (
+    Bytes,
+    Celsius,
+    Epoch,
+    Fraction,
+    IntEpoch,
+    MHz,
+    Microseconds,
+    Percent,
+    Seconds,
+    TFlops,
+    Watts,
+)
 from .gpu import MeasureWindow
 
 # -- thermal.snapshot (and the samples, counters and reasons every thermal reading uses) ----------
@@ -53,15 +66,15 @@ class ThermalSample:
     clocks.sm,clocks.mem,utilization.gpu,clocks_event_reasons.active --format=csv -lms 100``
     """
 
-    t_s: float  # seconds since the sampler started
-    temperature_c: Optional[float] = None
-    power_w: Optional[float] = None
-    sm_clock_mhz: Optional[float] = None
-    mem_clock_mhz: Optional[float] = None
-    utilization_pct: Optional[float] = None
+    t_s: Seconds  # seconds since the sampler started
+    temperature_c: Optional[Celsius] = None
+    power_w: Optional[Watts] = None
+    sm_clock_mhz: Optional[MHz] = None
+    mem_clock_mhz: Optional[MHz] = None
+    utilization_pct: Optional[Percent] = None
     reasons_mask: Optional[int] = None
-    sw_power_cap_us: Optional[float] = None  # NVML violation status, power policy (cumulative)
-    thermal_us: Optional[float] = None  # NVML violation status, thermal policy (cumulative)
+    sw_power_cap_us: Optional[Microseconds] = None  # NVML violation status, power policy (cumulative)
+    thermal_us: Optional[Microseconds] = None  # NVML violation status, thermal policy (cumulative)
 
 
 @dataclass
@@ -72,7 +85,7 @@ class ClockCounters:
     or ``nvidia-smi --query-gpu=clocks_event_reasons_counters.sw_power_cap,… --format=csv``.
     """
 
-    values_us: dict[str, float] = field(default_factory=dict)  # key in COUNTER_NAMES
+    values_us: dict[str, Microseconds] = field(default_factory=dict)  # key in COUNTER_NAMES
     sources: dict[str, str] = field(default_factory=dict)  # key -> "nvml" | "nvidia-smi"
     unavailable: dict[str, str] = field(default_factory=dict)  # source -> why it gave nothing
 
@@ -100,11 +113,11 @@ class ThermalSnapshot:
     selected_by: str = ""
     name: Optional[str] = None
     sample: Optional[ThermalSample] = None
-    power_limit_w: Optional[float] = None
-    max_sm_clock_mhz: Optional[float] = None
-    max_mem_clock_mhz: Optional[float] = None
-    slowdown_temp_c: Optional[float] = None
-    shutdown_temp_c: Optional[float] = None
+    power_limit_w: Optional[Watts] = None
+    max_sm_clock_mhz: Optional[MHz] = None
+    max_mem_clock_mhz: Optional[MHz] = None
+    slowdown_temp_c: Optional[Celsius] = None
+    shutdown_temp_c: Optional[Celsius] = None
     counters: ClockCounters = field(default_factory=ClockCounters)
     unavailable: dict[str, str] = field(default_factory=dict)
 
@@ -120,15 +133,15 @@ class SpotCheck:
     device: Optional[str] = None
     size: Optional[int] = None
     dtype: str = "bf16"
-    load_start_s: Optional[float] = None  # measured load window (after warm-up)
-    load_end_s: Optional[float] = None
-    tflops: Optional[float] = None
-    busy_fraction: Optional[float] = None
+    load_start_s: Optional[Seconds] = None  # measured load window (after warm-up)
+    load_end_s: Optional[Seconds] = None
+    tflops: Optional[TFlops] = None
+    busy_fraction: Optional[Fraction] = None
     samples: list[ThermalSample] = field(default_factory=list)
     counters_before: ClockCounters = field(default_factory=ClockCounters)
     counters_after: ClockCounters = field(default_factory=ClockCounters)
-    max_sm_clock_mhz: Optional[float] = None
-    power_limit_w: Optional[float] = None
+    max_sm_clock_mhz: Optional[MHz] = None
+    power_limit_w: Optional[Watts] = None
     sampler_errors: int = 0
     unavailable: dict[str, str] = field(default_factory=dict)
     backend: str = ""  # what ran the load: "torch", or the libcublas path (ctypes, no torch)
@@ -156,15 +169,15 @@ class Heartbeat:
     """The soak's own record of itself; ``end_reason`` is None until the soak ends under control."""
 
     boot_id: Optional[str]
-    btime_s: Optional[int]  # boot time of the soak's boot (epoch seconds, /proc/stat btime)
+    btime_s: Optional[IntEpoch]  # boot time of the soak's boot (epoch seconds, /proc/stat btime)
     pid: int
     host: str
-    started_epoch: float
-    planned_s: float
-    last_sample_epoch: float
+    started_epoch: Epoch
+    planned_s: Seconds
+    last_sample_epoch: Epoch
     samples: int = 0
     csv_path: str = ""
-    ended_epoch: Optional[float] = None
+    ended_epoch: Optional[Epoch] = None
     end_reason: Optional[str] = None  # "completed", "cut short by SIGINT", "load failed: …"
     format: str = HEARTBEAT_FORMAT
 
@@ -178,8 +191,8 @@ class RebootCheck:
     heartbeat: Optional[Heartbeat] = None
     error: Optional[str] = None  # the file exists but cannot be used
     boot_id: Optional[str] = None
-    btime_s: Optional[int] = None
-    now_epoch: float = 0.0
+    btime_s: Optional[IntEpoch] = None
+    now_epoch: Epoch = 0.0
     soak_pid_alive: Optional[bool] = None  # the soak's process still runs (same boot only)
 
 
@@ -198,22 +211,22 @@ class SoakWindow:
     """
 
     index: int
-    t_end_s: float  # seconds since the soak started
-    seconds: float
-    tflops: Optional[float] = None
-    busy_fraction: Optional[float] = None
+    t_end_s: Seconds  # seconds since the soak started
+    seconds: Seconds
+    tflops: Optional[TFlops] = None
+    busy_fraction: Optional[Fraction] = None
     samples: int = 0
-    temperature_max_c: Optional[float] = None
-    temperature_mean_c: Optional[float] = None
-    power_mean_w: Optional[float] = None
-    sm_clock_median_mhz: Optional[float] = None
-    sm_clock_min_mhz: Optional[float] = None
-    sm_clock_max_mhz: Optional[float] = None
-    utilization_mean_pct: Optional[float] = None
+    temperature_max_c: Optional[Celsius] = None
+    temperature_mean_c: Optional[Celsius] = None
+    power_mean_w: Optional[Watts] = None
+    sm_clock_median_mhz: Optional[MHz] = None
+    sm_clock_min_mhz: Optional[MHz] = None
+    sm_clock_max_mhz: Optional[MHz] = None
+    utilization_mean_pct: Optional[Percent] = None
     reasons_mask: Optional[int] = None  # OR of the active masks seen in the window
-    counter_deltas_us: dict[str, float] = field(default_factory=dict)
-    worker_rss_bytes: Optional[int] = None
-    parent_rss_bytes: Optional[int] = None
+    counter_deltas_us: dict[str, Microseconds] = field(default_factory=dict)
+    worker_rss_bytes: Optional[Bytes] = None
+    parent_rss_bytes: Optional[Bytes] = None
 
     @property
     def t_start_s(self) -> float:
@@ -226,11 +239,11 @@ class SoakReading:
 
     attempted: bool
     reason: str = ""  # why not attempted
-    planned_s: float = 0.0
-    window_s: float = 0.0
-    sample_interval_s: float = 1.0
-    started_epoch: Optional[float] = None
-    elapsed_s: float = 0.0
+    planned_s: Seconds = 0.0
+    window_s: Seconds = 0.0
+    sample_interval_s: Seconds = 1.0
+    started_epoch: Optional[Epoch] = None
+    elapsed_s: Seconds = 0.0
     end_reason: str = ""  # "completed", "cut short by SIGINT", "load failed: …", "no end marker …"
     interrupted: bool = False
     load_problem: str = ""
@@ -238,11 +251,11 @@ class SoakReading:
     device: Optional[str] = None
     size: Optional[int] = None
     dtype: str = "bf16"
-    max_sm_clock_mhz: Optional[float] = None
-    power_limit_w: Optional[float] = None
-    max_drop_fraction: float = DEFAULT_MAX_DROP
+    max_sm_clock_mhz: Optional[MHz] = None
+    power_limit_w: Optional[Watts] = None
+    max_drop_fraction: Fraction = DEFAULT_MAX_DROP
     samples: int = 0
-    sampler_busy_s: float = 0.0
+    sampler_busy_s: Seconds = 0.0
     sampler_errors: int = 0
     windows: list[SoakWindow] = field(default_factory=list)
     merged: int = 1  # load windows per entry of ``windows`` (long runs are downsampled)
@@ -252,5 +265,11 @@ class SoakReading:
     plot_note: str = ""
 
     @property
+    def cut_short(self) -> bool:
+        """Stopped by a signal before its planned duration. A signal that arrives once the whole
+        duration ran (a loaded machine finishing its last window) cuts nothing short."""
+        return self.interrupted and self.elapsed_s < self.planned_s
+
+    @property
     def completed(self) -> bool:
-        return self.end_reason == "completed"
+        return self.end_reason == "completed" or (self.interrupted and not self.cut_short)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..microbench.quantities import Bytes, Seconds
+
 
 # -- torch.build ----------------------------------------------------------------------------------
 @dataclass
@@ -14,9 +16,9 @@ class TorchDevice:
     index: int
     name: str
     capability: tuple[int, int]
-    total_memory_bytes: int
+    total_memory_bytes: Bytes
     multiprocessors: int = 0
-    l2_bytes: Optional[int] = None
+    l2_bytes: Optional[Bytes] = None
 
 
 @dataclass
@@ -32,11 +34,11 @@ class TorchBuild:
     cuda_available: bool = False
     device_count: int = 0
     devices: list[TorchDevice] = field(default_factory=list)
-    import_seconds: Optional[float] = None
+    import_seconds: Optional[Seconds] = None
     import_error: Optional[str] = None  # import raised (e.g. libcudart.so.12 missing)
     import_error_file: Optional[str] = None  # the file it was raised in: torch's own, or another package's
     cuda_error: Optional[str] = None
-    cuda_query_seconds: Optional[float] = None
+    cuda_query_seconds: Optional[Seconds] = None
     worker_problem: Optional[str] = None  # the child died or hung while importing/querying
 
     @property
@@ -82,5 +84,5 @@ class FirstLaunch:
     reason: str = ""  # why not attempted, or what went wrong
     signal: str = ""
     timed_out: bool = False
-    seconds: Optional[float] = None
+    seconds: Optional[Seconds] = None
     mem_get_info: Optional[tuple[int, int]] = None  # (free, total) bytes from cudaMemGetInfo

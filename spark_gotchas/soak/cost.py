@@ -15,7 +15,6 @@ own measurement of its soak, so it lives with the soak and runs the soak's own e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -23,7 +22,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import nvml
+from ..microbench._cli import in_span
 from ..readers.thermal.snapshot import cuda0_handle
+from ..serial import dumps
 from . import engine
 from .engine import LOAD_TASK
 
@@ -113,19 +114,23 @@ def report(out: dict[str, Any]) -> list[str]:
 
 
 def _duration(text: str) -> float:
-    from ..options import parse_duration
+    from ..options import SOAK_SECONDS, parse_duration
 
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    why = SOAK_SECONDS.problem(seconds)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text!r} {why}")
+    return seconds
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-cost", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=_duration, default="30s",
                         help="length of the sampled phase (each alone phase is half), e.g. 30s, 2m")
-    parser.add_argument("--interval", type=float, default=1.0, help="sampler interval in seconds (the soak's: 1)")
+    parser.add_argument("--interval", type=in_span(0.01, 3600, "seconds"), default=1.0, help="sampler interval in seconds (the soak's: 1)")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu for a dry run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -134,7 +139,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except RuntimeError as exc:  # the load failed: one line, not a traceback
         print(f"{parser.prog}: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(out, indent=1) if args.json else "\n".join(report(out)), flush=True)
+    print(dumps(out, indent=1) if args.json else "\n".join(report(out)), flush=True)
     return 0 if out["ok"] else 1
 
 

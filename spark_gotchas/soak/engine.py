@@ -188,6 +188,16 @@ class ProgressLines:
         self.say(f"G4 soak {hms(w.t_end_s)} / {hms(self.planned_s)} ({hms(left)} left): {figures}{drift}")
 
 
+def how_it_ended(result: Any, received: Optional[str]) -> str:
+    """The soak's end reason from the load's result and the signal received (None: none). A load
+    that ran its whole duration ended ``completed`` even when a signal came as it finished: only
+    one that stopped early for it (``stopped_early``) was cut short."""
+    if not result.ok:
+        return f"load failed: {result.problem}"
+    stopped = bool(result.value.get("stopped_early", True)) if isinstance(result.value, dict) else True
+    return f"cut short by {received}" if received and stopped else "completed"
+
+
 def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: float,
              say: Callable[[str], None], meta: dict[str, Any]) -> SoakReading:
     """Run the load for ``plan.duration_s`` while sampling; always close the CSV and heartbeat."""
@@ -216,10 +226,7 @@ def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: 
             args = {**plan.load_args, "seconds": plan.duration_s, "window_s": plan.window_s}
             result = worker.call(plan.load_task, args, timeout=plan.duration_s + LOAD_TIMEOUT_MARGIN_S,
                                  on_progress=on_window)
-        if result.ok:
-            end_reason = f"cut short by {guard.received}" if guard.received else "completed"
-        else:
-            end_reason = f"load failed: {result.problem}"
+        end_reason = how_it_ended(result, guard.received)
     except KeyboardInterrupt:
         end_reason = "aborted by a second SIGINT"
         raise
@@ -236,7 +243,7 @@ def run_soak(worker: Any, plan: SoakPlan, source: Callable[[], SoakSample], t0: 
         started_epoch=t0,
         elapsed_s=time.time() - t0,
         end_reason=end_reason,
-        interrupted=guard.received is not None,
+        interrupted=end_reason.startswith("cut short"),
         load_problem="" if result is None or result.ok else result.problem,
         device=value.get("device") or meta.get("device"),
         size=value.get("size"),

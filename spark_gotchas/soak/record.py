@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 import os
 import statistics
 import sys
@@ -26,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import scrub
+from .. import bounded_read, scrub
 from ..readers.thermal.reboot import write_heartbeat
 from ..readings.thermal import DEFAULT_MAX_DROP, Heartbeat, SoakReading, SoakWindow, ThermalSample
+from ..serial import from_jsonable, to_jsonable
 from ..verdict import format_line
 
 COLUMNS = [
@@ -174,6 +176,8 @@ def _fmt(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
+        if not math.isfinite(value):  # no reading: the cell stays empty, as for None
+            return ""
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
     return scrub.mask_text(str(value))  # a note may quote a command line
 
@@ -300,15 +304,23 @@ class Recorder:
 
 
 def _float(text: str) -> Optional[float]:
+    """A cell's number; None when empty or not a number. A cell reading ``nan`` or ``inf`` is no
+    measurement: :class:`NotFinite`, which :func:`read_csv` turns into a line naming the cell."""
     try:
-        return float(text) if text not in ("", None) else None
+        value = float(text) if text not in ("", None) else None
     except ValueError:
         return None
+    if value is not None and not math.isfinite(value):
+        raise NotFinite(text)
+    return value
+
+
+class NotFinite(ValueError):
+    """A CSV cell holding NaN or an infinity."""
 
 
 def sample_from_row(row: dict[str, str]) -> SoakSample:
     reasons = row.get("reasons_hex") or ""
-    rss = _float(row.get("parent_rss_bytes", ""))
     return SoakSample(
         t_s=_float(row["t_s"]) or 0.0, epoch_s=_float(row.get("epoch_s", "")) or 0.0,
         temperature_c=_float(row.get("temperature_c", "")), power_w=_float(row.get("power_w", "")),
@@ -318,7 +330,7 @@ def sample_from_row(row: dict[str, str]) -> SoakSample:
         sw_power_cap_us=_float(row.get("sw_power_cap_us", "")), thermal_us=_float(row.get("thermal_us", "")),
         sw_thermal_us=_float(row.get("sw_thermal_us", "")), hw_thermal_us=_float(row.get("hw_thermal_us", "")),
         hw_power_brake_us=_float(row.get("hw_power_brake_us", "")),
-        parent_rss_bytes=None if rss is None else int(rss),
+        parent_rss_bytes=_int(row.get("parent_rss_bytes", "")),
     )
 
 
@@ -332,7 +344,11 @@ class CsvRecord:
 
 
 def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
-    """Rebuild the soak's reading from its CSV (raises OSError/ValueError on an unusable file)."""
+    """Rebuild the soak's reading from its CSV (raises OSError/ValueError on an unusable file).
+
+    The file is read as :data:`bounded_read.SOAK_CSV` (a regular file, size and time bounded); every
+    number must be finite, and the reading it gives is checked as a replayed one is
+    (:func:`serial.from_jsonable`: a negative throughput names its window and field)."""
     path = Path(path)
     builder = WindowBuilder()
     samples: list[SoakSample] = []
@@ -344,16 +360,16 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
     torn = 0
     n_samples = 0
     load_note: dict[str, str] = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = csv.reader(fh)
-        header = next(rows, None)
-        if header != COLUMNS:
-            raise ValueError(f"{path} is not a G4 soak CSV (unexpected header)")
-        for values in rows:
-            if len(values) != len(COLUMNS):
-                torn += 1
-                continue
-            row = dict(zip(COLUMNS, values, strict=True))
+    rows = csv.reader(io.StringIO(bounded_read.read_text(path, bounded_read.SOAK_CSV), newline=""))
+    header = next(rows, None)
+    if header != COLUMNS:
+        raise ValueError(f"{path} is not a G4 soak CSV (unexpected header)")
+    for values in rows:
+        if len(values) != len(COLUMNS):
+            torn += 1
+            continue
+        row = dict(zip(COLUMNS, values, strict=True))
+        try:
             event = row["event"]
             t = _float(row["t_s"])
             if t is None:
@@ -373,18 +389,20 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
                 if row["note"]:
                     load_note.update(parse_meta(row["note"]))
                 builder.close(len(builder.windows), t, _float(row["window_seconds"]) or 0.0, _float(row["tflops"]),
-                              _float(row["busy_fraction"]), None if not row["worker_rss_bytes"] else int(float(row["worker_rss_bytes"])))
+                              _float(row["busy_fraction"]), _int(row["worker_rss_bytes"]))
             elif event == "end":
                 end_reason, end_t = row["note"] or "completed", t
+        except NotFinite as exc:
+            raise ValueError(f"line {rows.line_num}: {_cell_named(row, str(exc))} is {str(exc)!r}, not a finite number") from None
     if started is None:
         raise ValueError(f"{path} has no start line")
     windows, merged = downsample(builder.windows)
     end_reason = end_reason or NO_END
     reading = SoakReading(
         attempted=True,
-        planned_s=_float(meta.get("planned_s", "")) or 0.0,
-        window_s=_float(meta.get("window_s", "")) or 0.0,
-        sample_interval_s=_float(meta.get("sample_interval_s", "")) or 1.0,
+        planned_s=_meta_float(meta, "planned_s") or 0.0,
+        window_s=_meta_float(meta, "window_s") or 0.0,
+        sample_interval_s=_meta_float(meta, "sample_interval_s") or 1.0,
         started_epoch=started,
         elapsed_s=end_t if end_t is not None else last_t,
         end_reason=end_reason,
@@ -393,16 +411,35 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
         device=meta.get("device") or load_note.get("device"),
         size=int(load_note["size"]) if load_note.get("size", "").isdigit() else None,
         dtype=load_note.get("dtype", "bf16"),
-        max_sm_clock_mhz=_float(meta.get("max_sm_clock_mhz", "")),
-        power_limit_w=_float(meta.get("power_limit_w", "")),
+        max_sm_clock_mhz=_meta_float(meta, "max_sm_clock_mhz"),
+        power_limit_w=_meta_float(meta, "power_limit_w"),
         nvml_error=meta.get("nvml_error", ""),
-        max_drop_fraction=_float(meta.get("max_drop_fraction", "")) or DEFAULT_MAX_DROP,
+        max_drop_fraction=_meta_float(meta, "max_drop_fraction") or DEFAULT_MAX_DROP,
         samples=n_samples,
         windows=windows,
         merged=merged,
         csv_path=str(path),
     )
+    reading = from_jsonable(SoakReading, to_jsonable(reading))  # OutOfRange names the field
     return CsvRecord(reading=reading, samples=samples, torn_lines=torn)
+
+
+def _meta_float(meta: dict[str, str], key: str) -> Optional[float]:
+    """A number of the start line's note (``planned_s=1800;…``); ValueError naming it when not finite."""
+    try:
+        return _float(meta.get(key, ""))
+    except NotFinite as exc:
+        raise ValueError(f"the start line's {key} is {str(exc)!r}, not a finite number") from None
+
+
+def _int(text: str) -> Optional[int]:
+    value = _float(text)
+    return None if value is None else int(value)
+
+
+def _cell_named(row: dict[str, str], text: str) -> str:
+    """The column of the first cell holding ``text``, to name it in a message."""
+    return next((f"column {name}" for name, value in row.items() if value == text), "a cell")
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -12,15 +12,15 @@ Key: ``thermal.reboot``; its types are in :mod:`spark_gotchas.readings.thermal`.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ... import bounded_read
 from ...readings.thermal import HEARTBEAT_FORMAT, Heartbeat, RebootCheck
-from ...serial import from_jsonable, to_jsonable
+from ...serial import OutOfRange, dumps, from_jsonable, to_jsonable
 from .. import ReadContext, reader
 
 HEARTBEAT_NAME = "g4-soak.heartbeat.json"
@@ -60,21 +60,24 @@ def write_heartbeat(path: Path, beat: Heartbeat, fsync: bool = False) -> None:
     old or the new one, whole; credentials in it (a command line, say) masked."""
     from ... import atomic, scrub
 
-    atomic.write_text(path, json.dumps(scrub.scrub(to_jsonable(beat))), fsync=fsync)
+    atomic.write_text(path, dumps(scrub.scrub(to_jsonable(beat))), fsync=fsync)
 
 
 def load_heartbeat(path: Path) -> tuple[Optional[Heartbeat], Optional[str]]:
-    """(heartbeat, None), or (None, why it cannot be used)."""
+    """(heartbeat, None), or (None, why it cannot be used). Read as :data:`bounded_read.HEARTBEAT`:
+    a link to ``/dev/zero``, a FIFO or a 2 GB file is refused in a line, never read."""
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = bounded_read.read_json(path, bounded_read.HEARTBEAT)
+    except bounded_read.Refused as exc:
+        return None, f"{path} is {exc}"
     except OSError as exc:
         return None, f"cannot read {path}: {exc.strerror or exc}"
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, f"{path} is not JSON ({exc})"
     if not isinstance(data, dict) or data.get("format") != HEARTBEAT_FORMAT:
         return None, f"{path} is not a soak heartbeat"
     try:
         return from_jsonable(Heartbeat, data), None
+    except OutOfRange as exc:
+        return None, f"{path}: {exc}"
     except (TypeError, ValueError, KeyError) as exc:
         return None, f"{path} lacks fields of a soak heartbeat ({exc})"
 

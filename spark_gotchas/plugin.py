@@ -30,6 +30,7 @@ from .session import Reported, SessionState
 from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
+from .text import printable
 from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, recorded, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
@@ -358,9 +359,11 @@ def unreadable(gid: int, key: str, reason: str) -> Verdict:
     many of its leading clauses as fit, at least one (``recorded reading does not fit MemInfo:
     mem_total_bytes``), and the rest goes to the detail (``needs int, got string '126 GB'``)."""
     clauses = reason.split(": ")
-    n = len(clauses)
-    while n > 1 and len(format_line(gid, Status.SKIP, f"could not read {key}: {': '.join(clauses[:n])}")) > LINE_COLUMNS:
-        n -= 1
+    room = LINE_COLUMNS - len(format_line(gid, Status.SKIP, f"could not read {key}: "))
+    n, used = 1, len(printable(clauses[0], limit=0))
+    while n < len(clauses) and used + 2 + len(printable(clauses[n], limit=0)) <= room:  # each clause measured once
+        used += 2 + len(printable(clauses[n], limit=0))
+        n += 1
     return Verdict(gid, Status.SKIP, f"could not read {key}: {': '.join(clauses[:n])}", detail=": ".join(clauses[n:]))
 
 

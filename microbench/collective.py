@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ._cli import first_line
+from ._cli import first_line, say, say_now, shown
 
 DEFAULT_LARGE = "64M,256M,1G"
 DEFAULT_SMALL = "8,1K,64K"
@@ -93,10 +93,7 @@ class Recorder:
             self.result["error"] = message
         self.write()
         sys.stdout.flush()
-        try:  # straight to the descriptor: this may run in a signal handler, inside another print
-            os.write(2, f"rank {self.result.get('rank')}: {self.result['error']}\n".encode(errors="replace"))
-        except OSError:
-            pass
+        say_now(f"rank {self.result.get('rank')}: {self.result['error']}")  # this may run in a signal handler
         os._exit(code)
 
     def watch(self) -> None:
@@ -237,9 +234,9 @@ def main(argv: list[str]) -> int:
         try:
             describe_net = _function(args.net_setup)
         except (ImportError, AttributeError, ValueError) as exc:
-            parser.error(f"--net-setup {args.net_setup}: {first_line(exc)}")
+            parser.error(shown(f"--net-setup {args.net_setup}: {first_line(exc)}"))
     if importlib.util.find_spec("torch") is None:  # one that does not import is the rank's recorded error
-        print("torch is not installed", file=sys.stderr)
+        say("torch is not installed", err=True)
         return 2
 
     rank = int(os.environ.get("RANK", "0"))
@@ -263,6 +260,6 @@ def main(argv: list[str]) -> int:
         rec.fail(f"{type(exc).__name__} at {result.get('stage')}: {_short_error(exc)}", 1)
     rec.done.set()
     rec.write()
-    print(json.dumps({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
+    say(json.dumps({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
     sys.stderr.flush()
     os._exit(0)  # the result is written; skip interpreter teardown (seconds with torch loaded)

@@ -22,10 +22,10 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, platform, scrub
+from . import atomic, outward, platform
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
-from .reports import markdown_summary, report_section, run_snapshot, shown, terminal_block
+from .reports import markdown_summary, report_section, run_snapshot, terminal_block
 from .session import Reported, SessionState
 from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
             except ValueError as exc:
                 raise ValueError(f"snapshot {replay.path} records a bad option: {exc}") from None
     except (SnapshotError, ValueError) as exc:
-        raise pytest.UsageError(f"spark-gotchas: {shown(str(exc))}") from None
+        raise pytest.UsageError(f"spark-gotchas: {outward.line(exc)}") from None
     state = SessionState(config=config, options=options, replay=replay)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
@@ -427,6 +427,16 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 # -- reports -----------------------------------------------------------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_metadata(metadata: dict, config: pytest.Config) -> None:
+    """pytest-metadata's values (CI variables such as ``GIT_URL=https://user:token@…``), shown by
+    ``-v``'s header and kept as the JSON report's ``environment``: masked, one line each."""
+    if aims_at_checks(config):
+        cleaned = outward.document(metadata)
+        metadata.clear()
+        metadata.update(cleaned)  # the same dictionary: pytest-metadata and its readers hold it
+
+
 class JsonReportHooks:
     """pytest-json-report hooks, registered per run so they can reach the run's state."""
 
@@ -443,7 +453,7 @@ class JsonReportHooks:
     def pytest_json_modifyreport(self, json_report: dict) -> None:
         if self.state.active:
             json_report["spark_gotchas"] = report_section(self.state)
-        cleaned = scrub.scrub(json_report)  # a masked copy: no credential reaches the file
+        cleaned = outward.record(json_report)  # a masked copy: no credential reaches the file
         json_report.clear()
         json_report.update(cleaned)
 
@@ -512,4 +522,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("=", "spark-gotchas")
     width = min(max(terminalreporter._tw.fullwidth, 60), 120) if hasattr(terminalreporter, "_tw") else 100
     for line, markup in terminal_block(state, width=width, verbose=config.getoption("verbose", 0) > 0):
-        terminalreporter.write_line(line, **markup)
+        outward.terminal(terminalreporter, line, **markup)

@@ -24,8 +24,9 @@ _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
 def inline(text: str) -> str:
-    """Text as one Markdown line: Markdown characters escaped, HTML ones as entities, newlines folded."""
-    text = "".join(_HTML.get(c, c) for c in " ".join(str(text).split()))
+    """Text as one Markdown line: whitespace runs and line breaks folded to a space, other control
+    characters escaped (``\x1b``), Markdown characters escaped, HTML ones as entities."""
+    text = "".join(_HTML.get(c, c) for c in printable(" ".join(str(text).split()), limit=0))
     return _SPECIAL.sub(r"\\\1", text)
 
 

@@ -15,14 +15,13 @@ own measurement of its soak, so it lives with the soak and runs the soak's own e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import nvml
+from .. import nvml, outward
 from ..readers.thermal.snapshot import cuda0_handle
 from . import engine
 from .engine import LOAD_TASK
@@ -122,7 +121,7 @@ def _duration(text: str) -> float:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-cost", description=__doc__.split("\n")[0])
+    parser = outward.ArgumentParser(prog="python -m spark_gotchas soak-cost", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=_duration, default="30s",
                         help="length of the sampled phase (each alone phase is half), e.g. 30s, 2m")
     parser.add_argument("--interval", type=float, default=1.0, help="sampler interval in seconds (the soak's: 1)")
@@ -132,9 +131,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         out = measure(args.seconds, args.interval, args.device)
     except RuntimeError as exc:  # the load failed: one line, not a traceback
-        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        outward.say(f"{parser.prog}: {exc}", err=True)
         return 2
-    print(json.dumps(out, indent=1) if args.json else "\n".join(report(out)), flush=True)
+    if args.json:
+        outward.say_json(out)
+    else:
+        outward.say(*report(out))
     return 0 if out["ok"] else 1
 
 

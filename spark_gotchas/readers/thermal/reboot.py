@@ -58,9 +58,9 @@ def new_heartbeat(planned_s: float, csv_path: str, started_epoch: Optional[float
 def write_heartbeat(path: Path, beat: Heartbeat, fsync: bool = False) -> None:
     """Replace the file atomically (:func:`spark_gotchas.atomic.write_text`): a crash leaves the
     old or the new one, whole; credentials in it (a command line, say) masked."""
-    from ... import atomic, scrub
+    from ... import atomic, outward
 
-    atomic.write_text(path, json.dumps(scrub.scrub(to_jsonable(beat))), fsync=fsync)
+    atomic.write_text(path, json.dumps(outward.record(to_jsonable(beat))), fsync=fsync)
 
 
 def load_heartbeat(path: Path) -> tuple[Optional[Heartbeat], Optional[str]]:

@@ -27,6 +27,10 @@ RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\
 TRACEBACK = "Traceback (most recent call last)"
 
 
+def _markdown_escaped(text: str) -> str:
+    return re.sub(r"([\\`*_\[\]|])", r"\\\1", text)
+
+
 def problems(text: str, where: str = "the output") -> list[str]:
     """What ``text`` (all a door printed or wrote) shows that it must not: a raw control character,
     a planted line on a line of its own, a planted credential, a traceback."""
@@ -37,7 +41,8 @@ def problems(text: str, where: str = "the output") -> list[str]:
     forged = [line for line in text.split("\n") if line.lstrip().startswith(FORGED)]
     if forged:
         found.append(f"{where} has a planted line of its own: {forged[0]!r}")
-    found += [f"{where} shows the {kind} credential" for kind, secret in SECRETS.items() if secret in text]
+    found += [f"{where} shows the {kind} credential" for kind, secret in SECRETS.items()
+              if secret in text or _markdown_escaped(secret) in text]
     if TRACEBACK in text:
         found.append(f"{where} holds a traceback")
     return found

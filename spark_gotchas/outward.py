@@ -33,8 +33,14 @@ LINE_CHARS = 4 * SHOWN_CHARS  # the longest line a door prints: a finding cut at
 
 
 def line(text: object, secrets: Optional[Iterable[str]] = None, limit: int = LINE_CHARS) -> str:
-    """``text`` as one line for a terminal: credentials masked, control characters escaped."""
-    return printable(scrub.mask_text(str(text), secrets), limit=limit)
+    """``text`` as one line for a terminal: credentials masked, control characters escaped, at most
+    ``limit`` characters kept (``… (N more characters)``; 0: all)."""
+    text = str(text)
+    if limit and len(text) > 2 * limit:  # what is cut is not masked first (a 24 MB reading): a credential
+        # that starts in the part shown is whole within twice that part
+        shown = printable(scrub.mask_text(text[:2 * limit], secrets), limit=0)
+        return f"{shown[:limit]}… ({len(shown) - limit + len(text) - 2 * limit} more characters)"
+    return printable(scrub.mask_text(text, secrets), limit=limit)
 
 
 def document(obj: Any, secrets: Optional[Iterable[str]] = None) -> Any:

@@ -117,6 +117,16 @@ def test_a_line_is_one_line_masked(text):
     assert "\n" not in shown and problems(shown) == []
 
 
+@pytest.mark.parametrize("at", [-30, -5, 0, 20])
+def test_a_long_line_is_cut_and_a_credential_across_the_cut_stays_masked(at):
+    """Past twice the line's length nothing is masked (it is not shown): a 24 MB reading prints at
+    once, and a token that starts in the part shown is still masked whole."""
+    head = "x" * (outward.LINE_CHARS + at)
+    shown = outward.line(f"{head} {SECRETS['hf']} " + "y" * (5 * outward.LINE_CHARS))
+    assert len(shown) < outward.LINE_CHARS + 40 and shown.endswith(" more characters)")
+    assert "hf_" not in shown and problems(shown) == []
+
+
 def test_a_document_keeps_its_shape_and_cleans_keys_and_values():
     doc = {f"name\n{FORGED}": [SECRETS["hf"], 1, None, {"url": URL}], "n": 2.5}
     clean = outward.document(doc)

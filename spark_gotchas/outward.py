@@ -62,13 +62,30 @@ def markdown(text: str) -> str:
     return scrub.mask_text(text)
 
 
+WRITE_FAILED = 2  # the exit status of a command whose output could not be written (never 1: a finding)
+
+
 def _write(stream: IO[str], text: str) -> None:
+    """``text`` to ``stream`` now. A pipe closed by its reader (``… | head``) ends the output
+    quietly, the exit status still tells; any other failure (a full disk under ``> out.txt``) is one
+    line on stderr and exit status :data:`WRITE_FAILED`, never a traceback."""
     try:
         stream.write(text)
         stream.flush()
-    except BrokenPipeError:  # `… | head` closed the pipe: the exit status still tells
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())  # so the flush at exit finds nothing to complain about
+    except OSError as exc:
+        _drop(stream)  # what is left in its buffer goes nowhere: the flush at exit has nothing to complain of
+        if isinstance(exc, BrokenPipeError):
+            return
+        if stream is not sys.stderr:
+            _write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+        raise SystemExit(WRITE_FAILED) from None
+
+
+def _drop(stream: IO[str]) -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError):  # not a file descriptor (a test's StringIO): nothing buffered to drop
+        pass
 
 
 def say(*lines: object, err: bool = False) -> None:

@@ -156,6 +156,17 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path):
     assert run.stdout == "spark-gotchas diff\n" and run.stderr == ""
 
 
+@pytest.mark.parametrize("command", [["diff", str(FIXTURE), str(FIXTURE)], ["diff", str(FIXTURE), str(FIXTURE), "--json"],
+                                     ["fleet", str(FIXTURE)], ["--help"], ["--version"]])
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(command):
+    """stdout on a full disk (``/dev/full``): one line on stderr, exit status 2, never a traceback
+    (and never 1, which says a status got worse or a report is not whole)."""
+    with open("/dev/full", "w") as full:
+        run = subprocess.run([sys.executable, "-m", "spark_gotchas", *command], stdout=full, stderr=subprocess.PIPE,
+                             text=True, timeout=60)
+    assert (run.returncode, run.stderr) == (2, "spark-gotchas: could not write its output: No space left on device\n")
+
+
 # -- diff (the issue's first door) --------------------------------------------------------------------
 def hostile_snapshot(tmp_path: Path, name: str, worse: bool = False) -> Path:
     """The recorded H200 snapshot with the issue's strings in a verdict, its fix, the GPU name, the

@@ -238,6 +238,31 @@ def test_a_path_in_an_error_message_is_one_line(tmp_path, capsys, name):
     assert len([line for line in (out + err).splitlines() if "G4 PASS: forged" in line]) == 4, out + err  # one each
 
 
+def test_a_hostile_replay_path_is_one_usage_line(pytester):
+    """The run's own error for a snapshot it cannot read names the path on its one line."""
+    missing = pytester.path / f"gone\n{FORGED}\x1b[2J-{SECRETS['hf']}.json"
+    run = pytester.run(sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:randomly", str(ROOT / "tests_gotchas"),
+                       f"--spark-replay={missing}", timeout=120)
+    text = run.stdout.str() + run.stderr.str()
+    assert run.ret == pytest.ExitCode.USAGE_ERROR and problems(text) == [], text
+    assert [line for line in text.splitlines() if "gone" in line] == [
+        line for line in text.splitlines() if line.startswith("ERROR: spark-gotchas: ")]
+
+
+def test_the_soaks_files_are_masked(tmp_path):
+    """The heartbeat and the CSV's notes are records (read back by the next run and by
+    soak-record): masked, strings kept as read, each encoded so that no control is raw."""
+    from spark_gotchas.readers.thermal.reboot import new_heartbeat, write_heartbeat
+    from spark_gotchas.soak.record import format_meta
+
+    beat = new_heartbeat(60.0, f"/runs/{SECRETS['hf']}/soak.csv")
+    beat.end_reason = f"load failed: curl {URL}\n{FORGED}"
+    write_heartbeat(tmp_path / "hb.json", beat)
+    note = format_meta({"device": "H200\x1b[2J", "load": f"--api-key {SECRETS['sk-live']}"})
+    assert problems((tmp_path / "hb.json").read_text()) == [] and problems(note.replace("\x1b", "")) == []
+    assert json.loads((tmp_path / "hb.json").read_text())["end_reason"] == f"load failed: curl https://user:***@host.example/repo.git\n{FORGED}"
+
+
 # -- fleet --------------------------------------------------------------------------------------------
 def fleet_node(tmp_path: Path, host: str, file: str, **platform: str) -> Path:
     doc = copy.deepcopy(H200)

@@ -8,6 +8,8 @@ import pkgutil
 import sys
 from pathlib import Path
 
+from ._cli import say
+
 PACKAGE = __package__ or "spark_gotchas.microbench"  # the name this package was imported under
 USAGE = "usage: spark-gotchas microbench NAME [args...]  (or: python -m spark_gotchas.microbench NAME [args...])"
 
@@ -26,11 +28,11 @@ def available() -> list[str]:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print(f"{USAGE}\n\nNAME is one of: {', '.join(available())}; NAME --help says what it takes")
+        say(USAGE, "", f"NAME is one of: {', '.join(available())}; NAME --help says what it takes")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in available():
-        print(f"unknown microbenchmark {name!r}; choose from: {', '.join(available())}", file=sys.stderr)
+        say(f"unknown microbenchmark {name!r}; choose from: {', '.join(available())}", err=True)
         return 2
     return int(importlib.import_module(f"{PACKAGE}.{name}").main(rest) or 0)
 

@@ -1,5 +1,12 @@
 """What every microbenchmark's command line shares: is there torch and a CUDA device to measure, how
-a result prints as JSON, how a duration reads, and how an error reads in a result: one line."""
+its lines and a result as JSON are printed, how a duration reads, and how an error reads in a
+result: one line.
+
+Every line a microbenchmark prints goes through :func:`say` (a result as JSON through
+:func:`print_json`): a device name or an error text from outside shows its control characters
+escaped as :mod:`spark_gotchas.text` shows them (this package imports nothing of the suite; a test
+keeps the two the same), so it stays on its line. ``spark-gotchas microbench`` puts the suite's
+own way out (:func:`spark_gotchas.outward.line`, credentials masked too) in :data:`LINE`."""
 
 from __future__ import annotations
 
@@ -7,12 +14,46 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import re
 import sys
 from typing import Any, Callable, Optional
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
 _SECONDS_PER = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8: show the byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: object) -> str:
+    """``text`` as one line: control characters and line breaks escaped (``\\x1b``, ``\\x0a``)."""
+    return UNSAFE.sub(_escaped, str(text))
+
+
+LINE: Callable[[object], str] = shown  # what makes each printed line safe (see the module's docstring)
+
+
+def say(*lines: object, err: bool = False, flush: bool = False) -> None:
+    """Each of ``lines`` as one :data:`LINE` on stdout (stderr with ``err``)."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write("".join(LINE(text) + "\n" for text in lines))
+    if flush:
+        stream.flush()
+
+
+def say_now(text: object) -> None:
+    """One :data:`LINE` on stderr, straight to its descriptor: safe in a signal handler that
+    interrupted another write."""
+    try:
+        os.write(2, (LINE(text) + "\n").encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def no_torch_reason() -> Optional[str]:
@@ -44,7 +85,7 @@ def require_torch() -> bool:
     """Print why to stderr and return False when torch does not import (the caller exits 2)."""
     reason = no_torch_reason()
     if reason:
-        print(reason, file=sys.stderr)
+        say(reason, err=True)
     return reason is None
 
 
@@ -52,13 +93,24 @@ def require_cuda() -> bool:
     """Print why to stderr and return False when there is nothing to measure (the caller exits 2)."""
     reason = no_cuda_reason()
     if reason:
-        print(reason, file=sys.stderr)
+        say(reason, err=True)
     return reason is None
 
 
 def print_json(value: Any) -> None:
-    """A result (a dataclass, or plain JSON values) as indented JSON on stdout."""
-    print(json_text(value, indent=1))
+    """A result (a dataclass, or plain JSON values) as indented JSON on stdout: standard JSON
+    (:func:`json_text`), each string a :data:`LINE`."""
+    sys.stdout.write(json_text(_lines_in(json.loads(json_text(value))), indent=1) + "\n")
+
+
+def _lines_in(value: Any) -> Any:
+    if isinstance(value, str):
+        return LINE(value)
+    if isinstance(value, dict):
+        return {_lines_in(k): _lines_in(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_lines_in(v) for v in value]
+    return value
 
 
 def json_text(value: Any, **kwargs: Any) -> str:

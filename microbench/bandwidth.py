@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from . import _stream_cuda
-from ._cli import first_line, in_span, print_json, require_cuda
+from ._cli import first_line, in_span, print_json, require_cuda, say, shown
 from ._stream_cuda import StreamConfig
 from ._timing import Timing, TorchClock, bench
 from .quantities import Bytes, Count, GBps, Seconds
@@ -716,7 +715,7 @@ def format_result(res: BandwidthResult) -> str:
     if res.references:
         lines += ["torch reference ops, same run:", *format_rows(res.references)]
     lines.append(f"probe {res.seconds:.2f} s (setup {res.setup_seconds:.2f} s); GB = 1e9 bytes")
-    return "\n".join(lines)
+    return "\n".join(map(shown, lines))  # a device name or error holding a line break stays on its line
 
 
 def main(argv: list[str]) -> int:
@@ -738,7 +737,7 @@ def main(argv: list[str]) -> int:
     methods = tuple(m for m in args.methods.split(",") if m)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        parser.error(f"unknown method(s) {unknown}; choose from {METHODS}")
+        parser.error(shown(f"unknown method(s) {unknown}; choose from {METHODS}"))
     torch_free = args.backend == "cuda" and not (args.references or args.tune or args.sweep)
     if not torch_free and not require_cuda():
         return 2
@@ -747,12 +746,12 @@ def main(argv: list[str]) -> int:
             result = probe("fast", args.size_mb, "cuda", False, methods, args.warmup_ms, args.rep_ms,
                            args.unified_memory)
         except (RuntimeError, ValueError) as exc:  # no driver, no device, PTX refused, memory too short
-            print(f"bandwidth: {exc}", file=sys.stderr)
+            say(f"bandwidth: {exc}", err=True)
             return 1
         if args.json:
             print_json(result)
         else:
-            print(format_result(result))
+            say(*format_result(result).split("\n"))
         return 0
     if args.tune:
         tuned = tune(args.size_mb, methods, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
@@ -760,10 +759,10 @@ def main(argv: list[str]) -> int:
         if args.json:
             print_json(tuned)
         else:
-            print(f"tuning on {tuned.device}: {tuned.sizing}; triton {tuned.triton}")
+            say(f"tuning on {tuned.device}: {tuned.sizing}; triton {tuned.triton}")
             for method in methods:
                 mine = sorted((r for r in tuned.rows if r.method == method), key=lambda r: -(r.gbps or 0))
-                print("\n".join(format_rows(mine)))
+                say(*format_rows(mine))
         return 0
     if args.sweep:
         swept = sweep(args.backend, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, unified_memory=args.unified_memory,
@@ -771,18 +770,18 @@ def main(argv: list[str]) -> int:
         if args.json:
             print_json(swept)
         else:
-            print(f"sweep on {swept.device}: {swept.backend}, {swept.seconds:.1f} s")
-            print("\n".join(format_rows(sorted(swept.points, key=lambda r: (r.method, r.array_bytes)))))
+            say(f"sweep on {swept.device}: {swept.backend}, {swept.seconds:.1f} s",
+                *format_rows(sorted(swept.points, key=lambda r: (r.method, r.array_bytes))))
         return 0
     result = probe("fast", args.size_mb, args.backend, args.references, methods, args.warmup_ms, args.rep_ms,
                    args.unified_memory)
     if args.json:
         print_json(result)
     else:
-        print(format_result(result))
+        say(*format_result(result).split("\n"))
     return 0
 
 
 def _print_point(point: dict) -> None:
     figures = ", ".join(f"{m} {v:.0f}" for m, v in point["gbps"].items() if v is not None)
-    print(f"{point['array_bytes'] / MIB:.0f} MiB per array: {figures} GB/s", flush=True)
+    say(f"{point['array_bytes'] / MIB:.0f} MiB per array: {figures} GB/s", flush=True)

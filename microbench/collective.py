@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ._cli import first_line, in_span, json_text
+from ._cli import first_line, in_span, json_text, say, say_now, shown
 
 DEFAULT_LARGE = "64M,256M,1G"
 DEFAULT_SMALL = "8,1K,64K"
@@ -92,10 +92,7 @@ class Recorder:
             self.result["error"] = message
         self.write()
         sys.stdout.flush()
-        try:  # straight to the descriptor: this may run in a signal handler, inside another print
-            os.write(2, f"rank {self.result.get('rank')}: {self.result['error']}\n".encode(errors="replace"))
-        except OSError:
-            pass
+        say_now(f"rank {self.result.get('rank')}: {self.result['error']}")  # this may run in a signal handler
         os._exit(code)
 
     def watch(self) -> None:
@@ -236,9 +233,9 @@ def main(argv: list[str]) -> int:
         try:
             describe_net = _function(args.net_setup)
         except (ImportError, AttributeError, ValueError) as exc:
-            parser.error(f"--net-setup {args.net_setup}: {first_line(exc)}")
+            parser.error(shown(f"--net-setup {args.net_setup}: {first_line(exc)}"))
     if importlib.util.find_spec("torch") is None:  # one that does not import is the rank's recorded error
-        print("torch is not installed", file=sys.stderr)
+        say("torch is not installed", err=True)
         return 2
 
     rank = int(os.environ.get("RANK", "0"))
@@ -262,6 +259,6 @@ def main(argv: list[str]) -> int:
         rec.fail(f"{type(exc).__name__} at {result.get('stage')}: {_short_error(exc)}", 1)
     rec.done.set()
     rec.write()
-    print(json_text({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
+    say(json_text({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
     sys.stderr.flush()
     os._exit(0)  # the result is written; skip interpreter teardown (seconds with torch loaded)

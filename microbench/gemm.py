@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._cli import in_span, print_json, require_cuda
+from ._cli import in_span, print_json, require_cuda, say, shown
 from ._cublas import CublasUnavailable
 from ._timing import Timing, TorchClock, bench, l2_flusher
 from .quantities import Count, Ratio, Seconds, TFlops
@@ -392,7 +391,7 @@ def format_result(res: GemmResult) -> str:
     if fp8 is not None and fp4 is not None and fp8.ok and fp4.ok:
         lines.append(f"NVFP4 / FP8 = {fp4.tflops / fp8.tflops:.2f}")
     lines.append(f"{res.seconds:.2f} s")
-    return "\n".join(lines)
+    return "\n".join(map(shown, lines))  # a device name or error holding a line break stays on its line
 
 
 def main(argv: list[str]) -> int:
@@ -409,14 +408,14 @@ def main(argv: list[str]) -> int:
     precisions = tuple(p for p in args.precisions.split(",") if p)
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown:
-        parser.error(f"unknown precision(s) {unknown}; choose from {PRECISIONS}")
+        parser.error(shown(f"unknown precision(s) {unknown}; choose from {PRECISIONS}"))
     if args.backend == "cublas":
         if args.fast_accum:
             parser.error("--fast-accum is for the torch backend")
         try:
             result = probe_cublas(args.size, precisions, args.warmup_ms, args.rep_ms)
         except CublasUnavailable as exc:
-            print(f"gemm: {exc}", file=sys.stderr)
+            say(f"gemm: {exc}", err=True)
             return 2
     elif not require_cuda():
         return 2
@@ -425,5 +424,5 @@ def main(argv: list[str]) -> int:
     if args.json:
         print_json(result)
     else:
-        print(format_result(result))
+        say(*format_result(result).split("\n"))
     return 0

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
-from ._cli import in_span, json_text, require_torch
+from ._cli import in_span, json_text, print_json, require_torch, say
 
 GB = 1e9
 MIB = 1 << 20
@@ -354,7 +354,7 @@ def main(argv: list[str]) -> int:
     if not require_torch():
         return 2
     if importlib.util.find_spec("safetensors") is None:
-        print("safetensors is not installed (pip install safetensors)", file=sys.stderr)
+        say("safetensors is not installed (pip install safetensors)", err=True)
         return 2
     import torch
 
@@ -362,9 +362,9 @@ def main(argv: list[str]) -> int:
     result = probe(int(args.size_gb * GB) if args.size_gb else None, args.dir, device,
                    cold=not args.warm, interval_s=args.interval_ms / 1000)
     if args.json:
-        print(json_text(result, indent=1))
+        print_json(result)
     else:
-        print("\n".join(report_lines(result)))
+        say(*report_lines(result))
     return 0 if result.get("ok") else 1
 
 

@@ -32,7 +32,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
-from ._cli import in_span, json_text, parse_seconds, require_cuda, require_torch
+from ._cli import in_span, parse_seconds, print_json, require_cuda, require_torch, say
 from ._cublas import CublasUnavailable
 
 MAX_SIZE = 8192
@@ -242,8 +242,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: halt.set())
 
     def show(w: dict) -> None:
-        print(f"window {w['window']:3d}: {w['tflops']:8.2f} TFLOP/s, busy {w['busy_fraction']:.1%}, "
-              f"{w['seconds']:.2f} s", flush=True)
+        say(f"window {w['window']:3d}: {w['tflops']:8.2f} TFLOP/s, busy {w['busy_fraction']:.1%}, {w['seconds']:.2f} s",
+            flush=True)
 
     if args.backend == "torch" and not (require_cuda() if args.device.startswith("cuda") else require_torch()):
         return 2
@@ -251,18 +251,18 @@ def main(argv: list[str]) -> int:
         summary = run(args.seconds, args.window, args.size, args.dtype, args.device, backend=args.backend,
                       progress=None if args.json else show, should_stop=halt.is_set)
     except CublasUnavailable as exc:
-        print(f"the cublas backend cannot run here: {exc}", file=sys.stderr)
+        say(f"the cublas backend cannot run here: {exc}", err=True)
         return 1
     except ValueError as exc:  # a backend or device the load does not offer
-        print(f"soak_load: {exc}", file=sys.stderr)
+        say(f"soak_load: {exc}", err=True)
         return 2
     if args.json:
         summary = {k: v for k, v in summary.items() if k != "windows"}
-        print(json_text(summary, indent=1))
+        print_json(summary)
     else:
-        print(f"{summary['device']}: {summary['dtype']} {summary['size']}^3 GEMM for {summary['seconds']:.1f} s: "
-              f"{summary['tflops']:.2f} TFLOP/s, busy {summary['busy_fraction']:.1%}"
-              + (" (stopped early)" if summary["stopped_early"] else ""))
+        say(f"{summary['device']}: {summary['dtype']} {summary['size']}^3 GEMM for {summary['seconds']:.1f} s: "
+            f"{summary['tflops']:.2f} TFLOP/s, busy {summary['busy_fraction']:.1%}"
+            + (" (stopped early)" if summary["stopped_early"] else ""))
     return 0
 
 

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Optional
 
-from . import bounded_read
+from . import bounded_read, outward
 from .microbench._cli import in_span
 from .microbench.quantities import Epoch, bound_of_name
 from .serial import dumps, number_problem
@@ -394,16 +393,18 @@ def show_value(name: str, value: Any) -> str:
     return str(value)
 
 
-def _describe(side: str, meta: dict[str, str], doc_platform: dict[str, Any]) -> str:
+def _describe(side: str, meta: dict[str, str], doc_platform: dict[str, Any]) -> list[str]:
     from .platform import one_line
 
     created = f", {meta['created']}" if meta.get("created") else ""
     head = f"{side}: {meta['path']} ({meta['kind']}{created})"
-    return head + (f"\n   {one_line(doc_platform)}" if doc_platform.get("profile") else "")
+    return [head] + ([f"   {one_line(doc_platform)}"] if doc_platform.get("profile") else [])
 
 
-def render_text(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False) -> str:
-    out = ["spark-gotchas diff", _describe("A", diff.a, platforms[0]), _describe("B", diff.b, platforms[1]), ""]
+def render_lines(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False) -> list[str]:
+    """The comparison for people, one entry per line: strings from the two documents are inside
+    their entries, and :func:`spark_gotchas.outward.say` keeps each entry one line."""
+    out = ["spark-gotchas diff", *_describe("A", diff.a, platforms[0]), *_describe("B", diff.b, platforms[1]), ""]
     n_worse, n_better = len(diff.worse), len(diff.better)
     out.append(f"Statuses ({n_worse} worse, {n_better} better)")
     width = max((len(s.title) for s in diff.statuses), default=0)
@@ -459,7 +460,7 @@ def render_text(diff: Diff, platforms: tuple[dict, dict], show_all: bool = False
         out.append(f"Worse in B: {', '.join(diff.worse)} (exit 1)")
     else:
         out.append("No status got worse (exit 0)")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _outside(text: str) -> str:
@@ -471,7 +472,7 @@ def _outside(text: str) -> str:
 
 
 # -- command line --------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
+class _Parser(outward.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage and more)
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (usage: {self.prog} A.json B.json [--json] [--all])\n")
 
@@ -494,14 +495,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         a, b = load(args.a), load(args.b)
     except DiffInputError as exc:
-        print(f"spark-gotchas diff: {exc}", file=sys.stderr)
+        outward.say(f"spark-gotchas diff: {exc}", err=True)
         return EXIT_BAD_INPUT
     diff = compare(a, b, args.tolerance)
-    text = dumps(diff.to_json(), indent=1) + "\n" if args.json else render_text(diff, (a.platform, b.platform),
-                                                                                       args.all)
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `… | head` closed the pipe: the exit status still tells
-        sys.stderr.close()
+    if args.json:
+        outward.say_json(diff.to_json())
+    else:
+        outward.say(*render_lines(diff, (a.platform, b.platform), args.all))
     return diff.exit_code

@@ -26,19 +26,16 @@ other files and figures are judged all the same. Exit status 1 when a finding is
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import os
 import statistics
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Optional
 
-from . import bounded_read
+from . import bounded_read, outward
 from .microbench.quantities import Epoch, GBps, MHz, Ratio, TFlops
-from .serial import dumps, number_problem
+from .serial import number_problem
 from .snapshot import FORMAT as SNAPSHOT_FORMAT
-from .text import printable
 
 GOTCHAS = [f"G{n}" for n in range(1, 11)]
 RANK = {"FAIL": 4, "WARN": 3, "PASS": 2, "INFO": 1, "SKIP": 0}
@@ -377,23 +374,26 @@ def judge(paths: list[str], configs: list[str] = (), name_by: str = "host") -> t
 
 # -- output -------------------------------------------------------------------------------------------
 def table(nodes: list[Node]) -> list[str]:
-    width = max([len("node")] + [len(printable(n.name)) for n in nodes])
+    """The nodes x G1-G10 table, its columns aligned as the names will be shown."""
+    names = {n.name: outward.line(n.name) for n in nodes}
+    width = max([len("node")] + [len(shown) for shown in names.values()])
     head = f"{'node':<{width}}  {'profile':<8} " + " ".join(f"{g:<4}" for g in GOTCHAS)
     lines = [head, "-" * len(head)]
     for n in nodes:
-        lines.append(f"{printable(n.name):<{width}}  {n.profile:<8} " + " ".join(f"{n.statuses.get(g, '-'):<4}" for g in GOTCHAS))
+        lines.append(f"{names[n.name]:<{width}}  {n.profile:<8} " + " ".join(f"{n.statuses.get(g, '-'):<4}" for g in GOTCHAS))
     return lines
 
 
-def text_report(nodes: list[Node], findings: list[Finding], notes: list[str]) -> str:
-    out = [printable(f"spark-gotchas fleet: {note}") for note in notes]
+def text_report(nodes: list[Node], findings: list[Finding], notes: list[str]) -> list[str]:
+    """The report for people, one entry per line (:func:`spark_gotchas.outward.say` keeps each one line)."""
+    out = [f"spark-gotchas fleet: {note}" for note in notes]
     out += table(nodes)
     if nodes:
         out.append("")
         worst = sum(1 for n in nodes if any(s == "FAIL" for s in n.statuses.values()))
         out.append(f"{len(nodes)} node(s); {worst} with a FAIL of its own; {len(findings)} finding(s) across the group")
-    out += [printable(f"{f.gotcha} {f.status}: {f.summary}") for f in findings]
-    return "\n".join(out) + "\n"
+    out += [f"{f.gotcha} {f.status}: {f.summary}" for f in findings]
+    return out
 
 
 def markdown(nodes: list[Node], findings: list[Finding], notes: list[str]) -> str:
@@ -412,7 +412,7 @@ def markdown(nodes: list[Node], findings: list[Finding], notes: list[str]) -> st
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas fleet", description=__doc__.split("\n\n")[0])
+    parser = outward.ArgumentParser(prog="spark-gotchas fleet", description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", metavar="FILE", help="JSON reports or snapshots, one or more per node")
     parser.add_argument("--json", action="store_true", help='print {"nodes": [...], "findings": [...]}')
     parser.add_argument("--summary-md", metavar="PATH", help="append the table and findings as Markdown to PATH")
@@ -424,18 +424,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     nodes, findings, notes = judge(args.files, args.spark_launch_config, args.name_by)
     if args.json:
-        doc = {"nodes": [asdict(n) for n in nodes], "findings": [asdict(f) for f in findings], "notes": notes}
-        print(dumps(doc, indent=1))
+        outward.say_json({"nodes": [asdict(n) for n in nodes], "findings": [asdict(f) for f in findings], "notes": notes})
     else:
-        sys.stdout.write(text_report(nodes, findings, notes))
+        outward.say(*text_report(nodes, findings, notes))
     if args.summary_md:
-        from . import atomic, scrub
+        from . import atomic
 
         try:
-            atomic.write_text(args.summary_md, scrub.mask_text(markdown(nodes, findings, notes)), append=True)
+            atomic.write_text(args.summary_md, outward.markdown(markdown(nodes, findings, notes)), append=True)
         except OSError as exc:
-            print(printable(f"spark-gotchas fleet: could not write {args.summary_md}: {exc.strerror or exc}"),
-                  file=sys.stderr)
+            outward.say(f"spark-gotchas fleet: could not write {args.summary_md}: {exc.strerror or exc}", err=True)
             return 2
     if not nodes:
         return 2

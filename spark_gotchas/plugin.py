@@ -23,16 +23,17 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, platform, prometheus, report_file, scrub
+from . import atomic, outward, platform, prometheus, report_file
 from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
 from .junit import JunitHooks
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
 from .provider import Provider, ReadingUnavailable
-from .reports import markdown_summary, report_section, run_snapshot, shown, terminal_block
+from .reports import markdown_summary, report_section, run_snapshot, terminal_block
 from .session import Reported, SessionState
 from .snapshot import SnapshotError
 from .snapshot import load as load_snapshot
 from .snapshot import save as save_snapshot
+from .text import printable
 from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, recorded, summary_lines
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
@@ -73,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if options.spark_prometheus and importlib.util.find_spec(prometheus.REQUIREMENT) is None:
             raise ValueError(prometheus.MISSING)
     except (SnapshotError, ValueError) as exc:
-        raise pytest.UsageError(f"spark-gotchas: {shown(str(exc))}") from None
+        raise pytest.UsageError(f"spark-gotchas: {outward.line(exc)}") from None
     state = SessionState(config=config, options=options, replay=replay)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
@@ -365,9 +366,11 @@ def unreadable(gid: int, key: str, reason: str) -> Verdict:
     many of its leading clauses as fit, at least one (``recorded reading does not fit MemInfo:
     mem_total_bytes``), and the rest goes to the detail (``needs int, got string '126 GB'``)."""
     clauses = reason.split(": ")
-    n = len(clauses)
-    while n > 1 and len(format_line(gid, Status.SKIP, f"could not read {key}: {': '.join(clauses[:n])}")) > LINE_COLUMNS:
-        n -= 1
+    room = LINE_COLUMNS - len(format_line(gid, Status.SKIP, f"could not read {key}: "))
+    n, used = 1, len(printable(clauses[0], limit=0))
+    while n < len(clauses) and used + 2 + len(printable(clauses[n], limit=0)) <= room:  # each clause measured once
+        used += 2 + len(printable(clauses[n], limit=0))
+        n += 1
     return Verdict(gid, Status.SKIP, f"could not read {key}: {': '.join(clauses[:n])}", detail=": ".join(clauses[n:]))
 
 
@@ -431,6 +434,16 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 # -- reports -----------------------------------------------------------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_metadata(metadata: dict, config: pytest.Config) -> None:
+    """pytest-metadata's values (CI variables such as ``GIT_URL=https://user:token@…``), shown by
+    ``-v``'s header and kept as the JSON report's ``environment``: masked, one line each."""
+    if aims_at_checks(config):
+        cleaned = outward.document(metadata)
+        metadata.clear()
+        metadata.update(cleaned)  # the same dictionary: pytest-metadata and its readers hold it
+
+
 class JsonReportHooks:
     """pytest-json-report hooks, registered per run so they can reach the run's state."""
 
@@ -448,7 +461,7 @@ class JsonReportHooks:
         if self.state.active:
             json_report["spark_gotchas"] = report_section(self.state)
             report_file.take_over(self.state.config, self._failed)  # the save that follows: whole or none
-        cleaned = scrub.scrub(json_report)  # a masked copy: no credential reaches the file
+        cleaned = outward.record(json_report)  # a masked copy: no credential reaches the file
         json_report.clear()
         json_report.update(cleaned)
 
@@ -537,4 +550,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("=", "spark-gotchas")
     width = min(max(terminalreporter._tw.fullwidth, 60), 120) if hasattr(terminalreporter, "_tw") else 100
     for line, markup in terminal_block(state, width=width, verbose=config.getoption("verbose", 0) > 0):
-        terminalreporter.write_line(line, **markup)
+        outward.terminal(terminalreporter, line, **markup)

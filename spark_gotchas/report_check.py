@@ -9,13 +9,10 @@ the command itself fails (``spark-gotchas check-report``: one line).
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from typing import Any, Optional
 
-from . import bounded_read
-from .text import printable
+from . import bounded_read, outward
 
 GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): \S")
 
@@ -57,7 +54,7 @@ def _gotchas(text: str) -> list[int]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_gotchas check-report", description=__doc__.split("\n\n")[0])
+    parser = outward.ArgumentParser(prog="python -m spark_gotchas check-report", description=__doc__.split("\n\n")[0])
     parser.add_argument("report", help="the JSON report (pytest --json-report-file=PATH)")
     parser.add_argument("--gotchas", default="1-10", help="gotchas that must each have a line, e.g. 1-10 or 1,9")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing when the report is whole")
@@ -70,12 +67,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         report = bounded_read.read_json(args.report, bounded_read.REPORT)
     except (OSError, bounded_read.Refused) as exc:
         why = f"is {exc}" if isinstance(exc, bounded_read.Refused) else f"cannot be read: {exc.strerror or exc}"
-        print(printable(f"check-report: {args.report} {why}: no JSON report to check"), file=sys.stderr)
+        outward.say(f"check-report: {args.report} {why}: no JSON report to check", err=True)
         return 1
     found = problems(report, wanted)
-    for problem in found:
-        print(printable(f"check-report: {args.report}: {problem}"), file=sys.stderr)
+    outward.say(*(f"check-report: {args.report}: {problem}" for problem in found), err=True)
     if not found and not args.quiet:
         tests = len(report["tests"])
-        print(printable(f"{args.report}: {tests} tests, a G-line for each of " + ", ".join(f"G{g}" for g in wanted)))
+        outward.say(f"{args.report}: {tests} tests, a G-line for each of " + ", ".join(f"G{g}" for g in wanted))
     return 1 if found else 0

@@ -2,8 +2,9 @@
 section, the snapshot, the Markdown summary and the terminal block. The plugin decides when and
 where each is written; nothing here writes a file or prints.
 
-Every string from outside passes :func:`shown` (credentials masked, controls escaped) before
-it reaches the terminal; the documents are masked whole with :func:`spark_gotchas.scrub.scrub`.
+The terminal block's lines leave through :func:`spark_gotchas.outward.terminal` (credentials
+masked, controls escaped); the documents are masked whole (:func:`spark_gotchas.outward.record`,
+:func:`spark_gotchas.outward.markdown`).
 """
 
 from __future__ import annotations
@@ -11,19 +12,13 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from . import __version__, platform, scrub
+from . import __version__, outward, platform
 from .session import SessionState
 from .snapshot import Snapshot, now_iso
-from .text import printable
 from .verdict import Status, summarize, summary_lines
 
 COLOR = {Status.FAIL: {"red": True, "bold": True}, Status.WARN: {"yellow": True, "bold": True},
          Status.PASS: {"green": True}, Status.INFO: {"cyan": True}, Status.SKIP: {}}
-
-
-def shown(text: str) -> str:
-    """A line for the terminal: credentials masked, control characters escaped."""
-    return printable(scrub.mask_text(text))
 
 
 def _replayed_from(state: SessionState) -> str | None:
@@ -58,7 +53,7 @@ def run_snapshot(state: SessionState) -> Snapshot:
     described = platform.describe(provider, opts.spark_profile)  # first: it reads host.identity too
     readings = dict(state.replay.readings) if state.replay is not None else {}
     readings.update(provider.recorded)
-    doc = scrub.scrub(Snapshot(
+    doc = outward.record(Snapshot(
         readings=readings,
         options=opts.judged(),
         platform=described,
@@ -76,9 +71,9 @@ def markdown_summary(state: SessionState) -> str:
     """The run as a Markdown block for a job summary (:mod:`spark_gotchas.summary_md`), masked."""
     from .summary_md import render
 
-    return scrub.mask_text(render(state.verdicts, platform.describe(state.provider, state.options.spark_profile),
-                                  artifacts=state.artifacts, replayed_from=_replayed_from(state),
-                                  interrupted=interruption_line(state)))
+    return outward.markdown(render(state.verdicts, platform.describe(state.provider, state.options.spark_profile),
+                                   artifacts=state.artifacts, replayed_from=_replayed_from(state),
+                                   interrupted=interruption_line(state)))
 
 
 def interruption_line(state: SessionState) -> str:
@@ -106,11 +101,13 @@ def wrapped(line: str, width: int) -> list[str]:
 def terminal_block(state: SessionState, width: int = 100, verbose: bool = False) -> list[tuple[str, dict[str, bool]]]:
     """The lines under the ``spark-gotchas`` separator, each with its colour: the platform, one
     G-line per gotcha (and its fixes, folded to ``width``; with ``verbose``, each finding's
-    detail), the notes, and the outputs that could not be written."""
+    detail), the notes, and the outputs that could not be written. Each entry is one line as
+    :func:`spark_gotchas.outward.terminal` shows it (a verdict's texts are escaped already, so a
+    fold's width is what the terminal shows)."""
     desc = platform.describe(state.provider, state.options.spark_profile)
-    out = [(shown(platform.one_line(desc, _replayed_from(state))), {})]
+    out = [(platform.one_line(desc, _replayed_from(state)), {})]
     if interruption_line(state):
-        out.append((shown(f"INTERRUPTED: {interruption_line(state)}"), {"red": True, "bold": True}))
+        out.append((f"INTERRUPTED: {interruption_line(state)}", {"red": True, "bold": True}))
     for top, group in summarize(state.verdicts):
         for line in summary_lines(group):
             markup = COLOR[top.status] if not line.startswith("    ") else {}
@@ -118,7 +115,7 @@ def terminal_block(state: SessionState, width: int = 100, verbose: bool = False)
         if verbose:
             out += [(f"    {v.status.value.lower()}: {v.summary}" + (f" ({v.detail})" if v.detail else ""), {})
                     for v in group]
-    out += [(shown(note), {}) for note in state.notes]
-    out += [(shown(f"{error} (the run fails: an output it was asked for is missing)"), {"red": True, "bold": True})
+    out += [(note, {}) for note in state.notes]
+    out += [(f"{error} (the run fails: an output it was asked for is missing)", {"red": True, "bold": True})
             for error in state.output_errors]
     return out

@@ -18,9 +18,10 @@ A name is secret when one of its words is (``token``, ``secret``, ``password``, 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 MASK = "***"
 MIN_SECRET_LEN = 4
@@ -34,6 +35,8 @@ _SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "accesske
 _KEY_WORDS = frozenset({"api", "access", "private", "secret", "session", "account", "signing",
                         "encryption", "master", "client", "license", "ssh", "deploy"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_HINT_WORDS = r"(?i:token|secret|pass|credential|cookie|auth|pat|dsn|key)"  # one is in every secret name
+_HINT = re.compile(_HINT_WORDS)
 
 
 def _words(name: str) -> list[str]:
@@ -41,8 +44,11 @@ def _words(name: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(name)]
 
 
+@functools.lru_cache(maxsize=4096)  # a text asks about the same keys again and again
 def is_secret_name(name: str) -> bool:
     """True for a variable, flag or key name that holds a credential."""
+    if not _HINT.search(name):  # most names: no word of a secret in them (a text's every key= is asked)
+        return False
     words = _words(name)
     if not words:
         return False
@@ -74,17 +80,33 @@ _TOKEN_SHAPES = re.compile(
     r"(?:AKIA|ASIA)[0-9A-Z]{16}"
     r")"
 )
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:?#]*)(?::(?P<pw>[^\s/@]*))?@")
+# Every pattern below reads each character a bounded number of times, so masking is linear in the
+# text (a 128 KB argument on a command line, a 24 MB reading): a name, scheme or flag is tried once
+# per run of its characters, from the run's start, with possessive repeats (``*+``) that never give
+# back what they took; the values after secret names are found by :func:`_value_spans`, which never
+# reads one value twice. A name none of whose words could be secret (no ``token``, ``key``, ``pass``
+# … in it) is not matched at all: ``a=a=a=…`` costs no Python step per key. Each keeps the leftmost-match meaning of its plain form
+# (``[A-Za-z_][A-Za-z0-9_.-]*`` at every position): the run's leading characters that cannot start a
+# name are skipped, and a URL's scheme fails where a later scheme of the same run could start (a
+# letter after ``+``, ``.`` or ``-``), which is then tried: the text before a match is kept as it
+# is, so the masked result is the same.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9]*+(?:[+.-]++(?:[0-9][A-Za-z0-9]*+)?)*+://)"
+                           r"(?P<user>[^\s/@:?#]*+)(?::(?P<pw>[^\s/@]*+))?@")
 _AUTH_HEADER = re.compile(r"(?i)(?P<head>\b(?:proxy-)?authorization\s*[:=]\s*)(?P<scheme>(?:bearer|basic|token|digest)\s+)?"
                           r"(?P<val>[^\s\"',;]+)")
 _BEARER = re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
 # key=value, key: value, "key": "value", 'key'='value' (the key is checked by is_secret_name). The
-# value is matched ahead, not consumed: a key that is no secret leaves its value to be read again
-# (``note="token": "…"`` is a note holding a token).
-_VALUE_AHEAD = r"""(?=(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;&}\])]+)))"""
-_KEY_VALUE = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)["']?[ \t]*[:=][ \t]*""" + _VALUE_AHEAD)
-# --flag value and --flag=value (the flag is checked by is_secret_name).
-_FLAG_VALUE = re.compile(r"""(?P<name>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?:=|[ \t]+)(?=[^-])""" + _VALUE_AHEAD)
+# value is read after the match, not consumed: a key that is no secret leaves its value to be read
+# again (``note="token": "…"`` is a note holding a token).
+_KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_.-])[0-9.-]*+(?=[A-Za-z0-9_.-]*?""" + _HINT_WORDS + r""")"""
+                        r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)["']?[ \t]*+[:=][ \t]*+""")
+# --flag value and --flag=value (the flag is checked by is_secret_name); a run's characters before
+# its first flag start (``-`` after neither a word character nor ``-``) are skipped.
+_FLAG_START = r"(?<![\w-])--?[A-Za-z]"
+_FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])(?:(?!" + _FLAG_START + r")[A-Za-z0-9_.-])*+"
+                         r"(?P<name>(?=[A-Za-z0-9_.-]*?" + _HINT_WORDS + ")" + _FLAG_START + r"[A-Za-z0-9_.-]*+)"
+                         r"(?:=|[ \t]++)(?=[^-])")
+_VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|(?P<bare>[^\s"',;&}\])]++)""")
 
 
 def _mask_userinfo(m: re.Match) -> str:
@@ -96,19 +118,35 @@ def _mask_userinfo(m: re.Match) -> str:
     return m.group(0)
 
 
-def _mask_named_values(pattern: re.Pattern, text: str) -> str:
-    """Mask the value after every secret name ``pattern`` finds (its value matched ahead, so a
-    value that is itself ``name: value`` is read again, and both are masked)."""
-    spans: list[tuple[int, int]] = []
+def _value_spans(pattern: re.Pattern, text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the value after every secret name ``pattern`` finds: a double- or
+    single-quoted string's inside, or a bare word. A bare value holds no quote, so a value that
+    starts inside the one before ends where it does (``token=token=…`` reads its run once); quoted
+    values never overlap (a quote inside one would have closed it)."""
+    bare_end = 0
     for m in pattern.finditer(text):
         if not is_secret_name(m.group("name").lstrip("-")):
             continue
-        quoted = m.group("dq") if m.group("dq") is not None else m.group("sq")
-        start = m.end() + (1 if quoted is not None else 0)
-        spans.append((start, start + len(quoted if quoted is not None else m.group("bare"))))
+        at = m.end()
+        if at < bare_end:
+            yield at, bare_end
+            continue
+        value = _VALUE.match(text, at)
+        if value is None:
+            continue
+        if value.group("bare") is not None:
+            bare_end = value.end()
+            yield at, bare_end
+        else:
+            yield at + 1, value.end() - 1
+
+
+def _mask_named_values(pattern: re.Pattern, text: str) -> str:
+    """Mask the value after every secret name ``pattern`` finds (a value that is itself
+    ``name: value`` is read again, and both are masked)."""
     out: list[str] = []
     pos = 0
-    for start, end in sorted(spans):
+    for start, end in sorted(_value_spans(pattern, text)):
         if end <= pos:
             continue
         out += [text[pos:max(start, pos)], MASK]
@@ -122,11 +160,15 @@ def mask_shapes(text: str) -> str:
     if not text:
         return text
     text = _TOKEN_SHAPES.sub(MASK, text)
-    text = _URL_USERINFO.sub(_mask_userinfo, text)
+    if "://" in text:  # each pass below only where what it needs is there: a 24 MB reading takes seconds
+        text = _URL_USERINFO.sub(_mask_userinfo, text)
     text = _AUTH_HEADER.sub(lambda m: f"{m.group('head')}{m.group('scheme') or ''}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group('head')}{MASK}", text)
-    text = _mask_named_values(_FLAG_VALUE, text)
-    return _mask_named_values(_KEY_VALUE, text)
+    if "-" in text:
+        text = _mask_named_values(_FLAG_VALUE, text)
+    if ":" in text or "=" in text:
+        text = _mask_named_values(_KEY_VALUE, text)
+    return text
 
 
 def mask_text(text: str, secrets: Iterable[str] | None = None) -> str:
@@ -154,14 +196,15 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
     return out
 
 
-def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
+def scrub(obj: Any, secrets: Iterable[str] | None = None, then: Callable[[str], str] | None = None) -> Any:
     """A copy of ``obj`` (JSON-like: dicts, lists, strings …) with :func:`mask_text` applied to
-    every string, keys and values alike. Always a new object, never ``obj`` itself."""
+    every string, keys and values alike, and ``then`` after it. Always a new object, never ``obj``
+    itself."""
     values = list(secret_values() if secrets is None else secrets)
 
     def clean(x: Any) -> Any:
         if isinstance(x, str):
-            return mask_text(x, values)
+            return mask_text(x, values) if then is None else then(mask_text(x, values))
         if isinstance(x, dict):
             return {clean(k): clean(v) for k, v in x.items()}
         if isinstance(x, (list, tuple)):

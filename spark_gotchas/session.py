@@ -7,11 +7,11 @@ the report writers (:mod:`spark_gotchas.reports`) read it through its public fie
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import outward
 from .options import RunOptions
 from .provider import Provider, ReadingUnavailable
 from .snapshot import Snapshot
@@ -71,13 +71,13 @@ class SessionState:
         """Print a progress line now, past pytest's output capture (soak progress, etc.)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
-            print(text, file=sys.stderr, flush=True)
+            outward.say(text, err=True)
             return
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         suspended = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
         with suspended:  # fd-level capture would otherwise hold the line until the check ends
             reporter.ensure_newline()
-            reporter.write_line(text)
+            outward.terminal(reporter, text)
 
     def add_artifact(self, name: str, path: str) -> None:
         """Name a file this run produced (CSV, PNG …): the JSON report and summary list it."""

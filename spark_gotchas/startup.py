@@ -27,12 +27,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 import pytest
+
+from . import outward
 
 PLUGIN = "spark_gotchas.plugin"
 
@@ -146,6 +147,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not aims_at_checks(config):
         return
     what = f"-n {option.numprocesses}" if getattr(option, "numprocesses", None) else f"--dist {option.dist}"
-    sys.stderr.write(f"spark-gotchas: {what} ignored: the checks run in one process "
-                     "(one GPU worker, their own order, one G-line summary)\n")
+    outward.say(f"spark-gotchas: {what} ignored: the checks run in one process "
+                "(one GPU worker, their own order, one G-line summary)", err=True)
     option.dist, option.tx, option.numprocesses = "no", [], 0

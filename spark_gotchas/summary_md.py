@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Optional
 
+from . import outward
 from .platform import one_line
 from .text import printable
 from .titles import title as gotcha_title
@@ -24,8 +25,10 @@ _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
 def inline(text: str) -> str:
-    """Text as one Markdown line: Markdown characters escaped, HTML ones as entities, newlines folded."""
-    text = "".join(_HTML.get(c, c) for c in " ".join(str(text).split()))
+    """Text as one Markdown line: credentials masked (before the escapes hide a token's shape:
+    ``ghp\\_…``), whitespace runs and line breaks folded to a space, other control characters escaped
+    (``\\x1b``), Markdown characters escaped, HTML ones as entities."""
+    text = "".join(_HTML.get(c, c) for c in outward.line(" ".join(str(text).split()), limit=0))
     return _SPECIAL.sub(r"\\\1", text)
 
 

@@ -6,8 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .scrub import mask_text
-from .text import printable
+from .outward import line
+from .text import SHOWN_CHARS, printable
 
 GOTCHA_IDS = tuple(range(1, 11))
 
@@ -64,9 +64,8 @@ class Verdict:
         object.__setattr__(self, "status", Status(self.status))
         if self.status.needs_fix and not self.fix.strip():
             raise ValueError(f"G{self.gotcha} {self.status.value} verdict needs a fix")
-        object.__setattr__(self, "summary", printable(mask_text(str(self.summary))))
-        object.__setattr__(self, "fix", printable(mask_text(str(self.fix))))
-        object.__setattr__(self, "detail", printable(mask_text(str(self.detail))))
+        for name in ("summary", "fix", "detail"):
+            object.__setattr__(self, name, line(getattr(self, name), limit=SHOWN_CHARS))
 
     @property
     def line(self) -> str:

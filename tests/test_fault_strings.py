@@ -26,17 +26,20 @@ SECRETS = {
     "env": "EnvOnly-0123456789-Secret",
 }
 FORGED_NAME = "vllm\nG4 PASS: forged by a process name\x1b[2J\x1b]8;;http://evil\x07\r"
+# One argument at the kernel's limit (MAX_ARG_STRLEN, 131072 bytes with its NUL): masking it took the
+# preflight past 360 s on two cores while the masker was quadratic; the run's timeout ends that.
+LONG_ARG = '{"rope_scaling":"' + "A" * (131071 - 19) + '"}'
 RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # what may never reach an output (tab and LF aside)
 
 
 @pytest.fixture
 def hostile_server():
-    """A real process that looks like a vLLM server with credentials on its command line and a
-    forged G-line in its argv[0]."""
+    """A real process that looks like a vLLM server with credentials on its command line, a
+    forged G-line in its argv[0] and one argument of 131,071 characters."""
     argv = [FORGED_NAME, "-c", "import time; time.sleep(120)", "vllm", "serve", "org/model",
             "--api-key", SECRETS["flag"], "--kv-transfer-config", f'{{"kv_connector": "x", "api_key": "{SECRETS["json"]}"}}',
             "--download-url", f"https://user:{SECRETS['url']}@models.example/x", f"--hf-token={SECRETS['hf']}",
-            "--header", f"Authorization: Bearer {SECRETS['bearer']}"]
+            "--header", f"Authorization: Bearer {SECRETS['bearer']}", "--hf-overrides", LONG_ARG]
     proc = subprocess.Popen(argv, executable=sys.executable)
     time.sleep(0.3)  # its command line is in /proc once exec is done
     yield proc
@@ -104,6 +107,7 @@ def test_a_process_name_cannot_forge_a_line_and_its_credentials_never_leave(pyte
     cmdlines = [p.get("cmdline") or [] for p in snapshot["readings"]["gpu.processes"]["processes"]]
     (ours,) = [c for c in cmdlines if c and c[0].startswith("vllm\nG4")]  # kept as read, masked, escaped only when shown
     assert "--api-key" in ours and ours[ours.index("--api-key") + 1] == "***"
+    assert ours[ours.index("--hf-overrides") + 1] == LONG_ARG  # whole, nothing in it to mask
     assert any('"api_key": "***"' in tok for tok in ours)
 
 

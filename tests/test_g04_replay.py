@@ -150,13 +150,17 @@ def load_is_running(soak_dir: Path) -> bool:
 def fake_soak_machine(monkeypatch) -> None:
     """The real soak path with a fake GB10 (NVML) and a fake load in a real worker."""
     import functools
+    import importlib
     import os
 
     from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
     from spark_gotchas import nvml
     from spark_gotchas.readers.thermal import snapshot
-    from spark_gotchas.soak import engine
+
+    # the engine the run will import: an earlier in-process run may have dropped it from sys.modules
+    # while the package still names the old one (`from spark_gotchas.soak import engine` would patch that)
+    engine = importlib.import_module("spark_gotchas.soak.engine")
 
     here = Path(__file__).parent
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))

@@ -398,7 +398,10 @@ def is_library_file(path: str, info: elf.Dynamic, dirs: list[str]) -> bool:
 
 
 # -- distributions -------------------------------------------------------------------------------
-REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9._-]+)\s*(?:\[[^\]]*\])?\s*([^;\n]*)(?:;([^\n]*))?", re.MULTILINE)
+# One line each: [ \t], never \s, so a bare "Requires-Dist: numpy" does not take the next line as its
+# specifier, and an unclosed "[" is not read to the end of the file from every line (quadratic).
+REQUIRES = re.compile(r"^Requires-Dist:[ \t]*([A-Za-z0-9._-]+)[ \t]*(?:\[[^\]\n]*\])?[ \t]*([^;\n]*)(?:;([^\n]*))?",
+                      re.MULTILINE)
 EXTRA = re.compile(r"""\bextra\s*==\s*['"]?([\w.-]+)""")
 HEADER = re.compile(r"^(Name|Version):\s*(.+?)\s*$", re.MULTILINE)
 

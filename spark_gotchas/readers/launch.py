@@ -69,7 +69,8 @@ FLAG_ROLES = ({f: "tp" for f in TP_FLAGS} | {f: "pp" for f in PP_FLAGS} | {f: "n
               | {f: "procs_per_node" for f in PER_NODE_FLAGS} | {f: "processes" for f in TOTAL_FLAGS})
 LAUNCHER_WORDS = re.compile(r"torchrun|torch\.distributed\.(run|launch)|accelerate|deepspeed|vllm|sglang|trtllm")
 ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")
+PLAIN_VARIABLE = re.compile(r"\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")  # past a token's last }: no ${…} can close
 
 
 # -- YAML / JSON -------------------------------------------------------------------------------
@@ -312,18 +313,22 @@ def expand(token: str, variables: dict[str, str], budget: Optional[_Budget] = No
     (``B=$A$A``, ``C=$B$B`` …) stop at MAX_EXPANDED_CHARS instead of filling memory.
     """
     def sub(match: re.Match) -> str:
-        name = match.group(1) or match.group(3)
+        found = match.groupdict()
+        name = found.get("name") or found["plain"]
         if name in variables:
             out = variables[name]
-        elif match.group(2) is not None:
-            out = match.group(2)
+        elif found.get("default") is not None:
+            out = found["default"]
         else:
             return match.group(0)
         if budget is not None:
             budget.take(len(out))
         return out
 
-    return VARIABLE.sub(sub, token)
+    # A ${ that no } closes would be read to the token's end from every such ${ (quadratic: a 1 MiB
+    # token of "${a:-" took hours): past the token's last }, only $NAME can match.
+    closed = token.rfind("}") + 1
+    return VARIABLE.sub(sub, token[:closed]) + PLAIN_VARIABLE.sub(sub, token[closed:])
 
 
 def _launchers(tokens: list[str]) -> list[str]:

@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import nvml
+from .. import nvml, outward
 from ..microbench._cli import in_span
 from ..readers.thermal.snapshot import cuda0_handle
-from ..serial import dumps
 from . import engine
 from .engine import LOAD_TASK
 
@@ -127,7 +126,7 @@ def _duration(text: str) -> float:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-cost", description=__doc__.split("\n")[0])
+    parser = outward.ArgumentParser(prog="python -m spark_gotchas soak-cost", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=_duration, default="30s",
                         help="length of the sampled phase (each alone phase is half), e.g. 30s, 2m")
     parser.add_argument("--interval", type=in_span(0.01, 3600, "seconds"), default=1.0, help="sampler interval in seconds (the soak's: 1)")
@@ -137,9 +136,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         out = measure(args.seconds, args.interval, args.device)
     except RuntimeError as exc:  # the load failed: one line, not a traceback
-        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        outward.say(f"{parser.prog}: {exc}", err=True)
         return 2
-    print(dumps(out, indent=1) if args.json else "\n".join(report(out)), flush=True)
+    if args.json:
+        outward.say_json(out)
+    else:
+        outward.say(*report(out))
     return 0 if out["ok"] else 1
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import bounded_read, scrub
+from .. import bounded_read, outward
 from ..readers.thermal.reboot import write_heartbeat
 from ..readings.thermal import DEFAULT_MAX_DROP, Heartbeat, SoakReading, SoakWindow, ThermalSample
 from ..serial import from_jsonable, to_jsonable
@@ -179,7 +179,7 @@ def _fmt(value: Any) -> str:
         if not math.isfinite(value):  # no reading: the cell stays empty, as for None
             return ""
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
-    return scrub.mask_text(str(value))  # a note may quote a command line
+    return outward.record(str(value))  # a note may quote a command line: masked, kept as read
 
 
 def drop_fraction(text: str) -> float:
@@ -447,7 +447,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .. import profiles
     from ..judges import g04_thermal as g04
 
-    parser = argparse.ArgumentParser(prog="python -m spark_gotchas soak-record", description=main.__doc__)
+    parser = outward.ArgumentParser(prog="python -m spark_gotchas soak-record", description=main.__doc__)
     parser.add_argument("csv")
     parser.add_argument("--profile", default="auto", choices=profiles.CHOICES)
     parser.add_argument("--max-drop", type=_drop_argument, default=None,
@@ -456,19 +456,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         record = read_csv(args.csv)
     except (OSError, ValueError) as exc:
-        print(format_line(4, "SKIP", f"cannot read the soak record {args.csv}: {exc}"))
+        outward.say(format_line(4, "SKIP", f"cannot read the soak record {args.csv}: {exc}"))
         return 2
     reading = record.reading
     if args.max_drop is not None:
         reading.max_drop_fraction = args.max_drop
     profile = profiles.resolve(args.profile, reading.device)
     verdict = g04.judge_soak(reading, profile)
-    print(verdict.line)
-    if verdict.fix:
-        print(f"    fix: {verdict.fix}")
+    outward.say(verdict.line, *([f"    fix: {verdict.fix}"] if verdict.fix else []))
     rss = [(w.parent_rss_bytes, w.worker_rss_bytes) for w in reading.windows]
     if rss:
-        print(f"    {len(reading.windows)} windows, {reading.samples} samples, {record.torn_lines} torn lines; "
+        outward.say(f"    {len(reading.windows)} windows, {reading.samples} samples, {record.torn_lines} torn lines; "
               f"memory first/last window: parent {_mib(rss[0][0])} -> {_mib(rss[-1][0])}, "
               f"load {_mib(rss[0][1])} -> {_mib(rss[-1][1])}")
     return 1 if verdict.status.value == "FAIL" else 0

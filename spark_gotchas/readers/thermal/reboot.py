@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ... import bounded_read
+from ... import bounded_read, outward
 from ...readings.thermal import HEARTBEAT_FORMAT, Heartbeat, RebootCheck
 from ...serial import OutOfRange, dumps, from_jsonable, to_jsonable
 from .. import ReadContext, reader
@@ -58,9 +58,9 @@ def new_heartbeat(planned_s: float, csv_path: str, started_epoch: Optional[float
 def write_heartbeat(path: Path, beat: Heartbeat, fsync: bool = False) -> None:
     """Replace the file atomically (:func:`spark_gotchas.atomic.write_text`): a crash leaves the
     old or the new one, whole; credentials in it (a command line, say) masked."""
-    from ... import atomic, scrub
+    from ... import atomic
 
-    atomic.write_text(path, dumps(scrub.scrub(to_jsonable(beat))), fsync=fsync)
+    atomic.write_text(path, dumps(outward.record(to_jsonable(beat))), fsync=fsync)
 
 
 def load_heartbeat(path: Path) -> tuple[Optional[Heartbeat], Optional[str]]:

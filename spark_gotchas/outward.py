@@ -1,0 +1,122 @@
+"""The one way out: everything the suite prints or writes leaves through this module.
+
+Strings from outside the suite (process command lines, file names given on the command line, the
+fields of a snapshot or report, package metadata, environment and CI variables, exception texts)
+reach a terminal, a JSON document or a file only after :mod:`spark_gotchas.scrub` masked their
+credentials and :mod:`spark_gotchas.text` escaped their control characters and line breaks (CR,
+LF, U+0085, U+2028, U+2029 …): one string stays on one line and cannot forge a ``G4 PASS:`` line.
+
+- :func:`line`: one line of terminal text (a line break inside it shows as ``\\x0a``);
+- :func:`document`: a JSON-ready copy whose every string, key and value, is a :func:`line`;
+- :func:`record`: a JSON-ready copy with credentials masked and strings kept as read, for the files
+  the suite reads back (the snapshot, the JSON report), whose JSON encoding escapes every control;
+- :func:`say`, :func:`say_json`: the writers of every command's stdout and stderr;
+- :func:`terminal`: a line in pytest's terminal (the G-line block, progress lines);
+- :class:`ArgumentParser`: argparse whose usage, help and errors are written by :func:`say`.
+
+``tests/test_outward.py`` reads every module and fails on a print or a write to stdout or stderr
+that does not go through here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import IO, Any, Iterable, NoReturn, Optional
+
+from . import scrub, serial
+from .text import SHOWN_CHARS, printable
+
+LINE_CHARS = 4 * SHOWN_CHARS  # the longest line a door prints: a finding cut at SHOWN_CHARS fits whole
+
+
+def line(text: object, secrets: Optional[Iterable[str]] = None, limit: int = LINE_CHARS) -> str:
+    """``text`` as one line for a terminal: credentials masked, control characters escaped, at most
+    ``limit`` characters kept (``… (N more characters)``; 0: all)."""
+    text = str(text)
+    if limit and len(text) > 2 * limit:  # what is cut is not masked first (a 24 MB reading): a credential
+        # that starts in the part shown is whole within twice that part
+        shown = printable(scrub.mask_text(text[:2 * limit], secrets), limit=0)
+        return f"{shown[:limit]}… ({len(shown) - limit + len(text) - 2 * limit} more characters)"
+    return printable(scrub.mask_text(text, secrets), limit=limit)
+
+
+def document(obj: Any, secrets: Optional[Iterable[str]] = None) -> Any:
+    """A copy of a JSON-ready ``obj`` whose every string, dictionary keys included, is one whole
+    :func:`line` (not cut short): what a command prints as JSON, a consumer may print as it is."""
+    return scrub.scrub(obj, secrets, then=lambda masked: printable(masked, limit=0))
+
+
+def record(obj: Any) -> Any:
+    """A copy of ``obj`` with credentials masked and strings otherwise kept as read: a snapshot
+    replays what was recorded (a process named ``vllm\\nG4`` stays so, escaped wherever shown)."""
+    return scrub.scrub(obj)
+
+
+def markdown(text: str) -> str:
+    """A Markdown document with its credentials masked. Its maker writes the structure and passes
+    each value from outside through :func:`spark_gotchas.summary_md.inline` (Markdown, HTML and
+    control characters escaped, one line)."""
+    return scrub.mask_text(text)
+
+
+WRITE_FAILED = 2  # the exit status of a command whose output could not be written (never 1: a finding)
+
+
+def _write(stream: IO[str], text: str) -> None:
+    """``text`` to ``stream`` now. A pipe closed by its reader (``… | head``) ends the output
+    quietly, the exit status still tells; any other failure (a full disk under ``> out.txt``) is one
+    line on stderr and exit status :data:`WRITE_FAILED`, never a traceback."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except OSError as exc:
+        _drop(stream)  # what is left in its buffer goes nowhere: the flush at exit has nothing to complain of
+        if isinstance(exc, BrokenPipeError):
+            return
+        if stream is not sys.stderr:
+            _write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+        raise SystemExit(WRITE_FAILED) from None
+
+
+def _drop(stream: IO[str]) -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError):  # not a file descriptor (a test's StringIO): nothing buffered to drop
+        pass
+
+
+def say(*lines: object, err: bool = False) -> None:
+    """Each of ``lines`` as one :func:`line` on stdout (stderr with ``err``)."""
+    values = scrub.secret_values()
+    _write(sys.stderr if err else sys.stdout, "".join(line(text, values) + "\n" for text in lines))
+
+
+def say_json(obj: Any) -> None:
+    """``obj`` as indented JSON on stdout, every string a :func:`line` (the encoder escapes the rest)."""
+    _write(sys.stdout, serial.dumps(document(obj), indent=1) + "\n")
+
+
+def terminal(reporter: Any, text: str, **markup: bool) -> None:
+    """One :func:`line` in pytest's terminal, in ``markup``'s colours."""
+    reporter.write_line(line(text), **markup)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with its usage, help and error messages written by :func:`say`: an argument that
+    argparse echoes (``invalid float value: 'hf_…'``) is masked and stays on its line."""
+
+    def _say_block(self, text: str, file: Optional[IO[str]]) -> None:
+        say(*text.rstrip("\n").split("\n"), err=file is sys.stderr)
+
+    def print_usage(self, file: Optional[IO[str]] = None) -> None:
+        self._say_block(self.format_usage(), file)
+
+    def print_help(self, file: Optional[IO[str]] = None) -> None:
+        self._say_block(self.format_help(), file)
+
+    def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
+        if message:  # "prog: error: …": one line, whatever the value it quotes holds
+            say(message.rstrip("\n"), err=True)
+        sys.exit(status)

@@ -51,7 +51,8 @@ SOAK_CSV = Kind("soak CSV", 128 * MiB)  # a row a second: 8 hours is about 6 MiB
 LAUNCH_CONFIG = Kind("launch config", 1 * MiB)
 GITHUB_CACHE = Kind("G8 cache", 4 * MiB)  # at most 5 pages of issues
 RANK_RESULT = Kind("rank result", 1 * MiB)  # one rank's collective timings (G10)
-KINDS = (SNAPSHOT, REPORT, HEARTBEAT, SOAK_CSV, LAUNCH_CONFIG, GITHUB_CACHE, RANK_RESULT)
+JUNIT_XML = Kind("JUnit XML report", 256 * MiB)  # pytest's own report of the run, rewritten with the G-lines
+KINDS = (SNAPSHOT, REPORT, HEARTBEAT, SOAK_CSV, LAUNCH_CONFIG, GITHUB_CACHE, RANK_RESULT, JUNIT_XML)
 
 
 def kind_of(mode: int) -> str:

@@ -28,8 +28,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .scrub import mask_text
-from .text import printable
+from . import outward
 
 PREFIX = "spark-gotchas:"  # what marks a drain reason as ours (NHC marks its own "NHC:")
 # slurmctld keeps a reason of any length (100,000 characters measured on Slurm 22.05.8), but
@@ -39,12 +38,6 @@ BUSY_STATES = ("ALLOCATED", "MIXED")
 BUSY_FLAGS = ("COMPLETING",)
 ON_ERROR = ("drain", "ignore")
 _PYTEST_EXIT = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
-
-
-def shown(text: object) -> str:
-    """A string from outside (a G-line, a reason, scontrol's words), as node-health prints or sends
-    it: credentials masked, control characters escaped, one line."""
-    return printable(mask_text(str(text)))
 
 
 def cut(text: str, limit: int = REASON_BYTES) -> str:
@@ -119,7 +112,7 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
     exitcode = report.get("exitcode")
     if exitcode not in (0, 1):
         what = _PYTEST_EXIT.get(exitcode, "") if isinstance(exitcode, int) else ""
-        return Outcome(lines, error=f"pytest exited {shown(exitcode)}{f' ({what})' if what else ''}")
+        return Outcome(lines, error=f"pytest exited {outward.line(exitcode)}{f' ({what})' if what else ''}")
     if not gotchas:
         return Outcome(lines, error="the run judged no gotcha")
     failing = [gid for gid, entry in gotchas.items() if isinstance(entry, dict) and entry.get("status") == "FAIL"]
@@ -139,7 +132,7 @@ def reason(found: Outcome) -> str:
     """The drain reason for what was found: the FAIL lines, or why the checks did not judge;
     masked, escaped, cut to what slurmdbd keeps."""
     text = "; ".join(found.fails) if found.fails else f"no verdict: {found.error}"
-    return cut(shown(f"{PREFIX} {text}"))
+    return cut(outward.line(f"{PREFIX} {text}"))
 
 
 class Do(enum.Enum):
@@ -173,14 +166,14 @@ def decide(found: Outcome, node: Optional[Node], on_error: str = "drain") -> Act
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error is one of {ON_ERROR}, not {on_error!r}")
     if found.error and on_error == "ignore":
-        return Action(Do.NOTHING, f"left as it is (--on-error ignore): no verdict: {shown(found.error)}")
+        return Action(Do.NOTHING, f"left as it is (--on-error ignore): no verdict: {outward.line(found.error)}")
     unhealthy = not found.healthy
     new_reason = reason(found) if unhealthy else ""
     if node is None:
         return Action(Do.NOTHING, f"unhealthy: {new_reason}" if unhealthy else "healthy: no FAIL",
                       unhealthy=unhealthy)
     if not node.ours and (node.reason or node.drained):
-        whose = f"its reason is not ours: {shown(node.reason)}" if node.reason else "drained with no reason, not by us"
+        whose = f"its reason is not ours: {outward.line(node.reason)}" if node.reason else "drained with no reason, not by us"
         found_text = f"; found: {new_reason}" if unhealthy else ""
         return Action(Do.NOTHING, f"left as it is ({node.state_text}): {whose}{found_text}", unhealthy=unhealthy)
     if unhealthy:
@@ -188,5 +181,5 @@ def decide(found: Outcome, node: Optional[Node], on_error: str = "drain") -> Act
             return Action(Do.NOTHING, f"still drained: {new_reason}", new_reason, unhealthy=True)
         return Action(Do.DRAIN, new_reason, new_reason, unhealthy=True)
     if node.drained and node.ours:
-        return Action(Do.UNDRAIN, f"no FAIL now (was: {shown(node.reason)})")
+        return Action(Do.UNDRAIN, f"no FAIL now (was: {outward.line(node.reason)})")
     return Action(Do.NOTHING, "healthy: no FAIL")

@@ -31,20 +31,11 @@ from typing import Any, Iterable, Optional
 
 import pytest
 
-from . import atomic, platform
-from .bounded_read import Refused, read_bytes
-from .reports import shown
+from . import atomic, outward, platform
+from .bounded_read import JUNIT_XML, Refused, read_bytes
 from .verdict import Status, Verdict, summary_lines
 
 HOOKS_NAME = "spark-gotchas-junit"
-MAX_REPORT_BYTES = 256 << 20  # pytest's own report of a run; far more than the checks write
-_NOT_XML = re.compile("[\ufffe\uffff]")  # left by text.printable, refused by XML 1.0
-
-
-def shown_xml(text: str) -> str:
-    """A string for the report: credentials masked, control characters escaped, and the two
-    characters XML 1.0 cannot hold escaped too (ElementTree escapes markup: ``<``, ``&``, ``]]>``)."""
-    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", shown(text))
 
 
 def case_name(nodeid: str, prefix: Optional[str] = None) -> tuple[str, str]:
@@ -64,7 +55,7 @@ def block(verdict: Verdict) -> list[str]:
     lines = summary_lines([verdict])
     if verdict.detail:
         lines.append(f"    detail: {verdict.detail}")
-    return [shown_xml(line) for line in lines]
+    return [outward.line(line) for line in lines]
 
 
 def _text(element: ET.Element) -> list[str]:
@@ -133,7 +124,7 @@ def annotate(root: ET.Element, verdicts: dict[tuple[str, str], Verdict], left_ou
             props = ET.Element("properties")
             suite.insert(0, props)
         for name, value in properties:
-            ET.SubElement(props, "property", name=name, value=shown_xml(value))
+            ET.SubElement(props, "property", name=name, value=outward.line(value))
     return done
 
 
@@ -142,7 +133,7 @@ def rewrite(path: str, verdicts: dict[tuple[str, str], Verdict], left_out: list[
     """Read pytest's report at ``path``, annotate it, and replace it whole. OSError or ValueError
     (the file is not pytest's XML) says why not."""
     try:
-        data = read_bytes(path, MAX_REPORT_BYTES)
+        data = read_bytes(path, JUNIT_XML)
     except Refused as exc:
         raise ValueError(str(exc)) from None
     try:
@@ -171,7 +162,7 @@ def junit_unwritten(exc: OSError, path: Optional[str]) -> Optional[str]:
         reason = f"{failed} is a file, not a folder"
     elif failed != target:
         reason = f"{reason}: {failed}"
-    return shown_xml(f"could not write the JUnit XML report {path}: {reason}")
+    return outward.line(f"could not write the JUnit XML report {path}: {reason}")
 
 
 def probe(path: str) -> Optional[str]:
@@ -231,7 +222,7 @@ class JunitHooks:
         return True
 
     def _fail(self, session: pytest.Session, line: str) -> None:
-        self.state.output_errors.append(shown_xml(line))
+        self.state.output_errors.append(outward.line(line))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     @pytest.hookimpl(trylast=True)  # after pytest's junitxml has written its file

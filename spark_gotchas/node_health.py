@@ -35,15 +35,14 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from . import bounded_read, drain, scontrol
-from .drain import Do, Node, Outcome, shown
+from . import bounded_read, drain, outward, scontrol
+from .drain import Do, Node, Outcome
 from .procs import run_bounded
 
 PROG = "spark-gotchas node-health"
 TIMEOUT_S = 50.0  # the whole pass; slurmd kills its HealthCheckProgram at 60 s
 MIN_CHECKS_S = 5.0  # the least --timeout must leave for the checks
 MARGIN_S = 1.0  # for reading the report and deciding
-MAX_REPORT_BYTES = 64 << 20
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one node: no list, range or glob
 PROLOG_CONTEXT = "prolog_slurmd"  # SLURM_SCRIPT_CONTEXT in a slurmd prolog
 LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
@@ -62,7 +61,7 @@ def _seconds(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+    p = outward.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 epilog="Arguments after -- go to the preflight (e.g. -- --spark-profile h200).")
     p.add_argument("--node", help="the node's Slurm name (default: $SLURMD_NODENAME, else the short host name)")
     p.add_argument("--mode", choices=("auto", "check", "prolog"), default="auto",
@@ -90,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
 def node_name(given: Optional[str]) -> str:
     name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     if not NODE_NAME.fullmatch(name):
-        raise Usage(f"{shown(name)[:80]!r} is not one node's name (letters, digits, '.', '_', '-'; no list or range)")
+        raise Usage(f"{outward.line(name)[:80]!r} is not one node's name (letters, digits, '.', '_', '-'; no list or range)")
     return name
 
 
@@ -99,16 +98,16 @@ def _last_error(text: str) -> str:
     last (pytest ends a usage error with its rootdir, not the error)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]
-    return shown((errors or lines or ["no output"])[-1])[:200]
+    return outward.line((errors or lines or ["no output"])[-1])[:200]
 
 
 def read_report(path: str, require_gpu: bool) -> Outcome:
     try:
-        report = bounded_read.read_json(path, MAX_REPORT_BYTES)
+        report = bounded_read.read_json(path, bounded_read.REPORT)
     except bounded_read.Refused as exc:
-        return drain.error(f"the report {shown(path)} is {exc}")
+        return drain.error(f"the report {outward.line(path)} is {exc}")
     except OSError as exc:
-        return drain.error(f"the report {shown(path)} cannot be read: {exc.strerror or exc}")
+        return drain.error(f"the report {outward.line(path)} cannot be read: {exc.strerror or exc}")
     return drain.outcome(report, require_gpu=require_gpu)
 
 
@@ -131,7 +130,7 @@ def _run_checks(deadline: float, replay: Optional[str], extra: list[str], requir
         if run.timed_out:
             return drain.error(f"the checks did not finish within {deadline:.0f} s (killed with all they started)"), took
         if run.error:
-            return drain.error(f"the checks could not start: {shown(run.error)}"), took
+            return drain.error(f"the checks could not start: {outward.line(run.error)}"), took
         if not os.path.exists(report):
             return drain.error(f"pytest exited {run.returncode} without a report: {_last_error(run.stdout)}"), took
         return read_report(report, require_gpu), took
@@ -180,7 +179,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         f"scontrol calls of up to {args.scontrol_timeout:g} s: give at least "
                         f"{3 * args.scontrol_timeout + MARGIN_S + MIN_CHECKS_S:g}")
     except Usage as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        outward.say(f"{PROG}: {exc}", err=True)
         return EXIT_CANNOT
     signal.signal(signal.SIGTERM, _terminated)
     return Pass(args, name, extra).run()
@@ -197,7 +196,7 @@ class Pass:
         self.slurm_trouble = False
 
     def say(self, text: str) -> None:
-        print(f"node-health: {self.name}: {text}", flush=True)
+        outward.say(f"node-health: {self.name}: {text}")
 
     def left(self) -> float:
         return self.args.timeout - (time.monotonic() - self.start)
@@ -209,7 +208,7 @@ class Pass:
         try:
             return scontrol.show_node(scontrol.find(self.args.scontrol), self.name, self.call_timeout())
         except scontrol.SlurmError as exc:
-            self.say(f"cannot read the node from slurmctld: {shown(exc)}; {then}")
+            self.say(f"cannot read the node from slurmctld: {outward.line(exc)}; {then}")
             self.slurm_trouble = True
             return None
 
@@ -240,7 +239,7 @@ class Pass:
             self.say(f"{verb}ed: {action.says}")
         except scontrol.SlurmError as exc:
             self.slurm_trouble = True
-            self.say(f"could not {verb}: {shown(exc)}; it would have been: {action.says}")
+            self.say(f"could not {verb}: {outward.line(exc)}; it would have been: {action.says}")
 
     def run(self) -> int:
         if hold_lock(self.name) == HELD and not self.prolog:  # a pass that got it keeps it open to the end
@@ -255,8 +254,7 @@ class Pass:
                 self.say(busy)
                 return EXIT_OK
         found = self.checks(node)
-        for line in found.lines:
-            print(shown(line))
+        outward.say(*found.lines)
         if node is not None:  # as it is now: an operator may have drained it while the checks ran
             node = self.read_node("nothing changed in Slurm")
         action = drain.decide(found, node, self.args.on_error)

@@ -8,7 +8,7 @@ taken, and the versions as an info metric. docs/operations.md lists every series
 alerting rule for it.
 
 Written by the official client (``prometheus_client``, the ``prometheus`` extra): its exposition
-escapes label values; :func:`shown` masks credentials and escapes control characters in them first.
+escapes label values; :func:`outward.line` masks credentials and escapes control characters in them first.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional
 
-from . import platform
-from .reports import shown
+from . import outward, platform
 from .session import SessionState
 from .verdict import Status, Verdict, summarize
 
@@ -89,7 +88,7 @@ PLATFORM_LABELS = (("profile", "profile"), ("gpu", "gpu"))
 def label(value: Any) -> str:
     """A label value from outside: credentials masked, control characters escaped (the client
     escapes backslash, quote and newline for the exposition format)."""
-    return shown("" if value is None else str(value))
+    return outward.line("" if value is None else str(value))
 
 
 def _number(value: Any, scale: float) -> Optional[float]:

@@ -15,7 +15,7 @@ import re
 # C0 and C1 controls, DEL, the Unicode line and paragraph separators, the bidirectional
 # overrides and isolates (which reorder what a terminal shows), and lone surrogates (bytes that
 # were not UTF-8, kept by the surrogateescape error handler).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 SHOWN_CHARS = 4000  # the longest text a line shows; the rest is cut with a note of how much
 
 

@@ -227,11 +227,29 @@ def test_a_ranks_result_goes_through_the_reader():
     assert "bounded_read.read_json(path, bounded_read.RANK_RESULT)" in source and "read_text(" not in source
 
 
+@pytest.mark.parametrize("case", list(HOSTILE))
+@pytest.mark.timeout(60)
+def test_node_health_refuses_a_hostile_report_in_one_line_and_drains_nothing(tmp_path, case):
+    """``node-health --from-report R --dry-run``: a report that is no regular file or too large is
+    the pass's "no verdict" (a drain under --on-error drain, said, not done with --dry-run)."""
+    reason, make = HOSTILE[case]
+    report = tmp_path / "report.json"
+    make(report)
+    run = subprocess.run([sys.executable, "-m", "spark_gotchas", "node-health", "--node", "n1", "--from-report",
+                          str(report), "--dry-run", "--scontrol", "/nonexistent/scontrol"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=50)
+    out = run.stdout + run.stderr
+    assert "Traceback" not in out
+    assert f"the report {report} is {reason}" in out, out
+    assert run.returncode != 0
+
+
 def test_no_module_of_the_suite_opens_a_file_it_was_given_any_other_way():
     """The doors that read a file named by a user or left in a folder by a run call bounded_read:
     no json.load/loads on a file's text, no open() for reading in the modules that read them."""
     doors = ["snapshot.py", "diff.py", "fleet.py", "report_check.py", "readers/launch.py",
-             "readers/thermal/reboot.py", "soak/record.py", "readers/github.py", "readers/dist.py"]
+             "readers/thermal/reboot.py", "soak/record.py", "readers/github.py", "readers/dist.py",
+             "node_health.py", "junit.py"]
     for door in doors:
         source = "\n".join(line for line in (ROOT / "spark_gotchas" / door).read_text().splitlines()
                            if "/proc/" not in line)  # the kernel's own files are readings of the machine

@@ -89,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
 def node_name(given: Optional[str]) -> str:
     name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     if not NODE_NAME.fullmatch(name):
-        raise Usage(f"{outward.line(name)[:80]!r} is not one node's name (letters, digits, '.', '_', '-'; no list or range)")
+        raise Usage(f"'{outward.line(name)[:80]}' is not one node's name (letters, digits, '.', '_', '-'; no list or range)")
     return name
 
 

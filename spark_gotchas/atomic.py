@@ -9,6 +9,7 @@ a stray ``.NAME.*.tmp`` beside it, never under the target's name).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -16,6 +17,7 @@ import re
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 OWN_FD = re.compile(r"^/(?:proc/(self|thread-self|\d+)|dev)/fd/(\d+)$")
@@ -34,7 +36,8 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
     - any failure removes the temporary file and raises the OSError, naming ``path``.
 
     ``append`` reads the old content and replaces the file with old + new, so a reader never sees
-    a half-appended file (two runs appending at the same moment: one addition may be lost).
+    a half-appended file; appends to one folder hold its lock (``flock`` on the folder) from the
+    read to the rename, so two runs appending at the same moment both keep their addition.
     ``fsync=False`` skips the flush to disk (frequent small writes such as a heartbeat).
     ``parents``: create the folders on the way first (an OSError says which could not be).
     """
@@ -51,6 +54,25 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
         _write_through_to(p, data, append)
         return p
     target = Path(os.path.realpath(p))  # a symlink keeps pointing at the file it named
+    if append:
+        with _folder_lock(target.parent):
+            _replace(target, p, data, append, fsync)
+    else:
+        _replace(target, p, data, append, fsync)
+    if fsync:
+        _fsync_dir(target.parent)
+    return p
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is written through rather than replaced: it exists and is no regular file
+    (a FIFO, a terminal), or it names a descriptor (``/dev/stdout``)."""
+    return _write_through(Path(path))
+
+
+def _replace(target: Path, p: Path, data: bytes, append: bool, fsync: bool) -> None:
+    """Write a temporary file beside ``target`` and rename it over ``target`` (``p``: the name the
+    caller gave, for messages)."""
     try:
         old = target.read_bytes() if append and target.exists() else b""
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
@@ -76,15 +98,35 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
         if isinstance(exc, OSError):
             raise _naming(exc, p) from None
         raise
-    if fsync:
-        _fsync_dir(target.parent)
-    return p
 
 
-def is_stream(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is written through rather than replaced: it exists and is no regular file
-    (a FIFO, a terminal), or it names a descriptor (``/dev/stdout``)."""
-    return _write_through(Path(path))
+LOCK_WAIT_S = 10.0  # how long an append waits for another run's append to the same folder
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold ``flock`` on ``folder`` (other appenders to it wait, within LOCK_WAIT_S); a folder that
+    cannot be opened or locked is written unlocked, as before."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+            except OSError:
+                break
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _write_through(p: Path) -> bool:

@@ -150,3 +150,28 @@ def test_modes_symlinks_and_appends(tmp_path):
         atomic.write_text(tmp_path, "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.json", "latest.json", "private.json",
                                                            "step_summary.md"]
+
+
+APPENDER = """
+import sys
+from spark_gotchas import atomic
+name, path, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(times):
+    atomic.write_text(path, f"## block {name}-{i}\\n" + name * 20_000 + "\\n", append=True)
+"""
+
+
+def test_runs_appending_to_one_summary_at_once_each_keep_every_block(tmp_path):
+    """Two runs appending to one Markdown summary (``$GITHUB_STEP_SUMMARY``, ``fleet --summary-md``)
+    at the same moment: each reads, adds and renames while the other waits, so no block is lost
+    (without the folder's lock, 9 of 40 were) and none is torn."""
+    summary = tmp_path / "summary.md"
+    summary.write_text("## earlier step\n")
+    runs = [subprocess.Popen([sys.executable, "-c", APPENDER, name, str(summary), "20"],
+                             cwd=Path(__file__).resolve().parents[1]) for name in "ab"]
+    assert [run.wait(timeout=120) for run in runs] == [0, 0]
+    blocks = [line for line in summary.read_text().splitlines() if line.startswith("## ")]
+    assert blocks[0] == "## earlier step"
+    assert sorted(blocks[1:]) == sorted(f"## block {n}-{i}" for n in "ab" for i in range(20))
+    assert all(line in ("a" * 20_000, "b" * 20_000) for line in summary.read_text().splitlines() if not line.startswith("## "))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]

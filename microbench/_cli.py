@@ -17,7 +17,7 @@ import math
 import os
 import re
 import sys
-from typing import Any, Callable, Optional
+from typing import IO, Any, Callable, NoReturn, Optional
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
 _SECONDS_PER = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -39,12 +39,57 @@ def shown(text: object) -> str:
 LINE: Callable[[object], str] = shown  # what makes each printed line safe (see the module's docstring)
 
 
-def say(*lines: object, err: bool = False, flush: bool = False) -> None:
-    """Each of ``lines`` as one :data:`LINE` on stdout (stderr with ``err``)."""
-    stream = sys.stderr if err else sys.stdout
-    stream.write("".join(LINE(text) + "\n" for text in lines))
-    if flush:
+WRITE_FAILED = 2  # the exit status of a command whose output could not be written (never 1: a finding)
+
+
+def write(stream: IO[str], text: str) -> None:
+    """``text`` to ``stream`` now. A pipe closed by its reader (``… | head``) ends the output
+    quietly, the exit status still tells; any other failure (a full disk under ``> out.txt``) is one
+    line on stderr and exit status :data:`WRITE_FAILED`, never a traceback."""
+    try:
+        stream.write(text)
         stream.flush()
+    except OSError as exc:
+        _drop(stream)  # what is left in its buffer goes nowhere: the flush at exit has nothing to complain of
+        if isinstance(exc, BrokenPipeError):
+            return
+        if stream is not sys.stderr:
+            write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+        raise SystemExit(WRITE_FAILED) from None
+
+
+def _drop(stream: IO[str]) -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError):  # not a file descriptor (a test's StringIO): nothing buffered to drop
+        pass
+
+
+def say(*lines: object, err: bool = False) -> None:
+    """Each of ``lines`` as one :data:`LINE` on stdout (stderr with ``err``), written at once."""
+    write(sys.stderr if err else sys.stdout, "".join(LINE(text) + "\n" for text in lines))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage, help and error messages are written by :func:`say`: a value argparse
+    echoes stays on its line, and a full disk is one line and exit 2."""
+
+    def _say(self, *lines: str, err: bool = False) -> None:
+        say(*lines, err=err)
+
+    def _say_block(self, text: str, file: Optional[IO[str]]) -> None:
+        self._say(*text.rstrip("\n").split("\n"), err=file is sys.stderr)
+
+    def print_usage(self, file: Optional[IO[str]] = None) -> None:
+        self._say_block(self.format_usage(), file)
+
+    def print_help(self, file: Optional[IO[str]] = None) -> None:
+        self._say_block(self.format_help(), file)
+
+    def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
+        if message:  # "prog: error: …": one line, whatever the value it quotes holds
+            self._say(message.rstrip("\n"), err=True)
+        sys.exit(status)
 
 
 def say_now(text: object) -> None:
@@ -100,7 +145,7 @@ def require_cuda() -> bool:
 def print_json(value: Any) -> None:
     """A result (a dataclass, or plain JSON values) as indented JSON on stdout: standard JSON
     (:func:`json_text`), each string a :data:`LINE`."""
-    sys.stdout.write(json_text(_lines_in(json.loads(json_text(value))), indent=1) + "\n")
+    write(sys.stdout, json_text(_lines_in(json.loads(json_text(value))), indent=1) + "\n")
 
 
 def _lines_in(value: Any) -> Any:

@@ -13,14 +13,13 @@ twice that of torch's SDPA in the same low precision (and never below an absolut
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import time
 import warnings
 from typing import Any
 
-from ._cli import first_line, in_span, print_json, require_torch
+from ._cli import ArgumentParser, first_line, in_span, print_json, require_torch
 
 TOLERANCE_FACTOR = 2.0
 TOLERANCE_FLOOR = 1e-3
@@ -203,7 +202,7 @@ def _warm_in_threads(torch: Any, q: Any, k: Any, v: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas microbench attention", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="spark-gotchas microbench attention", description=__doc__.splitlines()[0])
     parser.add_argument("--seqlen", type=in_span(1, 1 << 20, integer=True), default=256)
     parser.add_argument("--heads", type=in_span(1, 1024, integer=True), default=4)
     parser.add_argument("--head-dim", type=in_span(1, 1024, integer=True), default=64)

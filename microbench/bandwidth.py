@@ -28,14 +28,13 @@ BabelStream (``cuda-stream --arraysize``), nvbandwidth.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from . import _stream_cuda
-from ._cli import first_line, in_span, print_json, require_cuda, say, shown
+from ._cli import ArgumentParser, first_line, in_span, print_json, require_cuda, say, shown
 from ._stream_cuda import StreamConfig
 from ._timing import Timing, TorchClock, bench
 from .quantities import Bytes, Count, GBps, Seconds
@@ -719,7 +718,7 @@ def format_result(res: BandwidthResult) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas microbench bandwidth", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="spark-gotchas microbench bandwidth", description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=in_span(0.001, 1 << 20, "MiB"), help="MiB per array (default: 1 GiB or 16x L2, within the budget)")
     parser.add_argument("--backend", choices=("auto", "cuda", "triton", "torch"), default="auto",
                         help="auto: the CUDA driver's kernels, else Triton, else torch ops; cuda alone (without "
@@ -784,4 +783,4 @@ def main(argv: list[str]) -> int:
 
 def _print_point(point: dict) -> None:
     figures = ", ".join(f"{m} {v:.0f}" for m, v in point["gbps"].items() if v is not None)
-    say(f"{point['array_bytes'] / MIB:.0f} MiB per array: {figures} GB/s", flush=True)
+    say(f"{point['array_bytes'] / MIB:.0f} MiB per array: {figures} GB/s")

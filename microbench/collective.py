@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ._cli import first_line, in_span, json_text, say, say_now, shown
+from ._cli import ArgumentParser, first_line, in_span, json_text, say, say_now, shown
 
 DEFAULT_LARGE = "64M,256M,1G"
 DEFAULT_SMALL = "8,1K,64K"
@@ -205,7 +205,7 @@ def _describe(describe_net: Optional[Callable[[Optional[str]], Any]]) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas microbench collective", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="spark-gotchas microbench collective", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="reports/collective", help="folder for rank<N>.json")
     parser.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
     parser.add_argument("--large", type=parse_sizes, default=parse_sizes(DEFAULT_LARGE),
@@ -259,6 +259,6 @@ def main(argv: list[str]) -> int:
         rec.fail(f"{type(exc).__name__} at {result.get('stage')}: {_short_error(exc)}", 1)
     rec.done.set()
     rec.write()
-    say(json_text({k: result[k] for k in ("rank", "backend", "device", "large", "small")}), flush=True)
+    say(json_text({k: result[k] for k in ("rank", "backend", "device", "large", "small")}))
     sys.stderr.flush()
     os._exit(0)  # the result is written; skip interpreter teardown (seconds with torch loaded)

@@ -28,13 +28,12 @@ Command line: ``spark-gotchas microbench gemm [--size 8192] [--precisions bf16,f
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._cli import in_span, print_json, require_cuda, say, shown
+from ._cli import ArgumentParser, in_span, print_json, require_cuda, say, shown
 from ._cublas import CublasUnavailable
 from ._timing import Timing, TorchClock, bench, l2_flusher
 from .quantities import Count, Ratio, Seconds, TFlops
@@ -395,7 +394,7 @@ def format_result(res: GemmResult) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas microbench gemm", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="spark-gotchas microbench gemm", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=in_span(16, 1 << 17, integer=True), default=8192, help="M = N = K (default 8192)")
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--fast-accum", action="store_true", help="FP8 with cuBLAS fast accumulation")

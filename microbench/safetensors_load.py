@@ -20,7 +20,6 @@ the sampler thread are the suite's own, passed in; alone, the small ones here se
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import math
 import os
@@ -33,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
-from ._cli import in_span, json_text, print_json, require_torch, say
+from ._cli import ArgumentParser, in_span, json_text, print_json, require_torch, say
 
 GB = 1e9
 MIB = 1 << 20
@@ -342,7 +341,7 @@ def report_lines(result: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas microbench safetensors_load",
+    parser = ArgumentParser(prog="spark-gotchas microbench safetensors_load",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--size-gb", type=in_span(0.001, 10_000, "GB"), help="file size in GB (default 8; capped to stay safe)")
     parser.add_argument("--dir", default="reports", help="where to write the file (a disk, not tmpfs; default reports)")

@@ -24,7 +24,6 @@ without a GPU; ``--backend cublas`` needs no torch).
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
@@ -32,7 +31,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
-from ._cli import in_span, parse_seconds, print_json, require_cuda, require_torch, say
+from ._cli import ArgumentParser, in_span, parse_seconds, print_json, require_cuda, require_torch, say
 from ._cublas import CublasUnavailable
 
 MAX_SIZE = 8192
@@ -227,7 +226,7 @@ def _load(g, seconds, window_s, size, dtype, stop, progress) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="spark-gotchas microbench soak_load", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="spark-gotchas microbench soak_load", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=in_span(1, 7 * 86400, "seconds", parse=parse_seconds), default=30.0, help="how long to load, e.g. 30s, 5m (default 30s)")
     parser.add_argument("--window", type=in_span(0.05, 3600, "seconds"), default=5.0, help="seconds per throughput window (default 5)")
     parser.add_argument("--size", type=in_span(16, 1 << 17, integer=True), default=None, help="matrix size N (default: sized from free memory)")
@@ -242,8 +241,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: halt.set())
 
     def show(w: dict) -> None:
-        say(f"window {w['window']:3d}: {w['tflops']:8.2f} TFLOP/s, busy {w['busy_fraction']:.1%}, {w['seconds']:.2f} s",
-            flush=True)
+        say(f"window {w['window']:3d}: {w['tflops']:8.2f} TFLOP/s, busy {w['busy_fraction']:.1%}, {w['seconds']:.2f} s")
 
     if args.backend == "torch" and not (require_cuda() if args.device.startswith("cuda") else require_torch()):
         return 2

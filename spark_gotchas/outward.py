@@ -20,12 +20,11 @@ that does not go through here.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-from typing import IO, Any, Iterable, NoReturn, Optional
+from typing import Any, Iterable, Optional
 
 from . import scrub, serial
+from .microbench import _cli
 from .text import SHOWN_CHARS, printable
 
 LINE_CHARS = 4 * SHOWN_CHARS  # the longest line a door prints: a finding cut at SHOWN_CHARS fits whole
@@ -61,30 +60,8 @@ def markdown(text: str) -> str:
     return scrub.mask_text(text)
 
 
-WRITE_FAILED = 2  # the exit status of a command whose output could not be written (never 1: a finding)
-
-
-def _write(stream: IO[str], text: str) -> None:
-    """``text`` to ``stream`` now. A pipe closed by its reader (``… | head``) ends the output
-    quietly, the exit status still tells; any other failure (a full disk under ``> out.txt``) is one
-    line on stderr and exit status :data:`WRITE_FAILED`, never a traceback."""
-    try:
-        stream.write(text)
-        stream.flush()
-    except OSError as exc:
-        _drop(stream)  # what is left in its buffer goes nowhere: the flush at exit has nothing to complain of
-        if isinstance(exc, BrokenPipeError):
-            return
-        if stream is not sys.stderr:
-            _write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
-        raise SystemExit(WRITE_FAILED) from None
-
-
-def _drop(stream: IO[str]) -> None:
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-    except (OSError, ValueError):  # not a file descriptor (a test's StringIO): nothing buffered to drop
-        pass
+WRITE_FAILED = _cli.WRITE_FAILED  # the exit status of a command whose output could not be written (never 1: a finding)
+_write = _cli.write
 
 
 def say(*lines: object, err: bool = False) -> None:
@@ -103,20 +80,9 @@ def terminal(reporter: Any, text: str, **markup: bool) -> None:
     reporter.write_line(line(text), **markup)
 
 
-class ArgumentParser(argparse.ArgumentParser):
+class ArgumentParser(_cli.ArgumentParser):
     """argparse with its usage, help and error messages written by :func:`say`: an argument that
     argparse echoes (``invalid float value: 'hf_…'``) is masked and stays on its line."""
 
-    def _say_block(self, text: str, file: Optional[IO[str]]) -> None:
-        say(*text.rstrip("\n").split("\n"), err=file is sys.stderr)
-
-    def print_usage(self, file: Optional[IO[str]] = None) -> None:
-        self._say_block(self.format_usage(), file)
-
-    def print_help(self, file: Optional[IO[str]] = None) -> None:
-        self._say_block(self.format_help(), file)
-
-    def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
-        if message:  # "prog: error: …": one line, whatever the value it quotes holds
-            say(message.rstrip("\n"), err=True)
-        sys.exit(status)
+    def _say(self, *lines: str, err: bool = False) -> None:
+        say(*lines, err=err)

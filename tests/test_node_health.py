@@ -195,8 +195,11 @@ def test_the_checks_past_their_deadline_are_killed_with_what_they_started(tmp_pa
 def test_checks_that_cannot_run_drain_or_are_ignored_as_asked(tmp_path, snaps):
     exe = scontrol(tmp_path, fleet2={"state": "IDLE"})
     ignored = node_health(exe, "--on-error", "ignore", "--spark-replay", str(snaps["fail"]), "--", "--no-such-flag")
-    why = "no verdict: pytest exited 4 without a report: pytest.main(): error: unrecognized arguments: --no-such-flag"
-    assert (ignored.returncode, said(ignored)) == (0, [f"node-health: fleet2: left as it is (--on-error ignore): {why}"])
+    (line,) = said(ignored)
+    assert ignored.returncode == 0
+    # pytest names itself in its usage error as its version does ("pytest.main(): error", "__main__.py: error")
+    assert line.startswith("node-health: fleet2: left as it is (--on-error ignore): no verdict: pytest exited 4 "
+                           "without a report: ") and line.endswith(": error: unrecognized arguments: --no-such-flag")
     assert updates(exe) == []
     drained = node_health(exe, "--spark-replay", str(tmp_path / "missing.json"))
     assert (drained.returncode, said(drained)) == (1, [

@@ -97,15 +97,16 @@ DOORS: dict[str, Callable[[Doors], dict[str, str]]] = {
 }
 
 
+H100_LIVE = Path(__file__).resolve().parent / "fixtures" / "h100" / "doors-live"
+
+
 @pytest.fixture(params=["h200", "vllm", "live"])
 def doors(request) -> Doors:
-    """Two recorded snapshots replayed here; ``live``: a run's folder named by SPARK_DOORS_LIVE (a
-    live preflight on a GPU machine, devscripts/doors.sh), skipped without it."""
+    """Two recorded snapshots replayed here; ``live``: a live preflight's folder with every door
+    written (devscripts/doors.sh): the one SPARK_DOORS_LIVE names, else the one recorded on an H100
+    on 2026-12-05 (tests/fixtures/h100/doors-live)."""
     if request.param == "live":
-        folder = os.environ.get("SPARK_DOORS_LIVE")
-        if not folder:
-            pytest.skip("no live run's folder: SPARK_DOORS_LIVE=DIR (devscripts/doors.sh writes one)")
-        return from_folder(Path(folder))
+        return from_folder(Path(os.environ.get("SPARK_DOORS_LIVE") or H100_LIVE))
     return request.getfixturevalue(request.param)
 
 

@@ -40,6 +40,7 @@ CASES: dict[str, Callable[[int], str]] = {
     "= and : runs": lambda n: "=:" * (n // 2),
     "quotes": lambda n: "\"'" * (n // 2),
     "unclosed quoted values": lambda n: 'password="' * (n // 10),
+    "secret names before a quote never closed": lambda n: "api_key: 'a " * (n // 12),
     "URL-like text": lambda n: "a.b+" * (n // 4),
     "schemes": lambda n: "x://" * (n // 4),
     "userinfo": lambda n: "https://" + "u:" * (n // 2),

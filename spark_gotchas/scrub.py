@@ -106,7 +106,10 @@ _FLAG_START = r"(?<![\w-])--?[A-Za-z]"
 _FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])(?:(?!" + _FLAG_START + r")[A-Za-z0-9_.-])*+"
                          r"(?P<name>(?=[A-Za-z0-9_.-]*?" + _HINT_WORDS + ")" + _FLAG_START + r"[A-Za-z0-9_.-]*+)"
                          r"(?:=|[ \t]++)(?=[^-])")
-_VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|(?P<bare>[^\s"',;&}\])]++)""")
+# A quote never closed (a command line cut short, ``password="hunter2``) opens a value that ends at
+# the next white space or quote.
+_VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|(?P<bare>[^\s"',;&}\])]++)"""
+                    r"""|["'](?P<open>[^\s"']++)""")
 
 
 def _mask_userinfo(m: re.Match) -> str:
@@ -137,6 +140,8 @@ def _value_spans(pattern: re.Pattern, text: str) -> Iterator[tuple[int, int]]:
         if value.group("bare") is not None:
             bare_end = value.end()
             yield at, bare_end
+        elif value.group("open") is not None:
+            yield at + 1, value.end()
         else:
             yield at + 1, value.end() - 1
 

@@ -58,6 +58,8 @@ def secret_in_shape(draw) -> tuple[str, str]:
         "api_key={b}", "HF_TOKEN={b}", "password: {b}", '{{"api_key": "{b}"}}', "{{'client_secret': '{b}'}}",
         '"token":"{b}"', "Authorization: Bearer {b}", "Authorization: token {b}", "Bearer {b}", "basic {b}",
         "AKIA{u}",
+        # a quote never closed: a command line or a log line cut short
+        'password="{b}', "api_key: '{b}", '--api-key "{b}', '{{"client_secret": "{b}',
     ]))
     secret = body if "{u}" not in shape else "".join(c for c in body.upper() if c.isalnum())[:16].ljust(16, "A")
     text = shape.format(b=body, u=secret)

@@ -209,3 +209,16 @@ def test_a_long_rank_error_is_cut_in_the_line_and_whole_in_the_detail():
                       "8… (+1 more)")
     assert len(v.line) <= 100
     assert v.detail == f"rank 0: {error}; rank 1: SIGTERM from torchrun"
+
+
+@pytest.mark.parametrize("own, launcher, rank", [("0", "1", 0), ("1", "0", 1), ("", "1", 1), ("", "", 0)])
+def test_the_suites_own_node_rank_wins_over_the_launchers_even_at_0(monkeypatch, own, launcher, rank):
+    """SPARK_GOTCHAS_NODE_RANK=0 on node 0 beside a launcher's NODE_RANK=1 is rank 0: a rank 0 read as
+    unset would make both nodes rank 1 and the rendezvous wait for its timeout."""
+    from spark_gotchas.readers.dist import config_from_env
+
+    for name, value in (("SPARK_GOTCHAS_NNODES", "2"), ("SPARK_GOTCHAS_NODE_RANK", own), ("NODE_RANK", launcher)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PET_NODE_RANK", raising=False)
+    config = config_from_env()
+    assert (config.nnodes, config.node_rank) == (2, rank)

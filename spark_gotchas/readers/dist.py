@@ -71,14 +71,20 @@ def _env_first(*names: str) -> Optional[str]:
     return None
 
 
+def _first_set(*values: object) -> object:
+    """The first value that is set: the suite's own variable, even at 0 (rank 0 is a rank), before a
+    launcher's."""
+    return next(v for v in values if v is not None)
+
+
 def config_from_env() -> CollectiveConfig:
     """The probe's settings from the environment; ValueError names a variable that holds no usable
     number (the suite's own are checked against their spans, :data:`options.ENVIRONMENT`)."""
-    nnodes = _whole(env_number("SPARK_GOTCHAS_NNODES") or _env_first("PET_NNODES", "NNODES") or 1, "NNODES")
+    nnodes = _whole(_first_set(env_number("SPARK_GOTCHAS_NNODES"), _env_first("PET_NNODES", "NNODES"), 1), "NNODES")
     multinode = nnodes >= 2
     return CollectiveConfig(
         nnodes=nnodes,
-        node_rank=_whole(env_number("SPARK_GOTCHAS_NODE_RANK") or _env_first("PET_NODE_RANK", "NODE_RANK") or 0,
+        node_rank=_whole(_first_set(env_number("SPARK_GOTCHAS_NODE_RANK"), _env_first("PET_NODE_RANK", "NODE_RANK"), 0),
                          "NODE_RANK"),
         master_addr=os.environ.get("MASTER_ADDR") or "127.0.0.1",
         master_port=_whole(os.environ.get("MASTER_PORT") or DEFAULT_PORT, "MASTER_PORT", 65535),

@@ -97,7 +97,12 @@ def run_checks(user_args: list[str]) -> int:
 
         from . import plugin, startup
 
-        return int(pytest.main(pytest_args(user_args), plugins=[plugin, startup, ShortPaths()]))
+        stdout = sys.stdout = outward.Guarded(sys.stdout)  # pytest's own terminal writes there too
+        try:
+            code = int(pytest.main(pytest_args(user_args), plugins=[plugin, startup, ShortPaths()]))
+        finally:
+            sys.stdout = stdout.stream
+        return outward.WRITE_FAILED if stdout.failed else code
     finally:
         worker.close_unadopted()
 

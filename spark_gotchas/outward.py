@@ -12,6 +12,7 @@ LF, U+0085, U+2028, U+2029 …): one string stays on one line and cannot forge a
   the suite reads back (the snapshot, the JSON report), whose JSON encoding escapes every control;
 - :func:`say`, :func:`say_json`: the writers of every command's stdout and stderr;
 - :func:`terminal`: a line in pytest's terminal (the G-line block, progress lines);
+- :class:`Guarded`: the run's stdout, for what pytest itself prints there;
 - :class:`ArgumentParser`: argparse whose usage, help and errors are written by :func:`say`.
 
 ``tests/test_outward.py`` reads every module and fails on a print or a write to stdout or stderr
@@ -21,7 +22,7 @@ that does not go through here.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Optional
+from typing import IO, Any, Iterable, Optional
 
 from . import scrub, serial
 from .microbench import _cli
@@ -78,6 +79,43 @@ def say_json(obj: Any) -> None:
 def terminal(reporter: Any, text: str, **markup: bool) -> None:
     """One :func:`line` in pytest's terminal, in ``markup``'s colours."""
     reporter.write_line(line(text), **markup)
+
+
+class Guarded:
+    """A stream whose failed write ends its output, not the program: a pipe its reader closed
+    (``… | head``) quietly, any other failure (a full disk under ``> out.txt``) with one line on
+    stderr. For writers that are not the suite's own (pytest's terminal): :attr:`failed` tells the
+    caller to exit with :data:`WRITE_FAILED`."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.failed = False
+        self._lost = False
+
+    def write(self, text: str) -> int:
+        if not self._lost:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                self._lose(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._lost:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self._lose(exc)
+
+    def _lose(self, exc: OSError) -> None:
+        self._lost = True
+        _cli._drop(self.stream)  # what its buffer holds goes nowhere: the flush at exit has nothing to fail on
+        if not isinstance(exc, BrokenPipeError):
+            self.failed = True
+            _write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding …: the stream's own
+        return getattr(self.stream, name)
 
 
 class ArgumentParser(_cli.ArgumentParser):

@@ -156,8 +156,19 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path):
     assert run.stdout == "spark-gotchas diff\n" and run.stderr == ""
 
 
+def test_the_run_piped_into_head_ends_quietly_with_its_own_status(tmp_path):
+    """pytest's terminal writes to the run's stdout too: ``spark-gotchas -m fast | head -1`` prints
+    the first line and no traceback, and the run's status is the checks' (0 for this replay)."""
+    run = subprocess.run(f"{sys.executable} -m spark_gotchas -m fast --spark-replay={FIXTURE} | head -1; "
+                         "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.stdout.startswith("=") and run.stdout.count("\n") == 1
+    assert (run.returncode, run.stderr) == (0, "")
+
+
 @pytest.mark.parametrize("command", [["diff", str(FIXTURE), str(FIXTURE)], ["diff", str(FIXTURE), str(FIXTURE), "--json"],
                                      ["fleet", str(FIXTURE)], ["--help"], ["--version"],
+                                     ["-m", "fast", f"--spark-replay={FIXTURE}"],
                                      ["microbench", "gemm", "--backend", "cublas", "--help"]])
 def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(command):
     """stdout on a full disk (``/dev/full``): one line on stderr, exit status 2, never a traceback

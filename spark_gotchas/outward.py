@@ -29,16 +29,20 @@ from .microbench import _cli
 from .text import SHOWN_CHARS, printable
 
 LINE_CHARS = 4 * SHOWN_CHARS  # the longest line a door prints: a finding cut at SHOWN_CHARS fits whole
+_WORD_ENDS = (" ", "\t", "\n", ",", ";", "&", "}", "]", ")")  # where no credential shape goes on past
 
 
 def line(text: object, secrets: Optional[Iterable[str]] = None, limit: int = LINE_CHARS) -> str:
     """``text`` as one line for a terminal: credentials masked, control characters escaped, at most
     ``limit`` characters kept (``… (N more characters)``; 0: all)."""
     text = str(text)
-    if limit and len(text) > 2 * limit:  # what is cut is not masked first (a 24 MB reading): a credential
-        # that starts in the part shown is whole within twice that part
-        shown = printable(scrub.mask_text(text[:2 * limit], secrets), limit=0)
-        return f"{shown[:limit]}… ({len(shown) - limit + len(text) - 2 * limit} more characters)"
+    if limit and len(text) > 2 * limit:  # what is cut is not masked first (a 24 MB reading)
+        # The part masked ends before the last word that reaches past twice the limit, so no
+        # credential is cut in two: what is shown holds only whole words, masked whole.
+        end = max((text.rfind(sep, 0, 2 * limit) for sep in _WORD_ENDS), default=0) + 1
+        shown = printable(scrub.mask_text(text[:end], secrets), limit=0)
+        more = len(text) - end + max(0, len(shown) - limit)
+        return f"{shown[:limit]}… ({more} more characters)"
     return printable(scrub.mask_text(text, secrets), limit=limit)
 
 

@@ -127,6 +127,20 @@ def test_a_long_line_is_cut_and_a_credential_across_the_cut_stays_masked(at):
     assert "hf_" not in shown and problems(shown) == []
 
 
+@pytest.mark.parametrize("sep", [" ", ",", ";"])
+@pytest.mark.parametrize("masked_first", [0, 17_000])
+def test_no_part_of_a_credential_at_the_window_s_edge_is_shown(monkeypatch, sep, masked_first):
+    """A value masked early (``password=`` and 17,000 characters become ``***``) leaves room for
+    more of the window to be shown: a credential cut by the window's edge is left out whole, never
+    shown in part, and the count of what is not shown is never negative."""
+    secret = "Zq9Kp2LmX7vB4nR8tY6wE3uA5sD1fG0hJ"
+    monkeypatch.setenv("MY_PASSWORD", secret)
+    for filler in range(outward.LINE_CHARS - 2000, 2 * outward.LINE_CHARS, 97):
+        text = "password=" + "x" * masked_first + sep + "y" * filler + sep + secret + " tail"
+        shown = outward.line(text)
+        assert secret[:6] not in shown and "(-" not in shown, filler
+
+
 def test_a_document_keeps_its_shape_and_cleans_keys_and_values():
     doc = {f"name\n{FORGED}": [SECRETS["hf"], 1, None, {"url": URL}], "n": 2.5}
     clean = outward.document(doc)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import outward
+from .verdict import format_line
 
 PREFIX = "spark-gotchas:"  # what marks a drain reason as ours (NHC marks its own "NHC:")
 # slurmctld keeps a reason of any length (100,000 characters measured on Slurm 22.05.8), but
@@ -110,16 +111,20 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
         return error("the run's report has no verdicts (spark_gotchas.gotchas, spark_gotchas.lines)")
     lines = tuple(str(line) for line in raw_lines)
     exitcode = report.get("exitcode")
-    if exitcode not in (0, 1):
+    if type(exitcode) is not int or exitcode not in (0, 1):  # true == 1 to Python, not to pytest
         what = _PYTEST_EXIT.get(exitcode, "") if isinstance(exitcode, int) else ""
         return Outcome(lines, error=f"pytest exited {outward.line(exitcode)}{f' ({what})' if what else ''}")
     if not gotchas:
         return Outcome(lines, error="the run judged no gotcha")
     failing = [gid for gid, entry in gotchas.items() if isinstance(entry, dict) and entry.get("status") == "FAIL"]
-    fails = []
-    for gid in failing:
-        line = next((x for x in lines if x.startswith(f"{gid} FAIL: ")), None)
-        fails.append(line if line is not None else f"{gid} FAIL: {gotchas[gid].get('summary', '')}")
+    printed: dict[str, str] = {}  # each gotcha's first FAIL line, in one pass over the lines
+    for x in lines:
+        head, sep, _ = x.partition(" FAIL: ")
+        if sep and head not in printed:
+            printed[head] = x
+    fails = [printed.get(gid) or format_line(int(gid[1:]) if gid[1:].isdigit() else 0, "FAIL",
+                                              str(gotchas[gid].get("summary", "")))
+             for gid in failing]
     if not fails and require_gpu:
         platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
         if platform.get("gpu") is None:

@@ -128,15 +128,19 @@ def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
 
 
 def one_line(desc: dict[str, Any], replayed_from: Optional[str] = None) -> str:
-    gpu = desc.get("gpu") or (f"NVIDIA GPU present but not visible here ({desc['gpu_hidden']})"
-                              if desc.get("gpu_hidden") else f"no GPU ({desc.get('nvml_error') or 'none found'})")
+    """The platform in a line. ``desc`` may come from a document someone else wrote (``diff`` of
+    two reports): a field of an unforeseen type is shown as text, a capability that is no pair
+    is left out."""
+    gpu = str(desc.get("gpu") or (f"NVIDIA GPU present but not visible here ({desc['gpu_hidden']})"
+                                  if desc.get("gpu_hidden") else f"no GPU ({desc.get('nvml_error') or 'none found'})"))
     cap = desc.get("capability")
-    parts = [gpu + (f" (cc {cap[0]}.{cap[1]})" if cap else "")]
+    pair = isinstance(cap, (list, tuple)) and len(cap) == 2
+    parts = [gpu + (f" (cc {cap[0]}.{cap[1]})" if pair else "")]
     if desc.get("driver"):
         parts.append(f"driver {desc['driver']} / CUDA {desc.get('cuda_driver') or '?'}")
     if desc.get("torch"):
         parts.append(f"torch {desc['torch']}")
-    if desc.get("machine_is_profile") is False and desc.get("profile") in PROFILES:
+    if desc.get("machine_is_profile") is False and isinstance(desc.get("profile"), str) and desc["profile"] in PROFILES:
         parts.append(f"not {PROFILES[desc['profile']].a_name}: its live state not judged")
     parts.append(f"profile {desc['profile']}")
     head = "replayed " + replayed_from + ": " if replayed_from else ""

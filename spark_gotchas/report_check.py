@@ -36,7 +36,8 @@ def problems(report: Any, gotchas: list[int]) -> list[str]:
     if lines and missing:
         out.append("no G-line for " + ", ".join(f"G{g}" for g in missing))
     for test in tests:
-        gotcha = (test.get("metadata") or {}).get("gotcha") if isinstance(test, dict) else None
+        meta = test.get("metadata") if isinstance(test, dict) else None
+        gotcha = meta.get("gotcha") if isinstance(meta, dict) else None
         if isinstance(gotcha, dict) and gotcha.get("status") == "SKIP" and not str(gotcha.get("summary", "")).strip():
             out.append(f"{test.get('nodeid')} skipped without a reason")
     return out

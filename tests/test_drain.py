@@ -39,6 +39,21 @@ def test_a_status_without_its_line_takes_its_summary():
     assert found.fails == ("G5 FAIL: finding of G5",)
 
 
+def test_reading_a_report_is_linear_in_its_lines():
+    """Each FAIL's line is found in one pass over the lines: 40,000 FAIL entries and as many lines
+    (a report someone names with --from-report) are read at once, not one scan per gotcha."""
+    import time
+
+    n = 40_000
+    doc = {"exitcode": 1, "spark_gotchas": {
+        "lines": [f"G{i} FAIL: finding {i}" for i in range(n)],
+        "gotchas": {f"G{i}": {"status": "FAIL", "summary": f"finding {i}"} for i in range(n)}}}
+    started = time.monotonic()
+    found = drain.outcome(doc)
+    assert len(found.fails) == n and found.fails[-1] == f"G{n - 1} FAIL: finding {n - 1}"
+    assert time.monotonic() - started < 30  # one scan per gotcha: n * n / 2 = 8e8 comparisons, minutes
+
+
 @pytest.mark.parametrize("status", ["WARN", "PASS", "INFO", "SKIP"])
 def test_nothing_but_fail_makes_a_node_unhealthy(status):
     found = drain.outcome(report({"G9": status, "G1": "PASS"}))
@@ -52,6 +67,7 @@ def test_nothing_but_fail_makes_a_node_unhealthy(status):
     (report({"G1": "PASS"}, exitcode=4), "pytest exited 4 (usage error)"),
     (report({"G1": "PASS"}, exitcode=2), "pytest exited 2 (interrupted)"),
     (report({"G1": "PASS"}, exitcode="\x1b[2J"), "pytest exited \\x1b[2J"),
+    (report({"G1": "PASS"}, exitcode=True), "pytest exited True"),  # JSON's true is no exit status
     (report({}), "the run judged no gotcha"),
 ])
 def test_a_report_without_a_judgement_is_an_error(doc, error):

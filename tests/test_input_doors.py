@@ -178,6 +178,29 @@ def test_soak_record_names_a_cell_that_is_no_finite_number(tmp_path, capsys):
                                        "is 'nan', not a finite number\n")
 
 
+def test_soak_record_names_a_row_the_csv_module_cannot_read(tmp_path, capsys):
+    """A cell over the csv module's 128 KiB field limit is one line naming its line, not an internal error."""
+    path = soak_csv(tmp_path / "g4-soak.csv")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3] + ['note,"' + "x" * 200_000 + '"'] + lines[3:]) + "\n")
+    assert main([str(path)]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith(f"G4 SKIP: cannot read the soak record {path}: line ") and "field larger than" in out
+
+
+def test_a_link_loop_as_the_soak_folder_is_the_last_soak_check_s_reason(tmp_path):
+    """``--soak-dir`` (or ``reports`` in the working folder) that is a link loop: the G4 last-soak
+    check says why it read nothing; the reader does not fail (a FAIL would drain a Slurm node)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "fast", "-q", "-p", "no:cacheprovider", "-k", "last_soak",
+                          f"--soak-dir={tmp_path / 'a'}", str(ROOT / "tests_gotchas")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "SPARK_GOTCHAS_HEADSTART": "none"})
+    assert "Traceback" not in run.stdout + run.stderr and "G4 FAIL" not in run.stdout, run.stdout[-2000:]
+    assert re.search(r"^G4 SKIP: the last soak's heartbeat cannot be used: cannot read .*/a/g4-soak.heartbeat.json: "
+                     r"Too many levels of symbolic links", run.stdout, re.M), run.stdout[-2000:]
+
+
 @pytest.mark.parametrize("rate, why", [(-95.0, "windows[1].tflops: -95 TFLOP/s is below 0 TFLOP/s"),
                                        (3e9, "windows[1].tflops: 3e+09 TFLOP/s is above 100000 TFLOP/s")])
 def test_soak_record_refuses_a_throughput_no_gpu_gives_naming_the_window(tmp_path, capsys, rate, why):

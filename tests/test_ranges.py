@@ -322,3 +322,28 @@ def test_a_tool_that_crashes_says_so_in_one_line_and_exits_3_never_1(tmp_path, c
     assert proc.stderr.strip().splitlines()[-1] == \
         f"python -m spark_gotchas {command}: internal error (please report it): MemoryError: forced for the test"
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+REPORT = Path(__file__).resolve().parent / "fixtures" / "h100" / "doors-live" / "report.json"
+ODD = [7, "ab", None, [1, 2, 3], {"a": 1}, True, -1.5]  # a value of each JSON type, none of them the field's
+
+
+@pytest.mark.parametrize("odd", ODD, ids=repr)
+def test_a_document_of_unforeseen_types_is_read_or_named_never_an_internal_error(tmp_path, odd):
+    """``diff``, ``fleet`` and ``check-report`` read documents someone else may have written: every
+    platform field, a test's metadata and its verdict, of another JSON type than the suite writes,
+    gives the tool's own answer (exit 0, 1 or 2), never an internal error (exit 3)."""
+    snap = json.loads(H200.read_text())
+    snap["platform"] = {key: odd for key in snap["platform"]}
+    report = json.loads(REPORT.read_text())
+    report["tests"][0]["metadata"] = odd
+    report["tests"][1]["metadata"] = {"gotcha": odd}
+    report["spark_gotchas"]["platform"] = {key: odd for key in report["spark_gotchas"]["platform"]}
+    (tmp_path / "snap.json").write_text(json.dumps(snap))
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    for command in (["diff", str(H200), "snap.json"], ["diff", "report.json", "snap.json", "--json"],
+                    ["diff", str(REPORT), "report.json"], ["fleet", "snap.json", "report.json"],
+                    ["check-report", "report.json"]):
+        proc = subprocess.run([sys.executable, "-m", "spark_gotchas", *command], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode in (0, 1, 2) and "internal error" not in proc.stderr, (command, proc.stderr[-1500:])

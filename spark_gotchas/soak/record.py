@@ -343,6 +343,18 @@ class CsvRecord:
     torn_lines: int = 0
 
 
+def _rows(reader: Any) -> Any:
+    """The CSV's rows; a row the csv module cannot read (a cell over its size limit, a NUL) is a
+    ValueError naming its line, as every other unreadable record is."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise ValueError(f"line {reader.line_num}: {exc}") from None
+
+
 def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
     """Rebuild the soak's reading from its CSV (raises OSError/ValueError on an unusable file).
 
@@ -360,7 +372,8 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
     torn = 0
     n_samples = 0
     load_note: dict[str, str] = {}
-    rows = csv.reader(io.StringIO(bounded_read.read_text(path, bounded_read.SOAK_CSV), newline=""))
+    reader = csv.reader(io.StringIO(bounded_read.read_text(path, bounded_read.SOAK_CSV), newline=""))
+    rows = _rows(reader)
     header = next(rows, None)
     if header != COLUMNS:
         raise ValueError(f"{path} is not a G4 soak CSV (unexpected header)")
@@ -393,7 +406,7 @@ def read_csv(path: str | Path, keep_samples: bool = False) -> CsvRecord:
             elif event == "end":
                 end_reason, end_t = row["note"] or "completed", t
         except NotFinite as exc:
-            raise ValueError(f"line {rows.line_num}: {_cell_named(row, str(exc))} is {str(exc)!r}, not a finite number") from None
+            raise ValueError(f"line {reader.line_num}: {_cell_named(row, str(exc))} is {str(exc)!r}, not a finite number") from None
     if started is None:
         raise ValueError(f"{path} has no start line")
     windows, merged = downsample(builder.windows)

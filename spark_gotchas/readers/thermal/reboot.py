@@ -46,7 +46,9 @@ def boot_time_s() -> Optional[int]:
 
 
 def heartbeat_path(soak_dir: str) -> Path:
-    return Path(soak_dir).expanduser().resolve() / HEARTBEAT_NAME
+    """The heartbeat's path under ``soak_dir``, made absolute without following links (a link loop
+    there is the read's problem, said in its line, not an error of the reader)."""
+    return Path(os.path.abspath(os.path.expanduser(soak_dir))) / HEARTBEAT_NAME
 
 
 def new_heartbeat(planned_s: float, csv_path: str, started_epoch: Optional[float] = None) -> Heartbeat:
@@ -101,8 +103,12 @@ def read_reboot(ctx: ReadContext) -> RebootCheck:
 
 def check_heartbeat(path: Path) -> RebootCheck:
     check = RebootCheck(heartbeat_path=str(path), boot_id=boot_id(), btime_s=boot_time_s(), now_epoch=time.time())
-    if not path.exists():
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
         return check
+    except OSError:  # there, but not readable as a file (a link loop): load_heartbeat says why
+        pass
     check.found = True
     check.heartbeat, check.error = load_heartbeat(path)
     beat = check.heartbeat

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import bounded_read
+
 OWN_FD = re.compile(r"^/(?:proc/(self|thread-self|\d+)|dev)/fd/(\d+)$")
 FIFO_WAIT_S = 10.0  # how long a FIFO may go without a reader before the write fails
 
@@ -74,8 +76,10 @@ def _replace(target: Path, p: Path, data: bytes, append: bool, fsync: bool) -> N
     """Write a temporary file beside ``target`` and rename it over ``target`` (``p``: the name the
     caller gave, for messages)."""
     try:
-        old = target.read_bytes() if append and target.exists() else b""
+        old = bounded_read.read_bytes(target, bounded_read.APPENDED) if append and target.exists() else b""
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
+    except bounded_read.Refused as exc:  # the old content is read whole: within its kind's bounds
+        raise OSError(errno.EFBIG, f"{exc}: not rewritten", str(p)) from None
     except OSError as exc:
         raise _naming(exc, p) from None
     try:
@@ -100,13 +104,14 @@ def _replace(target: Path, p: Path, data: bytes, append: bool, fsync: bool) -> N
         raise
 
 
-LOCK_WAIT_S = 10.0  # how long an append waits for another run's append to the same folder
+LOCK_WAIT_S = 30.0  # how long an append waits for another run's append to the same folder
 
 
 @contextlib.contextmanager
 def _folder_lock(folder: Path) -> Iterator[None]:
-    """Hold ``flock`` on ``folder`` (other appenders to it wait, within LOCK_WAIT_S); a folder that
-    cannot be opened or locked is written unlocked, as before."""
+    """Hold ``flock`` on ``folder``: another appender to it waits. One that holds it past
+    LOCK_WAIT_S makes this write fail, saying so (appending without the lock could lose a block
+    unseen). A folder that cannot be opened or has no locks is written unlocked."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -120,9 +125,10 @@ def _folder_lock(folder: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    break
+                    raise OSError(errno.EAGAIN, f"another run held the lock of its folder for {LOCK_WAIT_S:g} s",
+                                  str(folder)) from None
                 time.sleep(0.01)
-            except OSError:
+            except OSError:  # a file system without locks
                 break
         yield
     finally:

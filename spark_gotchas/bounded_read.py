@@ -52,7 +52,8 @@ LAUNCH_CONFIG = Kind("launch config", 1 * MiB)
 GITHUB_CACHE = Kind("G8 cache", 4 * MiB)  # at most 5 pages of issues
 RANK_RESULT = Kind("rank result", 1 * MiB)  # one rank's collective timings (G10)
 JUNIT_XML = Kind("JUnit XML report", 256 * MiB)  # pytest's own report of the run, rewritten with the G-lines
-KINDS = (SNAPSHOT, REPORT, HEARTBEAT, SOAK_CSV, LAUNCH_CONFIG, GITHUB_CACHE, RANK_RESULT, JUNIT_XML)
+APPENDED = Kind("file appended to", 64 * MiB)  # a Markdown summary (GitHub keeps 1 MiB of a step's)
+KINDS = (SNAPSHOT, REPORT, HEARTBEAT, SOAK_CSV, LAUNCH_CONFIG, GITHUB_CACHE, RANK_RESULT, JUNIT_XML, APPENDED)
 
 
 def kind_of(mode: int) -> str:

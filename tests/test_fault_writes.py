@@ -175,3 +175,15 @@ def test_runs_appending_to_one_summary_at_once_each_keep_every_block(tmp_path):
     assert sorted(blocks[1:]) == sorted(f"## block {n}-{i}" for n in "ab" for i in range(20))
     assert all(line in ("a" * 20_000, "b" * 20_000) for line in summary.read_text().splitlines() if not line.startswith("## "))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]
+
+
+def test_an_append_to_a_file_past_its_bound_leaves_it_and_says_so(tmp_path):
+    """An append reads the old content whole: a 100 MB file (a runaway summary, a sparse file) is
+    not read into memory and rewritten; the write fails naming the path and the bound."""
+    big = tmp_path / "summary.md"
+    with open(big, "wb") as fh:
+        fh.truncate(100 << 20)
+    with pytest.raises(OSError, match=r"larger than 64 MiB: not rewritten") as caught:
+        atomic.write_text(big, "## spark-gotchas\n", append=True)
+    assert caught.value.filename == str(big)
+    assert big.stat().st_size == 100 << 20 and sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]

@@ -8,7 +8,7 @@ import pkgutil
 import sys
 from pathlib import Path
 
-from ._cli import say
+from ._cli import first_line, say
 
 PACKAGE = __package__ or "spark_gotchas.microbench"  # the name this package was imported under
 USAGE = "usage: spark-gotchas microbench NAME [args...]  (or: python -m spark_gotchas.microbench NAME [args...])"
@@ -34,7 +34,14 @@ def main(argv: list[str]) -> int:
     if name not in available():
         say(f"unknown microbenchmark {name!r}; choose from: {', '.join(available())}", err=True)
         return 2
-    return int(importlib.import_module(f"{PACKAGE}.{name}").main(rest) or 0)
+    try:
+        return int(importlib.import_module(f"{PACKAGE}.{name}").main(rest) or 0)
+    except OSError as exc:  # a folder or file it was given: the user's to mend, in a line
+        say(f"spark-gotchas microbench {name}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+        return 2
+    except Exception as exc:  # torch refusing the device it was given, a measurement that broke: a line, exit 3
+        say(f"spark-gotchas microbench {name}: {first_line(exc)}", err=True)
+        return 3
 
 
 if __name__ == "__main__":

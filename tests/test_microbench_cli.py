@@ -108,3 +108,13 @@ def test_alone_memory_is_read_as_the_suite_reads_it(tmp_path):
     alone = safetensors_load.host_memory(str(meminfo))
     assert (alone.mem_free_bytes, alone.mem_available_bytes, alone.cached_bytes) == \
         (suite.mem_free_bytes, suite.mem_available_bytes, suite.cached_bytes) == (1000 * 1024, 2000 * 1024, 300 * 1024)
+
+
+@pytest.mark.parametrize("entry", [["-m", "spark_gotchas.microbench"], ["-m", "spark_gotchas", "microbench"]])
+def test_a_folder_it_cannot_use_is_one_line_and_exit_2_from_either_entry(tmp_path, entry):
+    """``--dir`` under a file: the user's to mend, said in one line (was a traceback, exit 1)."""
+    (tmp_path / "afile").write_text("")
+    proc = subprocess.run([sys.executable, *entry, "safetensors_load", "--size-gb", "0.001", "--dir",
+                           str(tmp_path / "afile" / "sub")], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("spark-gotchas microbench safetensors_load: Not a directory")

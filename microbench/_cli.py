@@ -21,6 +21,10 @@ from typing import IO, Any, Callable, NoReturn, Optional
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
 _SECONDS_PER = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators, the bidirectional overrides
+# and isolates (which reorder what a terminal shows), lone surrogates (bytes that were not UTF-8,
+# kept by the surrogateescape error handler) and the noncharacters U+FFFE and U+FFFF (which XML 1.0
+# cannot hold). The suite's one escaper: spark_gotchas.text shows strings with it too.
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 

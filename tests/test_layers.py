@@ -212,6 +212,7 @@ def test_the_cycle_finder_finds_a_cycle_through_an_import_inside_a_function():
 # The layers of docs/architecture.md, bottom first; a module is in the first layer one of whose
 # prefixes it matches (a prefix ending in "." matches a package and everything under it).
 LAYERS = {
+    "leaf": ("microbench.",),  # the measurements and the escaper and writer they print with: nothing of the suite
     "base": ("spark_gotchas.text", "spark_gotchas.scrub", "spark_gotchas.outward", "spark_gotchas.serial",
              "spark_gotchas.atomic", "spark_gotchas.bounded_read", "spark_gotchas.procs", "spark_gotchas.units"),
     "knowledge": ("spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads", "spark_gotchas.plan",

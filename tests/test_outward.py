@@ -99,16 +99,6 @@ def test_the_rule_finds_each_way_of_printing(tmp_path):
         "argparse.ArgumentParser"]
 
 
-def test_the_leaf_shows_controls_as_the_suite_does():
-    """microbench imports nothing of the suite: its own escape must stay the suite's."""
-    from spark_gotchas.microbench import _cli
-    from spark_gotchas.text import _UNSAFE, printable
-
-    assert _cli.UNSAFE.pattern == _UNSAFE.pattern
-    sample = "".join(map(chr, range(0, 0x300))) + "\u2028\u2029\u202e\u2066\udcff\ud800"
-    assert _cli.shown(sample) == printable(sample, limit=0)
-
-
 # -- the boundary's functions -------------------------------------------------------------------------
 @pytest.mark.parametrize("text", [f"NVIDIA H200\n{FORGED}", f"x\r{FORGED}", f"x\u2028{FORGED}", f"x\x85{FORGED}",
                                   "\x1b]0;owned\x07\x1b[2J", f"clone {URL}", f"--api-key {SECRETS['sk-live']}"])

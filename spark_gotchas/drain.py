@@ -117,13 +117,13 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
     if not gotchas:
         return Outcome(lines, error="the run judged no gotcha")
     failing = [gid for gid, entry in gotchas.items() if isinstance(entry, dict) and entry.get("status") == "FAIL"]
-    printed: dict[str, str] = {}  # each gotcha's first FAIL line, in one pass over the lines
+    printed: dict[str, str] = {}  # a report of an older suite has no line per gotcha: its FAIL lines, in one pass
     for x in lines:
         head, sep, _ = x.partition(" FAIL: ")
         if sep and head not in printed:
             printed[head] = x
-    fails = [printed.get(gid) or format_line(int(gid[1:]) if gid[1:].isdigit() else 0, "FAIL",
-                                              str(gotchas[gid].get("summary", "")))
+    fails = [_line(gotchas[gid]) or printed.get(gid) or format_line(int(gid[1:]) if gid[1:].isdigit() else 0,
+                                                                     "FAIL", str(gotchas[gid].get("summary", "")))
              for gid in failing]
     if not fails and require_gpu:
         platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
@@ -131,6 +131,12 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
             why = platform.get("nvml_error") or "neither NVML nor torch lists one"
             return Outcome(lines, error=f"no GPU visible, where Slurm gives this node one: {why}")
     return Outcome(lines, tuple(fails))
+
+
+def _line(entry: dict) -> str:
+    """The gotcha's G-line as the run printed it (``gotchas.G<n>.line``), or "" where the report has none."""
+    line = entry.get("line")
+    return line if isinstance(line, str) else ""
 
 
 def reason(found: Outcome) -> str:

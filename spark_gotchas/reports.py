@@ -15,7 +15,7 @@ from typing import Any
 from . import __version__, outward, platform
 from .session import SessionState
 from .snapshot import Snapshot, now_iso
-from .verdict import Status, summarize, summary_lines
+from .verdict import Status, gotcha_line, summarize, summary_lines
 
 COLOR = {Status.FAIL: {"red": True, "bold": True}, Status.WARN: {"yellow": True, "bold": True},
          Status.PASS: {"green": True}, Status.INFO: {"cyan": True}, Status.SKIP: {}}
@@ -34,8 +34,8 @@ def report_section(state: SessionState) -> dict[str, Any]:
         "interrupted": bool(state.interrupted),
         "interruption": state.interrupted or None,
         "lines": summary_lines(state.verdicts),
-        "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "summary": top.summary, "fix": top.fix,
-                                        "checks": len(group)}
+        "gotchas": {f"G{top.gotcha}": {"status": top.status.value, "line": gotcha_line(top, group),
+                                        "summary": top.summary, "fix": top.fix, "checks": len(group)}
                     for top, group in summarize(state.verdicts)},
         "left_out": [{"nodeid": r.nodeid, "gotcha": r.verdict.to_json()} for r in state.reported
                      if r.nodeid in state.left_out],

@@ -140,21 +140,26 @@ def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
     return f"; {len(names)} not checked"  # no room for a name: the count still says the line is not all
 
 
+def gotcha_line(top: Verdict, group: list[Verdict]) -> str:
+    """The one G-line of a gotcha whose worst verdict is ``top`` among its checks' ``group``."""
+    extra = sum(1 for v in group if v.status == top.status) - 1
+    suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
+    head = top.line + suffix
+    tail = _not_checked(top, group, LINE_COLUMNS - len(head))
+    if suffix and not top.status.needs_fix and (len(head + tail) > LINE_COLUMNS
+                                                or (tail and not tail.startswith("; not checked:"))):
+        # the line's width and the names of the checks not run matter more than the count of more
+        # verdicts (a FAIL or WARN line keeps its count: each of those verdicts' fixes is listed under it)
+        head = top.line
+        tail = _not_checked(top, group, LINE_COLUMNS - len(head))
+    return head + tail
+
+
 def summary_lines(verdicts: Iterable[Verdict]) -> list[str]:
     """The G-line block: one line per gotcha, each FAIL/WARN followed by its distinct fixes."""
     lines: list[str] = []
     for top, group in summarize(verdicts):
-        extra = sum(1 for v in group if v.status == top.status) - 1
-        suffix = f" (+{extra} more {top.status.value})" if extra > 0 else ""
-        head = top.line + suffix
-        tail = _not_checked(top, group, LINE_COLUMNS - len(head))
-        if suffix and not top.status.needs_fix and (len(head + tail) > LINE_COLUMNS
-                                                    or (tail and not tail.startswith("; not checked:"))):
-            # the line's width and the names of the checks not run matter more than the count of more
-            # verdicts (a FAIL or WARN line keeps its count: each of those verdicts' fixes is listed under it)
-            head = top.line
-            tail = _not_checked(top, group, LINE_COLUMNS - len(head))
-        lines.append(head + tail)
+        lines.append(gotcha_line(top, group))
         if top.status.needs_fix:
             seen: list[str] = []
             for v in group:

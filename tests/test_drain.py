@@ -34,6 +34,13 @@ def test_the_fail_lines_come_from_the_report_statuses_and_lines():
     assert drain.reason(found) == "spark-gotchas: G4 FAIL: finding of G4 (+1 more FAIL); G5 FAIL: finding of G5"
 
 
+def test_the_line_the_report_keeps_for_a_gotcha_is_the_reason():
+    """``gotchas.G<n>.line`` is the G-line as printed: the reason quotes it, counts and all."""
+    doc = report({"G4": "FAIL"}, exitcode=1, lines=[])
+    doc["spark_gotchas"]["gotchas"]["G4"]["line"] = "G4 FAIL: finding of G4 (+1 more FAIL)"
+    assert drain.outcome(doc).fails == ("G4 FAIL: finding of G4 (+1 more FAIL)",)
+
+
 def test_a_status_without_its_line_takes_its_summary():
     found = drain.outcome(report({"G5": "FAIL"}, lines=[]))
     assert found.fails == ("G5 FAIL: finding of G5",)

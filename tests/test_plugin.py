@@ -369,7 +369,8 @@ def test_json_report_carries_each_verdict_and_the_run(pytester):
     top = report["spark_gotchas"]
     assert top["lines"] == glines(result) == ["G1 PASS: torch cu130", "G3 WARN: page cache 40 GiB", "    fix: drop caches"]
     assert top["mode"] == "live" and top["replayed_from"] is None
-    assert top["gotchas"]["G3"] == {"status": "WARN", "summary": "page cache 40 GiB", "fix": "drop caches", "checks": 1}
+    assert top["gotchas"]["G3"] == {"status": "WARN", "line": "G3 WARN: page cache 40 GiB", "summary": "page cache 40 GiB",
+                                    "fix": "drop caches", "checks": 1}
     assert {"profile", "gpu", "driver", "cuda_driver", "torch", "python", "machine"} <= set(top["platform"])
     assert top["platform"]["profile_requested"] == "auto"
     assert {"suite", "python", "torch", "driver", "cuda_driver"} <= set(top["versions"])

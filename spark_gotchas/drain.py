@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import outward
-from .verdict import format_line
+from .verdict import Status, format_line
+
+STATUSES = tuple(s.value for s in Status)  # as the report writes them: FAIL, WARN, PASS, INFO, SKIP
 
 PREFIX = "spark-gotchas:"  # what marks a drain reason as ours (NHC marks its own "NHC:")
 # slurmctld keeps a reason of any length (100,000 characters measured on Slurm 22.05.8), but
@@ -116,7 +118,15 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
         return Outcome(lines, error=f"pytest exited {outward.line(exitcode)}{f' ({what})' if what else ''}")
     if not gotchas:
         return Outcome(lines, error="the run judged no gotcha")
-    failing = [gid for gid, entry in gotchas.items() if isinstance(entry, dict) and entry.get("status") == "FAIL"]
+    unknown = sorted(gid for gid, entry in gotchas.items()
+                     if not isinstance(entry, dict) or entry.get("status") not in STATUSES)
+    if unknown:  # fail closed: a status this pass cannot read might be a FAIL
+        gid, entry = outward.line(unknown[0]), gotchas[unknown[0]]
+        if not isinstance(entry, dict):
+            return Outcome(lines, error=f"{gid}'s entry in the report is {outward.line(repr(entry))}, not an object")
+        return Outcome(lines, error=f"{gid}'s status in the report is {outward.line(repr(entry.get('status')))}, "
+                                    f"not one of {', '.join(STATUSES)}")
+    failing = [gid for gid, entry in gotchas.items() if entry["status"] == "FAIL"]
     printed: dict[str, str] = {}  # a report of an older suite has no line per gotcha: its FAIL lines, in one pass
     for x in lines:
         head, sep, _ = x.partition(" FAIL: ")

@@ -75,6 +75,10 @@ def test_nothing_but_fail_makes_a_node_unhealthy(status):
     (report({"G1": "PASS"}, exitcode=2), "pytest exited 2 (interrupted)"),
     (report({"G1": "PASS"}, exitcode="\x1b[2J"), "pytest exited \\x1b[2J"),
     (report({"G1": "PASS"}, exitcode=True), "pytest exited True"),  # JSON's true is no exit status
+    (report({"G6": "fail"}), "G6's status in the report is 'fail', not one of FAIL, WARN, PASS, INFO, SKIP"),
+    (report({"G6": "FAIL\x1b[2J"}), "G6's status in the report is 'FAIL\\x1b[2J', not one of FAIL, WARN, PASS, INFO, SKIP"),
+    ({"exitcode": 1, "spark_gotchas": {"lines": [], "gotchas": {"G6": "FAIL"}}},
+     "G6's entry in the report is 'FAIL', not an object"),
     (report({}), "the run judged no gotcha"),
 ])
 def test_a_report_without_a_judgement_is_an_error(doc, error):

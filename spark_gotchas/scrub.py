@@ -73,8 +73,11 @@ def scrub_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 # -- credentials by shape -------------------------------------------------------------------------
+# A token starts a word, or follows a control character already shown escaped (``\x0a``,
+# ``\u2028``, ``\n`` as repr writes it): text escaped before it is masked keeps no token.
+_ESCAPED_BEFORE = r"(?<=\\x[0-9a-fA-F]{2})|(?<=\\u[0-9a-fA-F]{4})|(?<=\\[nrtabfv])"
 _TOKEN_SHAPES = re.compile(
-    r"(?<![A-Za-z0-9])(?:"
+    r"(?:(?<![A-Za-z0-9])|" + _ESCAPED_BEFORE + r")(?:"
     r"gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|hf_[A-Za-z0-9]{16,}|"
     r"sk-[A-Za-z0-9_-]{16,}|xox[abposre]-[A-Za-z0-9-]{8,}|glpat-[A-Za-z0-9_-]{16,}|"
     r"(?:AKIA|ASIA)[0-9A-Z]{16}"
@@ -92,24 +95,24 @@ _TOKEN_SHAPES = re.compile(
 # is, so the masked result is the same.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9]*+(?:[+.-]++(?:[0-9][A-Za-z0-9]*+)?)*+://)"
                            r"(?P<user>[^\s/@:?#]*+)(?::(?P<pw>[^\s/@]*+))?@")
-_AUTH_HEADER = re.compile(r"(?i)(?P<head>\b(?:proxy-)?authorization\s*[:=]\s*)(?P<scheme>(?:bearer|basic|token|digest)\s+)?"
+_AUTH_HEADER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:proxy-)?authorization\s*[:=]\s*)(?P<scheme>(?:bearer|basic|token|digest)\s+)?"
                           r"(?P<val>[^\s\"',;]+)")
-_BEARER = re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
+_BEARER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
 # key=value, key: value, "key": "value", 'key'='value' (the key is checked by is_secret_name). The
 # value is read after the match, not consumed: a key that is no secret leaves its value to be read
 # again (``note="token": "…"`` is a note holding a token).
 _KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_.-])[0-9.-]*+(?=[A-Za-z0-9_.-]*?""" + _HINT_WORDS + r""")"""
-                        r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)["']?[ \t]*+[:=][ \t]*+""")
+                        r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)\\?["']?[ \t]*+[:=][ \t]*+""")
 # --flag value and --flag=value (the flag is checked by is_secret_name); a run's characters before
 # its first flag start (``-`` after neither a word character nor ``-``) are skipped.
-_FLAG_START = r"(?<![\w-])--?[A-Za-z]"
+_FLAG_START = r"(?:(?<![\w-])|" + _ESCAPED_BEFORE + r")--?[A-Za-z]"
 _FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])(?:(?!" + _FLAG_START + r")[A-Za-z0-9_.-])*+"
                          r"(?P<name>(?=[A-Za-z0-9_.-]*?" + _HINT_WORDS + ")" + _FLAG_START + r"[A-Za-z0-9_.-]*+)"
                          r"(?:=|[ \t]++)(?=[^-])")
 # A quote never closed (a command line cut short, ``password="hunter2``) opens a value that ends at
-# the next white space or quote.
-_VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|(?P<bare>[^\s"',;&}\])]++)"""
-                    r"""|["'](?P<open>[^\s"']++)""")
+# the next white space or quote; ``\'…\'`` is a single-quoted value as ``repr`` writes it.
+_VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|\\'(?P<rsq>(?:[^'\\\n]|\\[^'])*+)\\'"""
+                    r"""|(?P<bare>[^\s"',;&}\])]++)|\\?["'](?P<open>[^\s"']++)""")
 
 
 def _mask_userinfo(m: re.Match) -> str:
@@ -141,7 +144,9 @@ def _value_spans(pattern: re.Pattern, text: str) -> Iterator[tuple[int, int]]:
             bare_end = value.end()
             yield at, bare_end
         elif value.group("open") is not None:
-            yield at + 1, value.end()
+            yield value.start("open"), value.end()
+        elif value.group("rsq") is not None:
+            yield at + 2, value.end() - 2
         else:
             yield at + 1, value.end() - 1
 

@@ -26,6 +26,7 @@ from spark_gotchas.readers import launch  # noqa: E402
 from spark_gotchas.readings.launch import LaunchFile  # noqa: E402
 from spark_gotchas.snapshot import SnapshotError  # noqa: E402
 from spark_gotchas.snapshot import load as load_snapshot  # noqa: E402
+from spark_gotchas.text import printable  # noqa: E402
 from spark_gotchas.verdict import Status, Verdict, summary_lines  # noqa: E402
 
 EXAMPLES = int(os.environ.get("SPARK_GOTCHAS_FUZZ_EXAMPLES", "200"))
@@ -71,6 +72,16 @@ def secret_in_shape(draw) -> tuple[str, str]:
 def test_no_credential_survives_masking(case):
     text, secret = case
     assert secret not in scrub.mask_text(text), text
+
+
+@FUZZ
+@given(secret_in_shape())
+def test_no_credential_survives_masking_after_its_text_was_escaped(case):
+    """Text escaped first (``\\x0a`` for a line break, ``repr``'s ``\\n``) and masked after: a
+    credential glued to an escaped control character is still masked."""
+    text, secret = case
+    assert secret not in scrub.mask_text(printable(text, limit=0)), printable(text, limit=0)
+    assert secret not in scrub.mask_text(repr(text)), repr(text)
 
 
 @FUZZ

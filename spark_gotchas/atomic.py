@@ -30,7 +30,9 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
                fsync: bool = True, parents: bool = False) -> Path:
     """Replace ``path`` with ``text`` (``append``: with its old content followed by ``text``).
 
-    - a symlink keeps pointing where it did: its target is written;
+    - a symlink keeps pointing where it did: its target is written, unless it is another user's
+      link in a sticky world-writable folder such as ``/tmp`` (an OSError, EPERM, as the kernel's
+      ``fs.protected_symlinks`` would refuse it);
     - a path that exists and is no regular file (``/dev/stdout``, a FIFO, a terminal) is written
       straight through; a FIFO nobody opens for reading within FIFO_WAIT_S is an OSError
       (ENXIO), never a hang;
@@ -52,6 +54,9 @@ def write_text(path: str | os.PathLike, text: str, *, append: bool = False, enco
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise type(exc)(exc.errno, f"{exc.strerror} (cannot create the folder {p.parent})", str(p)) from None
+    foreign = _foreign_link(p)
+    if foreign:
+        raise OSError(errno.EPERM, f"{foreign} is a link another user put in a shared folder: not followed", str(p))
     if _write_through(p):
         _write_through_to(p, data, append)
         return p
@@ -139,6 +144,29 @@ def _write_through(p: Path) -> bool:
     """No regular file there, or a path through /proc (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
     return (p.exists() and not p.is_file()) or _own_fd(p) is not None or any(
         hop.startswith("/proc/") for hop in _hops(p))
+
+
+def _foreign_link(p: Path) -> str:
+    """A symlink on the way to ``p`` that the kernel's ``fs.protected_symlinks`` would not follow:
+    in a sticky world-writable folder (``/tmp``), owned neither by this user nor by the folder's
+    owner. Another user's link there could aim this run's output (as root, too) at any file.
+    The link's path, or "" when there is none."""
+    me = os.geteuid()
+    for hop in _hops(p):
+        parts = Path(hop).parts
+        for depth in range(2, len(parts) + 1):
+            link = os.path.join(*parts[:depth])
+            try:
+                info = os.lstat(link)
+                if not stat.S_ISLNK(info.st_mode):
+                    continue
+                folder = os.stat(os.path.dirname(link))
+            except OSError:
+                break  # not there (yet): nothing further to follow
+            shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+            if shared and info.st_uid not in (me, folder.st_uid):
+                return link
+    return ""
 
 
 def _hops(p: Path) -> list[str]:

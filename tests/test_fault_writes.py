@@ -187,3 +187,25 @@ def test_an_append_to_a_file_past_its_bound_leaves_it_and_says_so(tmp_path):
         atomic.write_text(big, "## spark-gotchas\n", append=True)
     assert caught.value.filename == str(big)
     assert big.stat().st_size == 100 << 20 and sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to give a link to another user (lchown)")
+def test_another_users_link_in_a_shared_folder_is_not_followed(tmp_path):
+    """A link another user put in a sticky world-writable folder (``/tmp``) could aim an output at
+    any file this run may write, as root too: it is refused, as the kernel's protected_symlinks
+    refuses it, and the file it names is untouched. This user's own link there is followed."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    victim = tmp_path / "victim"
+    victim.write_text("kept")
+    planted = shared / "report.json"
+    planted.symlink_to(victim)
+    os.lchown(planted, 65534, 65534)
+    with pytest.raises(PermissionError, match="a link another user put in a shared folder: not followed"):
+        atomic.write_text(planted, "{}")
+    assert victim.read_text() == "kept" and planted.is_symlink()
+    own = shared / "own.json"
+    own.symlink_to(victim)
+    atomic.write_text(own, "{}")
+    assert victim.read_text() == "{}"

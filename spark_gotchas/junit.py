@@ -2,8 +2,10 @@
 
 pytest writes a check that FAILs as ``<failure>`` (message ``Failed: `` and the line with its fix),
 one that SKIPs as ``<skipped>`` (its text the plugin's file and line), and every other check as a
-testcase with no text: a WARN or INFO was invisible in a CI test view. Once pytest has written the
-file, :class:`JunitHooks` rewrites it in place (atomically), changing only the checks' testcases:
+testcase with no text: a WARN or INFO was invisible in a CI test view. pytest writes its report
+to a file of its own beside the one asked for; :class:`JunitHooks` reads it back and writes the
+report whole (atomically: an old report stays as it was until then), changing only the checks'
+testcases:
 
 - FAIL (and a WARN under ``--spark-strict``): ``<failure message="G5 FAIL: …">`` with the line, its
   fix and its detail as text (what pytest wrote beyond them, such as a crash's location, after);
@@ -33,6 +35,7 @@ import pytest
 
 from . import atomic, outward, platform
 from .bounded_read import JUNIT_XML, Refused, read_bytes
+from .reports import interruption_line
 from .verdict import Status, Verdict, summary_lines
 
 HOOKS_NAME = "spark-gotchas-junit"
@@ -99,9 +102,11 @@ def _count(suite: ET.Element, key: str, more: int) -> None:
 
 
 def annotate(root: ET.Element, verdicts: dict[tuple[str, str], Verdict], left_out: Iterable[tuple[tuple[str, str], Verdict]],
-             properties: list[tuple[str, str]]) -> int:
+             properties: list[tuple[str, str]], interrupted: str = "") -> int:
     """Rewrite pytest's report ``root`` (its ``testsuites`` or ``testsuite``); ``verdicts`` by
-    (classname, name). Returns how many testcases carry a verdict now."""
+    (classname, name). A run that ended early (``interrupted`` says how) gets an ``<error>``
+    testcase of its own, so a CI view shows it red, not as the passes it judged before it ended.
+    Returns how many testcases carry a verdict now."""
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
     if not suites:
         return 0
@@ -113,6 +118,12 @@ def annotate(root: ET.Element, verdicts: dict[tuple[str, str], Verdict], left_ou
                 annotate_case(case, verdict)
                 done += 1
     suite = suites[0]
+    if interrupted:
+        case = ET.SubElement(suite, "testcase", classname="spark_gotchas", name="run")
+        ET.SubElement(case, "error", message=outward.line(f"INTERRUPTED: {interrupted}")).text = outward.line(
+            f"INTERRUPTED: {interrupted}")
+        _count(suite, "tests", 1)
+        _count(suite, "errors", 1)
     for (classname, name), verdict in left_out:
         suite.append(recorded_case(classname, name, verdict))
         _count(suite, "tests", 1)
@@ -129,29 +140,31 @@ def annotate(root: ET.Element, verdicts: dict[tuple[str, str], Verdict], left_ou
 
 
 def rewrite(path: str, verdicts: dict[tuple[str, str], Verdict], left_out: list[tuple[tuple[str, str], Verdict]],
-            properties: list[tuple[str, str]]) -> None:
-    """Read pytest's report at ``path``, annotate it, and replace it whole. OSError or ValueError
-    (the file is not pytest's XML) says why not."""
+            properties: list[tuple[str, str]], source: Optional[str] = None, interrupted: str = "") -> None:
+    """Read pytest's report at ``source`` (``path`` itself by default), annotate it, and replace
+    ``path`` whole. OSError or ValueError (the file is not pytest's XML) says why not."""
     try:
-        data = read_bytes(path, JUNIT_XML)
+        data = read_bytes(source or path, JUNIT_XML)
     except Refused as exc:
         raise ValueError(str(exc)) from None
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
         raise ValueError(f"not XML ({exc})") from None
-    annotate(root, verdicts, left_out, properties)
+    annotate(root, verdicts, left_out, properties, interrupted)
     atomic.write_text(path, '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="unicode"))
 
 
-def junit_unwritten(exc: OSError, path: Optional[str]) -> Optional[str]:
+def junit_unwritten(exc: OSError, path: Optional[str], private: Optional[str] = None) -> Optional[str]:
     """The line for pytest's failure to write its report at ``path`` (its file, a folder on its
-    way, or a write that failed midway, such as a full disk); None when ``exc`` is about something
-    else."""
+    way, or a write that failed midway, such as a full disk), or at ``private``, the file beside it
+    pytest was given to write; None when ``exc`` is about something else."""
     if not path:
         return None
     target = os.path.abspath(path)
     failed = os.path.abspath(os.fsdecode(exc.filename)) if exc.filename else None
+    if failed is not None and private and failed == os.path.abspath(private):
+        failed = target
     if failed is None or not (failed == target or target.startswith(failed.rstrip(os.sep) + os.sep)):
         frames = traceback.extract_tb(exc.__traceback__)
         if failed is not None or not any(f.filename.endswith(os.path.join("_pytest", "junitxml.py")) for f in frames):
@@ -192,9 +205,24 @@ class JunitHooks:
     def __init__(self, state: Any):
         self.state = state
         self.refused: Optional[str] = None  # why the report cannot be written, found before pytest tried
+        self.private: Optional[str] = None  # the file beside the report pytest writes, read back and removed
+        self.logxml: Any = None
         given = getattr(state.config.option, "xmlpath", None)
         # where pytest's junitxml writes it: $VARIABLES and ~ expanded, from the folder pytest started in
         self.file = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(given)))) if given else None
+
+    def _shown_path(self) -> None:
+        """pytest's own line (``generated xml file: …``) names the report, as every line of the run
+        shows a path: masked and escaped."""
+        if self.logxml is not None:
+            self.logxml.logfile = outward.line(self.file)
+
+    def _drop_private(self) -> None:
+        if self.private:
+            try:
+                os.unlink(self.private)
+            except OSError:
+                pass
 
     def path(self) -> Optional[str]:
         """The report's file when this run writes one of checks (not an xdist worker's run)."""
@@ -210,13 +238,32 @@ class JunitHooks:
         self.refused = probe(path) if path else None
         if self.refused:
             self._fail(session, self.refused)
+        elif path is not None:
+            self._own_file_for_pytest(session, path)
+
+    def _own_file_for_pytest(self, session: pytest.Session, path: str) -> None:
+        """pytest writes its report with a plain ``open(path, "w")``: a full disk leaves half of it
+        where the last whole one was, and two runs writing one path interleave. It is given a
+        file of its own beside the report instead; the report itself is written once, whole
+        (:func:`rewrite`), or left as it was."""
+        from _pytest.junitxml import xml_key
+
+        logxml = session.config.stash.get(xml_key, None)
+        if logxml is None or atomic.is_stream(path):
+            return
+        folder, name = os.path.split(path)
+        self.private = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        logxml.logfile = self.private
+        self.logxml = logxml
 
     def failed_write(self, exc: OSError, session: pytest.Session) -> bool:
         """pytest's junitxml writes with ``open()`` and raises where it cannot: True (the run fails
         with one line) when ``exc`` is that, False for any other OSError."""
-        line = junit_unwritten(exc, self.path())
+        line = junit_unwritten(exc, self.path(), self.private)
         if line is None:
             return False
+        self._drop_private()
+        self._shown_path()
         if not self.refused:  # its line is already there
             self._fail(session, line)
         return True
@@ -230,6 +277,7 @@ class JunitHooks:
         state, config = self.state, session.config
         path = self.path()
         if path is None or self.refused:
+            self._drop_private()
             return
         if atomic.is_stream(path):  # /dev/stdout, a FIFO: what pytest wrote there has gone by
             state.notes.append(f"JUnit XML report {path} is not a file of its own: written as pytest writes it, "
@@ -244,6 +292,9 @@ class JunitHooks:
         properties = [("spark_gotchas.platform", platform.one_line(desc, state.replay.path if state.replay else None))]
         properties += [(line.split(" ", 1)[0], line) for line in summary_lines(state.verdicts) if line[:1] == "G"]
         try:
-            rewrite(path, verdicts, left_out, properties)
+            rewrite(path, verdicts, left_out, properties, self.private, interruption_line(state))
         except (OSError, ValueError) as exc:
             self._fail(session, f"could not write the JUnit XML report {path}: {getattr(exc, 'strerror', None) or exc}")
+        finally:
+            self._drop_private()
+            self._shown_path()

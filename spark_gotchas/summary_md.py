@@ -66,6 +66,8 @@ def render(
     tally = counts(verdicts)
     overall = max((top.status for top, _ in groups), key=lambda s: s.rank, default=None)
     head = f"{ICON[overall]} {title}: {overall.value}" if overall is not None else f"{title}: no verdict"
+    if interrupted:  # what it judged before it ended is not the run's outcome
+        head = f"⏹️ {title}: INTERRUPTED" + (f" ({overall.value} so far)" if overall is not None else "")
     out = [f"## {inline(head)}", ""]
     if interrupted:
         out += [f"**Interrupted**: {inline(interrupted)}", ""]

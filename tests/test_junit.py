@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import xmlschema
-from door_runs import H200, XSD, h200_doors, replay, vllm_doors  # noqa: F401  the h200 and vllm fixtures
+from door_runs import H200, VLLM, XSD, h200_doors, replay, vllm_doors  # noqa: F401  the h200 and vllm fixtures
 from fs_limits import locked, small_disk
 from junitparser import Failure, JUnitXml, Skipped
 
@@ -154,13 +155,37 @@ def test_a_report_path_under_a_file_is_one_line_and_exit_1_in_the_json_report_to
     assert json.loads((tmp_path / "r.json").read_text())["exitcode"] == 1
 
 
-def test_a_full_disk_is_one_line_and_exit_1(tmp_path):
+def test_a_full_disk_is_one_line_and_exit_1_and_the_old_report_stays_whole(tmp_path):
+    """pytest writes its report to a file of its own beside the one asked for: on a full disk that
+    one fails, and the last whole report stays as it was (pytest's plain write had left half of
+    it, or its own report without the G-lines, or an empty file)."""
     with small_disk(tmp_path / "disk") as disk:
+        (disk / "junit.xml").write_text("<testsuites>the last whole report</testsuites>")
         (disk / "filler").write_bytes(b"x" * (60 << 10))
         code, out = _run_into(disk / "junit.xml", tmp_path)
+        kept, left = (disk / "junit.xml").read_text(), sorted(p.name for p in disk.iterdir())
     assert code == 1 and "Traceback" not in out
     (line,) = [line for line in out.splitlines() if line.startswith("could not write the JUnit XML report")]
     assert line.startswith(f"could not write the JUnit XML report {disk}/junit.xml: No space left on device")
+    assert kept == "<testsuites>the last whole report</testsuites>" and left == ["filler", "junit.xml"]
+
+
+def test_two_runs_writing_one_report_at_once_leave_a_whole_one_of_either(tmp_path):
+    """Each run's pytest writes a file of its own; the report is replaced whole by a rename: two
+    runs at once (one of them with FAILs) leave one run's whole report, never a torn or mixed one
+    (pytest's plain write had: about one pair in twenty)."""
+    report = tmp_path / "junit.xml"
+    for _ in range(6):
+        runs = [subprocess.Popen([sys.executable, "-m", "spark_gotchas", "-m", "fast", "-q", f"--spark-replay={snap}",
+                                  f"--junitxml={report}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL) for snap in (H200, VLLM)]
+        for run in runs:
+            run.wait(timeout=300)
+        (suite,) = list(JUnitXml.fromfile(str(report)))
+        lines = {p.name: p.value for p in suite.properties()}
+        failures = sum(1 for case in suite if any(isinstance(r, Failure) for r in case.result))
+        assert suite.failures == failures and (failures > 0) == lines["G6"].startswith("G6 FAIL")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["junit.xml"]
 
 
 def test_a_folder_no_file_can_be_made_in_is_one_line_once(tmp_path):
@@ -180,3 +205,14 @@ def test_a_report_to_stdout_is_left_as_pytest_writes_it_and_said_so(tmp_path):
     assert code == 0 and "<testsuites" in out and "Traceback" not in out
     assert ("JUnit XML report /dev/stdout is not a file of its own: written as pytest writes it, without the checks' "
             "lines") in out.splitlines()
+
+
+def test_an_interrupted_run_has_an_error_testcase_saying_so():
+    """A run cut short by Ctrl-C judged only some checks: its report must not read as green."""
+    root = ET.fromstring('<testsuites><testsuite name="pytest" errors="0" tests="1">'
+                         '<testcase classname="checks.test_g03" name="test_g3_page_cache"/></testsuite></testsuites>')
+    junit.annotate(root, {}, [], [], "the run was interrupted (Ctrl-C) after 1 of 21 checks")
+    suite = root.find("testsuite")
+    (error,) = suite.iter("error")
+    assert error.get("message") == "INTERRUPTED: the run was interrupted (Ctrl-C) after 1 of 21 checks"
+    assert (suite.get("tests"), suite.get("errors")) == ("2", "1")

@@ -149,7 +149,9 @@ def test_ctrl_c_marks_the_summary_the_markdown_the_snapshot_and_the_report(tmp_p
     report = json.loads((tmp_path / "report.json").read_text())["spark_gotchas"]
     assert snapshot["interrupted"].startswith("interrupted (Ctrl-C) after ")
     assert report["interrupted"] is True and report["interruption"] == snapshot["interrupted"]
-    assert "**Interrupted**: the run was interrupted (Ctrl-C) after " in (tmp_path / "summary.md").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "**Interrupted**: the run was interrupted (Ctrl-C) after " in summary
+    assert summary.startswith("## ⏹️ spark-gotchas: INTERRUPTED")  # never the ✅ of the checks it judged before
     replayed = preflight(tmp_path, f"--spark-replay={tmp_path / 'snap.json'}")
     assert "INTERRUPTED: the replayed snapshot's run was interrupted (Ctrl-C) after " in replayed.stdout
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
-from . import atomic
+from . import atomic, outward
 from .serial import dumps
 
 
@@ -26,8 +26,12 @@ def take_over(config: Any, failed: Callable[[str, str], None]) -> bool:
     if plugin is None:
         return False
     indent = getattr(config.option, "json_report_indent", None)
+    given = getattr(config.option, "json_report_file", None)
+    if given:  # pytest-json-report names this in its terminal line ("report saved to: …"): shown as every path is
+        config.option.json_report_file = outward.line(given)
 
     def save_report(path: str) -> None:
+        path = given or path  # the file asked for, whatever name the terminal line shows
         report = getattr(plugin, "report", None)
         if report is None:
             raise Exception("could not save report: no report available")  # as pytest-json-report says it

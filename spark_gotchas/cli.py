@@ -160,6 +160,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 INTERNAL_ERROR = 3  # as pytest's: never 1, which the tools keep for a finding ("worse", a FAIL)
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 
 
 def run_tool(name: str, module: str, argv: list[str]) -> int:
@@ -167,6 +168,9 @@ def run_tool(name: str, module: str, argv: list[str]) -> int:
     status 1 a CI job would read as the tool's finding."""
     try:
         return int(importlib.import_module(module).main(argv) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: said in a line, the shell's status for it
+        outward.say(f"{prog()} {name}: interrupted", err=True)
+        return INTERRUPTED
     except Exception as exc:
         outward.say(f"{prog()} {name}: internal error (please report it): {type(exc).__name__}: {exc}", err=True)
         return INTERNAL_ERROR

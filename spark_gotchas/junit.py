@@ -242,7 +242,7 @@ class JunitHooks:
             self._own_file_for_pytest(session, path)
 
     def _own_file_for_pytest(self, session: pytest.Session, path: str) -> None:
-        """pytest writes its report with a plain ``open(path, "w")``: a full disk leaves half of it
+        """pytest writes its report with a plain open for writing: a full disk leaves half of it
         where the last whole one was, and two runs writing one path interleave. It is given a
         file of its own beside the report instead; the report itself is written once, whole
         (:func:`rewrite`), or left as it was."""

@@ -10,9 +10,11 @@ Keys: ``bench.bandwidth``, ``bench.bandwidth_sweep``, ``bench.gemm``; their type
 from __future__ import annotations
 
 import csv
+import io
 import os
 from typing import Any, Optional
 
+from .. import atomic, outward
 from ..gpu_window import watch
 from ..microbench.bandwidth import BandwidthResult, BandwidthSweep
 from ..microbench.gemm import GemmResult
@@ -116,14 +118,14 @@ def read_bandwidth_sweep(ctx: ReadContext) -> BandwidthSweepReading:
 
 def _write_csv(ctx: ReadContext, sweep: BandwidthSweep) -> Optional[str]:
     """The sweep as CSV in --soak-dir (one row per size, method and implementation)."""
-    try:
-        os.makedirs(ctx.options.soak_dir, exist_ok=True)
-        path = os.path.join(ctx.options.soak_dir, "g5_bandwidth_sweep.csv")
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            out = csv.writer(fh)
-            out.writerow(["array_bytes", "method", "implementation", "gbps_median", "gbps_best", "check", "error"])
-            for p in sweep.points:
-                out.writerow([p.array_bytes, p.method, p.implementation, p.gbps, p.gbps_best, p.check, p.error])
+    text = io.StringIO(newline="")
+    out = csv.writer(text)
+    out.writerow(["array_bytes", "method", "implementation", "gbps_median", "gbps_best", "check", "error"])
+    for p in sweep.points:
+        out.writerow([p.array_bytes, p.method, p.implementation, p.gbps, p.gbps_best, p.check, p.error])
+    path = os.path.join(ctx.options.soak_dir, "g5_bandwidth_sweep.csv")
+    try:  # whole or not at all, an error text from the kernels masked
+        atomic.write_text(path, outward.record(text.getvalue()), parents=True)
     except OSError:
         return None
     ctx.add_artifact("G5 bandwidth sweep (CSV)", path)

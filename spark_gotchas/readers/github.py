@@ -37,7 +37,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import __version__, bounded_read, scrub
+from .. import __version__, atomic, bounded_read, scrub
 from ..readings.github import DEFAULT_API, REPO, PlaybookIssue, PlaybookIssues
 from ..serial import dumps, number_problem
 from . import ReadContext, reader
@@ -476,12 +476,9 @@ def load_cache(api: str, now: float) -> Optional[dict[str, Any]]:
 def save_cache(api: str, listing: dict[str, Any], now: float) -> None:
     """Write the listing (never the token; its texts are masked already) atomically; a read-only
     home just skips the cache."""
-    path = _cache_path(api)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(dumps({**listing, "api": scrub.mask_text(api), "fetched_at": now}), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text(_cache_path(api), dumps({**listing, "api": scrub.mask_text(api), "fetched_at": now}),
+                          parents=True)
     except OSError:
         pass
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import os
 from typing import Any, Optional
 
+from .. import atomic, outward
 from ..readings.mem import MEMINFO_PATH, CudaDeviceMemory, CudaMemory, LoadProbe, LoadSample, MemInfo
 from ..serial import from_jsonable
 from . import ReadContext, reader
@@ -139,12 +141,12 @@ def thin(samples: list[Any], keep: int = MAX_KEPT_SAMPLES) -> list[Any]:
 
 
 def write_csv(samples: list[dict], path: str) -> Optional[str]:
-    fields = list(LoadSample.__dataclass_fields__)
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(samples)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(LoadSample.__dataclass_fields__), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(samples)
+    try:  # whole or not at all
+        atomic.write_text(path, outward.record(text.getvalue()), parents=True)
     except OSError:
         return None
     return path

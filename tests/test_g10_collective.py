@@ -222,3 +222,20 @@ def test_the_suites_own_node_rank_wins_over_the_launchers_even_at_0(monkeypatch,
     monkeypatch.delenv("PET_NODE_RANK", raising=False)
     config = config_from_env()
     assert (config.nnodes, config.node_rank) == (2, rank)
+
+
+@pytest.mark.parametrize("name, value, why", [
+    ("SPARK_GOTCHAS_COLLECTIVE_SIZES", "abc", "SPARK_GOTCHAS_COLLECTIVE_SIZES: not a size: 'abc'"),
+    ("SPARK_GOTCHAS_COLLECTIVE_SIZES", "4G", "SPARK_GOTCHAS_COLLECTIVE_SIZES='4G' must be sizes from 1 to 1G"),
+    ("SPARK_GOTCHAS_COLLECTIVE_BACKEND", "bogus\n", "SPARK_GOTCHAS_COLLECTIVE_BACKEND='bogus\\n' must be one of auto, nccl, gloo"),
+    ("SPARK_GOTCHAS_COLLECTIVE_FAULT", "0:explode", "SPARK_GOTCHAS_COLLECTIVE_FAULT='0:explode' must be RANK:exit or RANK:hang"),
+])
+def test_a_collective_setting_the_probe_cannot_take_is_named_before_torchrun_starts(monkeypatch, name, value, why):
+    """A bad value was a rank that "wrote no result" and a fix about MASTER_ADDR; it is the reason
+    the probe did not run, naming the variable."""
+    from spark_gotchas.readers.dist import config_from_env
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as caught:
+        config_from_env()
+    assert str(caught.value).startswith(why)

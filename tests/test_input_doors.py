@@ -281,6 +281,38 @@ def test_no_module_of_the_suite_opens_a_file_it_was_given_any_other_way():
         assert not any(f"open({arg}" in source for arg in ("path", "p,", "args.")), door
 
 
+def variables_the_code_reads() -> set[str]:
+    """Every environment variable named in the suite's code: read with os.environ/os.getenv/the
+    span reader by a literal name, or a SPARK_GOTCHAS_* name held anywhere in the code."""
+    import ast
+
+    readers = ("os.environ.get", "os.getenv", "environ.get", "os.environ.pop", "env_number", "_env_first", "env.get",
+               "_one_of", "_sizes", "_fault")
+    names: set[str] = set()
+    for package in ("spark_gotchas", "microbench"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and ast.unparse(node.func) in readers:
+                    names |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                              and re.fullmatch(r"[A-Z][A-Z0-9_]+", a.value)}
+                elif isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ", "environ", "env") \
+                        and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                    names.add(node.slice.value)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                        and re.fullmatch(r"SPARK_GOTCHAS_[A-Z0-9_]+", node.value):
+                    names.add(node.value)
+    return names
+
+
+def test_every_variable_the_code_reads_is_in_this_inventory():
+    """A variable read anywhere in the code and not named in docs/security.md's "Every door in" is
+    a door without its guard written down."""
+    section = (ROOT / "docs" / "security.md").read_text().split("## Every door in", 1)[1].split("\n## ", 1)[0]
+    names = variables_the_code_reads()
+    assert {"SPARK_GOTCHAS_GITHUB_API", "SLURMD_NODENAME", "CUDA_VISIBLE_DEVICES"} <= names
+    assert sorted(n for n in names if f"`{n}`" not in section) == []
+
+
 def test_docs_security_lists_every_input_door():
     """docs/security.md's inventory names every file kind, environment number and numeric option the
     code has, and every test it cites exists: a door added without its guard and proof shows here."""

@@ -21,7 +21,9 @@ Key: ``dist.collective``; its types are in :mod:`spark_gotchas.readings.dist`.
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import bounded_read
+from ..microbench.collective import MAX_BYTES, parse_sizes
 from ..options import env_number
 from ..procs import run_bounded
 from ..readings.dist import CollectiveRun, RankResult
@@ -88,12 +91,44 @@ def config_from_env() -> CollectiveConfig:
                          "NODE_RANK"),
         master_addr=os.environ.get("MASTER_ADDR") or "127.0.0.1",
         master_port=_whole(os.environ.get("MASTER_PORT") or DEFAULT_PORT, "MASTER_PORT", 65535),
-        backend=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_BACKEND") or "auto",
-        sizes=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_SIZES") or (MULTINODE_SIZES if multinode else REHEARSAL_SIZES),
+        backend=_one_of("SPARK_GOTCHAS_COLLECTIVE_BACKEND", BACKENDS),
+        sizes=_sizes("SPARK_GOTCHAS_COLLECTIVE_SIZES") or (MULTINODE_SIZES if multinode else REHEARSAL_SIZES),
         timeout_s=env_number("SPARK_GOTCHAS_COLLECTIVE_TIMEOUT") or (60 if multinode else 20),
         rendezvous_s=env_number("SPARK_GOTCHAS_COLLECTIVE_RENDEZVOUS") or 300,
-        fault=os.environ.get("SPARK_GOTCHAS_COLLECTIVE_FAULT") or None,
+        fault=_fault("SPARK_GOTCHAS_COLLECTIVE_FAULT"),
     )
+
+
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+def _one_of(name: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name) or choices[0]
+    if value not in choices:
+        raise ValueError(f"{name}={value[:40]!r} must be one of {', '.join(choices)}")
+    return value
+
+
+def _sizes(name: str) -> Optional[str]:
+    """Message sizes as the probe reads them (``1M,16M``), checked here: a bad one is the reason of
+    G10's line, not a rank that wrote no result."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    try:
+        sizes = parse_sizes(value)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if not sizes or max(sizes) > MAX_BYTES:
+        raise ValueError(f"{name}={value[:40]!r} must be sizes from 1 to 1G, e.g. 1M,16M")
+    return value
+
+
+def _fault(name: str) -> Optional[str]:
+    value = os.environ.get(name) or None
+    if value is not None and not re.fullmatch(r"\d+:(exit|hang)", value):
+        raise ValueError(f"{name}={value[:40]!r} must be RANK:exit or RANK:hang")
+    return value
 
 
 def _whole(value: object, name: str, most: int = 4096) -> int:

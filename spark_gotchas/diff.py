@@ -82,9 +82,9 @@ class RunDoc:
 def category(name: str) -> Optional[str]:
     """The kind of key reading a field is, by its name (units in field names), or None."""
     n = name.lower()
-    if n.endswith("_gbps"):
+    if n.endswith("_gbps") or n in ("gbps", "gbps_best"):  # a bandwidth method's figures, as microbench names them
         return "bandwidth"
-    if n.endswith("_tflops"):
+    if n.endswith("_tflops") or n in ("tflops", "tflops_best"):
         return "compute"
     if n.endswith(("_w", "_mw")):
         return "power"
@@ -381,7 +381,7 @@ def show_value(name: str, value: Any) -> str:
     """A reading for people: units from the field name (bytes as GiB, milliwatts as W)."""
     if value is None:
         return "none"
-    leaf = name.rsplit(".", 1)[-1].lower()
+    leaf = "_" + name.rsplit(".", 1)[-1].lower().removesuffix("_best")  # gbps, gbps_best: as _gbps
     if _is_number(value):
         for suffix, unit, scale in _UNITS:
             if leaf.endswith(suffix):

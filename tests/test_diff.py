@@ -245,3 +245,21 @@ def test_a_missing_argument_is_one_line_and_exit_2(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "required: B.json" in err
+
+
+def test_a_measured_bandwidth_and_gemm_rate_are_key_readings(tmp_path, capsys):
+    """The bandwidth methods' ``gbps`` and the GEMM precisions' ``tflops`` (the names microbench
+    gives them) are compared: a bandwidth cut to a third was "no key reading changed"."""
+    h200 = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"
+    snap = json.loads(h200.read_text())
+    for method in snap["readings"]["bench.bandwidth"]["result"]["methods"]:
+        method["gbps"] /= 3
+    for result in snap["readings"]["bench.gemm"]["result"]["results"]:
+        if result.get("tflops"):
+            result["tflops"] /= 2
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(snap))
+    sgdiff.main([str(h200), str(slow)])
+    out = capsys.readouterr().out
+    assert "bench.bandwidth.result.methods[0].gbps  4,613.9 GB/s -> 1,538.0 GB/s (-66.7%)" in out
+    assert "bench.gemm.result.results[0].tflops  688.0 TFLOP/s -> 344.0 TFLOP/s (-50.0%)" in out

@@ -193,7 +193,7 @@ def node_job(tmp_path_factory) -> Path:
     assert enter.github_env == "NODE_DIR=fleet/runner-gpu-box\n"
     node_dir = str(workspace / "fleet" / "runner-gpu-box")  # in the checkout, as on the runner
     run = run_step("preflight", "Preflight (", base, ROOT, NODE_DIR=node_dir,
-                   EXTRA_ARGS="-p no:hypothesispytest -p no:benchmark -p no:cacheprovider")
+                   EXTRA_ARGS="-p no:hypothesispytest -p no:cacheprovider")
     assert run.returncode in (0, 1), run.output[-3000:]
     assert re.search(r"^G9 (PASS|WARN|FAIL|INFO|SKIP): ", run.output, re.M), run.output[-3000:]
     check = run_step("preflight", "Check that the report is whole", base, ROOT, NODE_DIR=node_dir)

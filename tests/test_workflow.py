@@ -271,7 +271,7 @@ def _bare_host_snapshot(tmp: Path) -> Path:
 @pytest.mark.parametrize("strict, code", [("", 0), ("--spark-strict", 1)])
 def test_warn_fails_the_job_only_under_strict(strict, code):
     base = fresh_dir()
-    extra = f"-p no:hypothesispytest -p no:benchmark --spark-replay={_bare_host_snapshot(base)} " \
+    extra = f"-p no:hypothesispytest --spark-replay={_bare_host_snapshot(base)} " \
             "tests_gotchas/test_g09_container.py"
     run = run_step("Preflight (", base, STRICT_FLAG=strict, EXTRA_ARGS=extra)
     assert run.returncode == code, run.output[-3000:]
@@ -281,7 +281,7 @@ def test_warn_fails_the_job_only_under_strict(strict, code):
 
 def test_the_soak_step_accepts_its_options_and_writes_its_reports():
     base = fresh_dir()
-    extra = f"-p no:hypothesispytest -p no:benchmark --spark-replay={preflight().snapshot} " \
+    extra = f"-p no:hypothesispytest --spark-replay={preflight().snapshot} " \
             "tests_gotchas/test_g09_container.py"
     run = run_step("Preflight and soak", base, MODE="soak", EXTRA_ARGS=extra)
     assert run.returncode == 0, run.output[-3000:]

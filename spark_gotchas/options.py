@@ -284,7 +284,11 @@ def coerce(f: Field, value: Any) -> Any:
     if f.metadata["choices"] and value not in f.metadata["choices"]:
         raise ValueError(f"{name} must be one of {', '.join(f.metadata['choices'])}, not {value!r}")
     if f.name == "soak_duration":
-        _in_span(f, parse_duration(value), value)
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        _in_span(f, seconds, value)
     return str(Path(value).expanduser()) if f.metadata["path"] else value
 
 

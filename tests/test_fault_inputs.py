@@ -183,3 +183,19 @@ def test_a_replayed_reading_of_the_wrong_type_is_a_skip_naming_the_field(tmp_pat
     assert "G5 SKIP: could not read bench.bandwidth: recorded reading does not fit BandwidthReading" in out
     assert "BandwidthReading (result.methods[0]: MethodResult needs an object, got string 'read')" in out
     assert "Traceback" not in out + proc.stderr and "the check itself failed" not in out
+
+
+def test_a_replay_given_a_baseline_compares_the_recorded_versions_with_it(tmp_path):
+    """--spark-baseline on a replay is read (a file, not this machine): the recorded distributions
+    are judged against it, never "no known-good baseline given"."""
+    snap = json.loads(H200_SNAPSHOT.read_text())
+    baseline = json.loads(H200_SNAPSHOT.read_text())
+    baseline["readings"]["env.distributions"]["versions"]["torch"] = "2.10.0"
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(baseline))
+    proc = run_pytest("-m", "fast", "-k", "g09", str(ROOT / "tests_gotchas"), "--spark-replay", str(H200_SNAPSHOT),
+                      "--spark-baseline", str(path), cwd=tmp_path)
+    torch_now = snap["readings"]["env.distributions"]["versions"]["torch"]
+    assert f"G9 WARN: 1 distribution(s) differ from the baseline: changed torch 2.10.0 -> {torch_now}\n" in proc.stdout, \
+        proc.stdout[-3000:]  # the check's own line (pytest's warnings summary); the block folds it into "+1 more"
+    assert "no known-good baseline given" not in proc.stdout

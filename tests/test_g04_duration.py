@@ -32,4 +32,4 @@ def test_a_typo_on_the_command_line_is_a_usage_error_not_a_soak(pytester, monkey
     result = pytester.runpytest("-p", "no:cacheprovider", "-m", "soak", "--soak-duration", "8hours",
                                 plugins=[spark_gotchas.plugin])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*spark-gotchas: not a duration: '8hours' (use e.g. 20s, 30m, 8h)*"])
+    result.stderr.fnmatch_lines(["*spark-gotchas: --soak-duration (soak_duration): not a duration: '8hours' (use e.g. 20s, 30m, 8h)*"])

@@ -309,7 +309,7 @@ def test_options_from_the_ini_and_the_command_line_wins(pytester):
 @pytest.mark.parametrize("args,message", [
     (("--spark-replay", "missing.json"), "spark-gotchas: snapshot not found: missing.json"),
     (("--spark-replay", "bad.json"), "spark-gotchas: snapshot bad.json is not JSON: *"),
-    (("--soak-duration", "banana"), "spark-gotchas: not a duration: 'banana' (use e.g. 20s, 30m, 8h)"),
+    (("--soak-duration", "banana"), "spark-gotchas: --soak-duration (soak_duration): not a duration: 'banana' (use e.g. 20s, 30m, 8h)"),
 ])
 def test_bad_option_values_are_one_clear_line(pytester, args, message):
     pytester.makefile(".json", bad="{nope")

@@ -194,7 +194,13 @@ def read_distributions(ctx: ReadContext) -> Distributions:
     return Distributions(versions=dict(sorted(versions.items())), problems=problems, invalid=invalid)
 
 
-@reader("env.baseline")
+def _baseline_named_in_replay(ctx: ReadContext, recorded: Baseline) -> Baseline:
+    """A replay given --spark-baseline compares the recorded versions with that baseline: the
+    baseline is a file, not this machine, so it is read now in place of the one recorded."""
+    return read_baseline(ctx)
+
+
+@reader("env.baseline", replay_input=("spark_baseline", _baseline_named_in_replay))
 def read_baseline(ctx: ReadContext) -> Baseline:
     from ..snapshot import SnapshotError, load
 

@@ -149,7 +149,10 @@ def _read(path: str | os.PathLike, limit: int) -> bytes:
 
 def read_text(path: str | os.PathLike, kind: Kind) -> str:
     """The file as UTF-8 text, read as :func:`read_bytes` reads; :class:`Refused` for other bytes."""
-    data = read_bytes(path, kind)
+    return _utf8(read_bytes(path, kind))
+
+
+def _utf8(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -160,11 +163,18 @@ def read_json(path: str | os.PathLike, kind: Kind) -> object:
     """The JSON document in ``path``, read as :func:`read_bytes` reads; :class:`Refused` also for
     text that is not UTF-8 or JSON, is nested too deeply to parse, or holds a number of more
     digits than Python parses. OSError as ``open`` gives."""
+    return read_json_sized(path, kind)[0]
+
+
+def read_json_sized(path: str | os.PathLike, kind: Kind) -> tuple[object, int]:
+    """:func:`read_json`, and the file's size in bytes: a reader that learns the document's kind
+    from its contents can hold it to that kind's bound without reading the file again."""
     import json
 
-    text = read_text(path, kind)
+    data = read_bytes(path, kind)
+    text = _utf8(data)
     try:
-        return json.loads(text)
+        return json.loads(text), len(data)
     except json.JSONDecodeError as exc:
         raise Refused(f"not JSON: {exc}") from None
     except RecursionError:

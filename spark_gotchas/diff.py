@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from . import bounded_read, outward
@@ -35,7 +36,7 @@ from .microbench.quantities import Epoch, bound_of_name
 from .serial import dumps, number_problem
 from .snapshot import FORMAT as SNAPSHOT_FORMAT
 from .snapshot import SnapshotError
-from .snapshot import load as load_snapshot
+from .snapshot import from_data as snapshot_from_data
 from .titles import title as gotcha_title
 from .verdict import Status
 
@@ -153,9 +154,9 @@ def _platform_readings(platform: dict[str, Any]) -> dict[str, tuple[str, Any]]:
     return {label: ("platform", platform[key]) for key, label in PLATFORM_KEYS if key in platform}
 
 
-def _from_snapshot(path: str) -> RunDoc:
+def _from_snapshot(path: str, data: dict[str, Any]) -> RunDoc:
     try:
-        snap = load_snapshot(path)
+        snap = snapshot_from_data(data, Path(path))
     except SnapshotError as exc:
         raise DiffInputError(str(exc)) from None
     by_id: dict[str, list[GotchaState]] = {}
@@ -223,7 +224,7 @@ def _iso(created: Any) -> str:
 def load(path: str) -> RunDoc:
     """Read a report or a snapshot; anything else raises :class:`DiffInputError`."""
     try:
-        data = bounded_read.read_json(path, bounded_read.REPORT)
+        data, size = bounded_read.read_json_sized(path, bounded_read.REPORT)
     except FileNotFoundError:
         raise DiffInputError(f"{path}: no such file") from None
     except bounded_read.Refused as exc:
@@ -233,7 +234,10 @@ def load(path: str) -> RunDoc:
     if not isinstance(data, dict):
         raise DiffInputError(f"{path} is neither a JSON report nor a snapshot (not a JSON object)")
     if data.get("format") == SNAPSHOT_FORMAT:
-        return _from_snapshot(path)
+        if size > bounded_read.SNAPSHOT.limit:
+            raise DiffInputError(f"{path} is larger than {bounded_read.describe_size(bounded_read.SNAPSHOT.limit)}, "
+                                 "the most this suite reads as a snapshot")
+        return _from_snapshot(path, data)
     if "spark_gotchas" in data or "tests" in data:
         return _from_report(path, data)
     raise DiffInputError(f"{path} is neither a pytest JSON report nor a spark-gotchas snapshot")

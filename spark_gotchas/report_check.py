@@ -55,7 +55,9 @@ def _gotchas(text: str) -> list[int]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = outward.ArgumentParser(prog="python -m spark_gotchas check-report", description=__doc__.split("\n\n")[0])
+    parser = outward.ArgumentParser(prog="python -m spark_gotchas check-report", description=__doc__.split("\n\n")[0],
+                                    epilog="exit 0: the report is whole; 1: it is not (missing, unreadable, not "
+                                           "JSON, no tests, a gotcha without a line); 2: a usage error")
     parser.add_argument("report", help="the JSON report (pytest --json-report-file=PATH)")
     parser.add_argument("--gotchas", default="1-10", help="gotchas that must each have a line, e.g. 1-10 or 1,9")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing when the report is whole")

@@ -79,6 +79,12 @@ def load(path: str | os.PathLike) -> Snapshot:
         raise SnapshotError(f"snapshot {p} is {why}") from None
     except OSError as exc:
         raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
+    return from_data(data, p)
+
+
+def from_data(data: Any, p: Path) -> Snapshot:
+    """Check a snapshot document already read from ``p`` (one read: what is judged is what was
+    checked); any problem raises :class:`SnapshotError`."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError(f"{p} is not a spark-gotchas snapshot (no \"format\": \"{FORMAT}\")")
     version = data.get("version")

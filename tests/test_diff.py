@@ -263,3 +263,18 @@ def test_a_measured_bandwidth_and_gemm_rate_are_key_readings(tmp_path, capsys):
     lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
     assert "bench.bandwidth.result.methods[0].gbps 4,613.9 GB/s -> 1,538.0 GB/s (-66.7%)" in lines
     assert "bench.gemm.result.results[0].tflops 688.0 TFLOP/s -> 344.0 TFLOP/s (-50.0%)" in lines
+
+
+def test_a_snapshot_is_read_once_and_held_to_the_snapshot_bound(tmp_path, monkeypatch):
+    """The file is read once (what is compared is what was checked), and a snapshot larger than
+    the snapshot bound is refused though a report of that size would be read."""
+    from spark_gotchas import bounded_read
+
+    reads = []
+    real = bounded_read.read_bytes
+    monkeypatch.setattr(bounded_read, "read_bytes", lambda path, kind: reads.append(kind) or real(path, kind))
+    h200 = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"
+    assert sgdiff.load(str(h200)).kind == "snapshot" and reads == [bounded_read.REPORT]
+    monkeypatch.setattr(bounded_read, "SNAPSHOT", bounded_read.Kind("snapshot", 1 << 10))
+    with pytest.raises(sgdiff.DiffInputError, match=r"is larger than 1 KiB, the most this suite reads as a snapshot"):
+        sgdiff.load(str(h200))

@@ -116,25 +116,33 @@ if [ "$HOSTNAMES" = shared ]; then same_host=" NodeHostname=localhost"; fi
 } > "$SLURM_CONF"
 say "slurm.conf: $NODES node(s): ${names[*]}, host names: $HOSTNAMES"
 
-slurmctld -f "$SLURM_CONF"
+# a daemon that cannot start says why in its log, never on the terminal: name the log
+slurmctld -f "$SLURM_CONF" ||
+    { rc=$?; echo "slurm_fleet: slurmctld did not start (exit $rc); see $BASE/log/slurmctld.log" >&2; exit 1; }
 for name in "${names[@]}"; do
+    rc=0
     if [ "$HOSTNAMES" = own ]; then
         # its own host name; slurmd forks into the background and keeps the namespace
         # shellcheck disable=SC2016  # $1 and $2 are the inner shell's
-        unshare --uts sh -c 'hostname "$1" && exec slurmd -f "$2" -N "$1"' - "$name" "$SLURM_CONF"
+        unshare --uts sh -c 'hostname "$1" && exec slurmd -f "$2" -N "$1"' - "$name" "$SLURM_CONF" || rc=$?
     else
-        slurmd -f "$SLURM_CONF" -N "$name"
+        slurmd -f "$SLURM_CONF" -N "$name" || rc=$?
     fi
+    [ "$rc" = 0 ] ||
+        { echo "slurm_fleet: slurmd for $name did not start (exit $rc); see $BASE/log/slurmd-$name.log" >&2; exit 1; }
 done
 
 # -- wait until every node is up: idle, or drained (a HealthCheckProgram may drain one) (bounded) -----
-for _ in $(seq 60); do
-    idle=$(sinfo -h -r -t idle,drain -o '%D' 2>/dev/null | awk '{n += $1} END {print n + 0}')
-    [ "$idle" -ge "$NODES" ] && break
+# sinfo fails (or retries for seconds) while slurmctld cannot answer: that is "none up yet", not the
+# end of the script; the 60 s are wall-clock seconds, however long each sinfo takes
+deadline=$((SECONDS + 60))
+while :; do
+    idle=$({ timeout 10 sinfo -h -r -t idle,drain -o '%D' 2>/dev/null || true; } | awk '{n += $1} END {print n + 0}')
+    [ "$idle" -ge "$NODES" ] || [ "$SECONDS" -ge "$deadline" ] && break
     sleep 1
 done
 say "sinfo"
-sinfo
+timeout 10 sinfo || true   # shown; the count above decides
 [ "$idle" -ge "$NODES" ] || { echo "slurm_fleet: only $idle of $NODES node(s) up after 60 s; see $BASE/log" >&2; exit 1; }
 if [ "${SETUP_ONLY:-0}" = 1 ]; then say "the cluster is up (SLURM_CONF=$SLURM_CONF); stop it: STOP=1 SLURM_FLEET_DIR=$BASE $0"; exit 0; fi
 

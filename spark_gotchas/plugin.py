@@ -126,6 +126,16 @@ def run_phase(item: pytest.Item) -> int:
     return 1 if item.get_closest_marker("scan") is not None else 0
 
 
+def in_file_order(items: list[pytest.Item]) -> None:
+    """The checks back in their files' order, in the places checks hold, whatever a plugin that
+    reorders tests (pytest-randomly) did: the head start is planned for that order. Other tests
+    keep their places and order."""
+    places = [i for i, item in enumerate(items) if gotcha_of(item) is not None]
+    ordered = sorted((items[i] for i in places), key=lambda item: (item.location[0], item.location[1] or 0))
+    for place, item in zip(places, ordered, strict=True):
+        items[place] = item
+
+
 def gotcha_of(item: pytest.Item) -> Optional[int]:
     """The gotcha number of a check (from its file name ``test_gNN_…``), None for other tests."""
     path = getattr(item, "path", None)
@@ -166,6 +176,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    in_file_order(items)
     for index, item in enumerate(items):
         item.stash[ORDER_KEY] = index
     # CPU-only checks first, while the worker imports torch (seconds, cold): those that read the

@@ -106,6 +106,10 @@ def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
     inventory = provider.peek("gpu.inventory")
     dev = inventory.first if inventory is not None else None
     build = provider.peek("torch.build")
+    seen_by_torch = build.devices[0] if dev is None and build is not None and build.has_device and build.devices \
+        else None  # NVML missing where CUDA works: the GPU is torch's, and the line says why NVML is not
+    name = dev.name if dev else (seen_by_torch.name if seen_by_torch else None)
+    capability = dev.capability if dev else (seen_by_torch.capability if seen_by_torch else None)
     host = provider.try_read("host.identity")  # cheap, and names the node in a fleet
     return {
         "host": {"hostname": host.hostname, "boot_id": host.boot_id} if host is not None else None,
@@ -113,10 +117,10 @@ def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
         "profile_title": prof.title,
         "profile_requested": requested or "auto",
         "machine_is_profile": here.is_profile,
-        "gpu": dev.name if dev else None,
-        "gpu_hidden": hidden_gpu(provider) if dev is None else None,
-        "gpu_count": len(inventory.devices) if inventory is not None else None,
-        "capability": list(dev.capability) if dev and dev.capability else None,
+        "gpu": name,
+        "gpu_hidden": hidden_gpu(provider) if name is None else None,
+        "gpu_count": build.device_count if seen_by_torch else (len(inventory.devices) if inventory is not None else None),
+        "capability": list(capability) if capability else None,
         "driver": inventory.driver_version if inventory is not None else None,
         "cuda_driver": inventory.cuda_driver_text if inventory is not None else None,
         "nvml_error": inventory.nvml_error if inventory is not None else provider.error("gpu.inventory"),
@@ -136,6 +140,8 @@ def one_line(desc: dict[str, Any], replayed_from: Optional[str] = None) -> str:
     cap = desc.get("capability")
     pair = isinstance(cap, (list, tuple)) and len(cap) == 2
     parts = [gpu + (f" (cc {cap[0]}.{cap[1]})" if pair else "")]
+    if desc.get("gpu") and desc.get("nvml_error") and not desc.get("driver"):  # the GPU as torch sees it
+        parts.append(f"NVML unavailable: {desc['nvml_error']}")
     if desc.get("driver"):
         parts.append(f"driver {desc['driver']} / CUDA {desc.get('cuda_driver') or '?'}")
     if desc.get("torch"):

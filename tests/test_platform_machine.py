@@ -112,3 +112,16 @@ def test_platform_line_says_a_hidden_gpu_and_a_profile_that_is_not_this_machine(
                     "judged, profile gb10")
     # a description written before these fields existed still prints
     assert platform.one_line({"profile": "none", "gpu": None, "nvml_error": NO_NVML}).startswith("no GPU (")
+
+
+def test_platform_line_names_the_gpu_torch_sees_where_nvml_is_missing():
+    """A container given the compute capability only: no libnvidia-ml, yet CUDA works. The line
+    names torch's GPU and says why NVML is not there, never "no GPU"."""
+    provider = replayed(gpu_inventory=GpuInventory(nvml_error=NO_NVML), torch_build=torch_seeing("NVIDIA GB10"))
+    desc = platform.describe(provider, "auto")
+    assert (desc["gpu"], desc["capability"], desc["gpu_count"], desc["gpu_hidden"]) == ("NVIDIA GB10", [12, 1], 1, None)
+    assert platform.one_line(desc) == (f"NVIDIA GB10 (cc 12.1), NVML unavailable: {NO_NVML}, torch 2.9.0+cu130, "
+                                       "profile gb10")
+    both = platform.describe(replayed(gpu_inventory=inventory("NVIDIA H200", (9, 0)),
+                                      torch_build=torch_seeing("NVIDIA H200", (9, 0))), "auto")
+    assert platform.one_line(both).startswith("NVIDIA H200 (cc 9.0), driver 580.173.02 / CUDA 13.0, torch")

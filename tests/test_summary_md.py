@@ -137,7 +137,7 @@ def test_the_option_appends_one_block_per_run(pytester):
     snap.write_text(json.dumps({"format": "spark-gotchas-snapshot", "version": 1, "readings": {}}))
     for _ in range(2):
         result = pytester.runpytest(f"--spark-replay={snap}", "--spark-summary-md=summary.md", "-p", "no:cacheprovider",
-                                    "-p", "no:hypothesispytest")
+                                    "-p", "no:hypothesispytest", "-p", "no:asyncio", "-p", "no:benchmark")
         outcomes = result.parseoutcomes()  # other warnings of this process may join the GotchaWarning
         assert outcomes.get("passed") == 1 and not outcomes.get("failed") and outcomes.get("warnings", 0) >= 1
     text = (pytester.path / "summary.md").read_text()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import math
 import os
 import re
 import signal
@@ -37,6 +36,7 @@ from typing import Optional
 
 from . import bounded_read, drain, outward, scontrol
 from .drain import Do, Node, Outcome
+from .microbench._cli import in_span
 from .procs import run_bounded
 
 PROG = "spark-gotchas node-health"
@@ -53,11 +53,7 @@ class Usage(Exception):
     """A bad argument or setting; the message is one line."""
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
+_seconds = in_span(0.1, 86400, "seconds")  # a deadline: above nothing, below a day
 
 
 def parser() -> argparse.ArgumentParser:

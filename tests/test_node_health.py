@@ -245,7 +245,7 @@ def test_an_update_slurm_refuses(tmp_path, snaps):
 @pytest.mark.parametrize("args, message", [
     (["--timeout", "10"], "--timeout 10 leaves 0 s for the checks after three scontrol calls of up to 5 s: give at "
                           "least 21"),
-    (["--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds above 0"),
+    (["--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds from 0.1 to 86400"),
     (["--on-error", "resume"], "argument --on-error: invalid choice: 'resume' (choose from 'drain', 'ignore')"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(tmp_path, args, message):

@@ -146,6 +146,9 @@ def test_a_bad_node_count_is_a_g10_reason_not_a_crashed_check(monkeypatch):
     (["soak-record", "x.csv", "--max-drop", "2"], "argument --max-drop: '2' is not a fraction in (0, 1)"),
     (["diff", "a.json", "b.json", "--tolerance", "1e400"],
      "argument --tolerance: '1e400' is not a number of percent from 0 to 1000"),
+    (["node-health", "--timeout", "abc"], "argument --timeout: 'abc' is not a number of seconds from 0.1 to 86400"),
+    (["node-health", "--scontrol-timeout", "1e300"],
+     "argument --scontrol-timeout: '1e300' is not a number of seconds from 0.1 to 86400"),
 ])
 def test_a_subcommands_number_out_of_its_span_is_a_usage_error_before_anything_runs(argv, message):
     proc = subprocess.run([sys.executable, "-m", "spark_gotchas", *argv], capture_output=True, text=True, timeout=120)

@@ -23,7 +23,7 @@ _STAMP = re.compile(r" \[[^\[\]]*@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]$")
 
 class SlurmError(Exception):
     """scontrol could not be run or said no; the message is one line (text from outside: show it
-    through :func:`spark_gotchas.drain.shown`)."""
+    through :func:`spark_gotchas.outward.line`)."""
 
 
 def find(command: str) -> str:

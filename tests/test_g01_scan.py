@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import elf_build as eb
+import no_nvml
 import pytest
 from gline_block import glines
 
@@ -256,7 +257,8 @@ def test_pytest_fast_as_a_spark_fails_g1_naming_the_distribution(built, tmp_path
     """``pytest -m fast --spark-profile gb10`` from the repo root with the cu12 wheel on the path."""
     sp = make_site(tmp_path / "env", built, "fastops")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(sp), env.get("PYTHONPATH", "")])
+    # no NVML: the fix targets the profile's GPU (sm_121), not the GPU of the machine running the test
+    env["PYTHONPATH"] = os.pathsep.join([str(no_nvml.folder(tmp_path)), str(sp), env.get("PYTHONPATH", "")])
     report = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "fast", "-k", "g01",
                            "--spark-profile", "gb10", "--json-report", f"--json-report-file={report}"],

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import no_nvml
 import pytest
 from gline_block import glines
 from sysfs_fakes import GB10_PCI, HOST_BRIDGE, NVIDIA_AUDIO, make_root
@@ -206,6 +207,7 @@ def run(pytester, *args):
 def test_a_container_without_gpus_live_then_replayed_gives_the_same_fail(pytester, tmp_path, clean_env):
     clean_env.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     clean_env.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
+    no_nvml.pin(clean_env)  # the container sees no driver, whatever this machine has
     clean_env.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path / "root", pci=[HOST_BRIDGE, GB10_PCI],
                                                              container=True)))
     clean_env.setenv("NVIDIA_VISIBLE_DEVICES", "all")

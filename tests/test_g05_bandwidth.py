@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import bench_fakes as fk
+import no_nvml
 import pytest
 from gline_block import glines as block
 from sysfs_fakes import GB10_PCI, H200_PCI, make_root
@@ -241,6 +242,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
+    no_nvml.pin(monkeypatch)  # the fake H200 is the only GPU: on a GPU machine NVML would name the real one
     return worker
 
 

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import bench_fakes as fk
+import no_nvml
 import pytest
 from bench_fakes import WallClock
 from gline_block import glines
 
-from spark_gotchas import nvml, profiles
+from spark_gotchas import profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
 from spark_gotchas.microbench import gemm
 from spark_gotchas.plan import Plan
@@ -283,8 +284,7 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
     # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
-    monkeypatch.setattr(nvml, "_STATE", {"tried": True, "error": nvml.NotAvailable("NVML library not found"),
-                                         "module": None})
+    no_nvml.pin(monkeypatch)
     pytester.makepyfile(test_g07_check=(ROOT / "tests_gotchas" / "test_g07_nvfp4.py").read_text())
 
     def run(*args):

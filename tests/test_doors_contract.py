@@ -153,3 +153,8 @@ def test_the_metrics_readings_are_the_json_report_s_verdict_readings(doors):
                  "spark_gotchas_status", "spark_gotchas_info", "spark_gotchas_run_timestamp_seconds")}
     assert found == pytest.approx(expected)
     assert any(name == "spark_gotchas_bandwidth_bytes_per_second" for name, _ in found)
+    # and by hand, without the suite's table: each method's GB/s of G5's first measuring verdict, in bytes/s
+    first = next(v for v in verdicts if v.gotcha == 5 and isinstance(v.readings.get("gbps"), dict))
+    shown = {dict(labels)["method"]: value for (name, labels), value in found.items()
+             if name == "spark_gotchas_bandwidth_bytes_per_second"}
+    assert shown == pytest.approx({method: gbps * 1e9 for method, gbps in first.readings["gbps"].items()})

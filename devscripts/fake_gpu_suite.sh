@@ -3,7 +3,7 @@
 # tests/fixtures/h100/doors-live did (tests/fixtures/h100/fake_nvml/pynvml.py, first on PYTHONPATH)
 # and the machine's sysfs and /dev show that GPU (SPARK_GOTCHAS_SYS_ROOT). A test that passes here
 # without this but fails with it reads the machine instead of its fakes.
-#   bash devscripts/fake_gpu_suite.sh [pytest args]      # default: tests -n 2
+#   bash devscripts/fake_gpu_suite.sh [pytest args]      # default: tests -n 2; PYTHON: the interpreter (python3)
 # torch stays this machine's (a CPU build here): with a driver present, the live preflight FAILs G1
 # on it, so these two fail here and nowhere else: test_fleet_recipes::…_passes_a_group_without_findings
 # (its live node FAILs) and test_line_width (G7's line is longer while its rate check skips).
@@ -20,4 +20,4 @@ printf '0x030200\n' > "$pci/class"
 touch "$root/dev/nvidia0" "$root/dev/nvidiactl" "$root/dev/nvidia-uvm"
 [ $# -gt 0 ] || set -- tests -n 2
 PYTHONPATH="$PWD/tests/fixtures/h100/fake_nvml${PYTHONPATH:+:$PYTHONPATH}" SPARK_GOTCHAS_SYS_ROOT="$root" \
-    python -m pytest -q -p no:cacheprovider -rfE "$@"
+    "${PYTHON:-python3}" -m pytest -q -p no:cacheprovider -rfE "$@"

@@ -35,6 +35,7 @@ from .microbench._cli import in_span
 from .microbench.quantities import Epoch, bound_of_name
 from .serial import dumps, number_problem
 from .snapshot import FORMAT as SNAPSHOT_FORMAT
+from .snapshot import MOST as snapshot_most
 from .snapshot import SnapshotError
 from .snapshot import from_data as snapshot_from_data
 from .titles import title as gotcha_title
@@ -236,7 +237,7 @@ def load(path: str) -> RunDoc:
     if data.get("format") == SNAPSHOT_FORMAT:
         if size > bounded_read.SNAPSHOT.limit:
             raise DiffInputError(f"{path} is larger than {bounded_read.describe_size(bounded_read.SNAPSHOT.limit)}, "
-                                 "the most this suite reads as a snapshot")
+                                 f"{snapshot_most}")
         return _from_snapshot(path, data)
     if "spark_gotchas" in data or "tests" in data:
         return _from_report(path, data)

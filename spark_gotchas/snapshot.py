@@ -22,6 +22,7 @@ from .serial import dumps
 FORMAT = "spark-gotchas-snapshot"
 VERSION = 1
 MAX_BYTES = bounded_read.SNAPSHOT.limit
+MOST = "the most this suite reads as a snapshot"  # after "larger than 64 MiB", wherever a snapshot is refused
 
 
 class SnapshotError(Exception):
@@ -73,7 +74,7 @@ def load(path: str | os.PathLike) -> Snapshot:
     except bounded_read.Refused as exc:
         why = str(exc)
         if why.startswith("larger"):
-            why += ", the most this suite reads as a snapshot"
+            why += f", {MOST}"
         elif why.startswith("nested"):
             why += " (a snapshot is a few levels deep)"
         raise SnapshotError(f"snapshot {p} is {why}") from None

@@ -43,7 +43,10 @@ if [ -e "$DIR" ] && [ ! -e "$DIR/.slurm-health" ] && [ -n "$(ls -A "$DIR" 2>/dev
 fi
 STOP=1 SLURM_FLEET_DIR="$CLUSTER" bash "$ROOT/devscripts/slurm_fleet.sh" 2>/dev/null || true
 rm -rf "$DIR"
-mkdir -p "$DIR"/{snap,pick,log,sleepy} && touch "$DIR/.slurm-health"
+mkdir -p "$DIR"/{snap,pick,log,sleepy,lock} && touch "$DIR/.slurm-health"
+# every pass keeps its node's lock here (--lock-dir), not in /run/lock: two of these clusters on one
+# machine (the tests' workers) have nodes of the same names
+LOCKS="$DIR/lock"
 trap 'STOP=1 SLURM_FLEET_DIR="$CLUSTER" bash "$ROOT/devscripts/slurm_fleet.sh"' EXIT
 
 "$PYTHON" "$ROOT/tests/node_health_fakes.py" "$DIR/snap" >/dev/null
@@ -64,7 +67,7 @@ snapshot="$DIR/pick/\$SLURMD_NODENAME.\$context.json"
 log="$DIR/log/\$SLURMD_NODENAME.\$context.log"
 snapshot=\$(readlink -f "\$snapshot")   # the pick as it is now, for the whole pass
 picked=\$(basename "\$snapshot")
-said=\$("$PYTHON" -m spark_gotchas node-health --spark-replay "\$snapshot" 2>&1)
+said=\$("$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "\$snapshot" 2>&1)
 status=\$?
 printf '== %s %s\n%s\nexit %s\n' "\$context" "\$picked" "\$said" "\$status" >> "\$log"   # one write a pass
 exit \$status
@@ -161,9 +164,9 @@ wait_for 30 "fleet1 idle" state_is fleet1 IDLE
 say "scene 6: by hand, as root, on fleet1 (its health check paused)"
 touch "$DIR/pick/fleet1.pause"
 # a pass already under way holds the node's lock (node-health leaves the node to it): wait for its end
-wait_for 60 "fleet1's last pass to end" flock -n /run/lock/spark-gotchas-node-health-fleet1.lock true
-say "SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --spark-replay hostile.json"
-rc=0; SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/hostile.json" \
+wait_for 60 "fleet1's last pass to end" flock -n "$LOCKS/spark-gotchas-node-health-fleet1.lock" true
+say "SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --lock-dir $LOCKS --spark-replay hostile.json"
+rc=0; SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "$DIR/snap/hostile.json" \
     > "$DIR/out.txt" 2>&1 || rc=$?
 grep -v '^G[2-9]\|^G10\|fix:' "$DIR/out.txt"
 say "exit $rc"
@@ -171,7 +174,7 @@ say "scontrol show node fleet1 | grep Reason"
 scontrol show node fleet1 | grep Reason
 reasons
 say "SLURMD_NODENAME=fleet1 node-health --spark-replay healthy.json"
-SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/healthy.json" | tail -n 1
+SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "$DIR/snap/healthy.json" | tail -n 1
 
 nobody=$((CTLD_PORT + 120))  # a port nothing listens on
 sed "s/^SlurmctldPort=.*/SlurmctldPort=$nobody/" "$SLURM_CONF" > "$DIR/unreachable.conf"
@@ -179,23 +182,23 @@ for snap in fail; do
     say "SLURM_CONF=$DIR/unreachable.conf SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURMD_NODENAME=fleet1 node-health --spark-replay $snap.json   # nothing listens on $nobody"
     t0=$(date +%s.%N); rc=0
     SLURM_CONF="$DIR/unreachable.conf" SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURMD_NODENAME=fleet1 \
-        "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/$snap.json" > "$DIR/out.txt" 2>&1 || rc=$?
+        "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "$DIR/snap/$snap.json" > "$DIR/out.txt" 2>&1 || rc=$?
     grep '^node-health' "$DIR/out.txt"
     say "exit $rc after $(elapsed "$t0") s"
 done
 say "SLURM_CONF=$DIR/unreachable.conf SLURMD_NODENAME=fleet1 node-health --spark-replay fail.json   # as a health check"
 t0=$(date +%s.%N); rc=0
-SLURM_CONF="$DIR/unreachable.conf" SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health \
+SLURM_CONF="$DIR/unreachable.conf" SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" \
     --spark-replay "$DIR/snap/fail.json" > "$DIR/out.txt" 2>&1 || rc=$?
 cat "$DIR/out.txt"
 say "exit $rc after $(elapsed "$t0") s"
 
-say "env -i PATH=/nonexistent SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --spark-replay healthy.json   # no scontrol"
-rc=0; env -i PATH=/nonexistent SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health \
+say "env -i PATH=/nonexistent SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --lock-dir $LOCKS --spark-replay healthy.json   # no scontrol"
+rc=0; env -i PATH=/nonexistent SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" \
     --spark-replay "$DIR/snap/healthy.json" 2>&1 || rc=$?
 say "exit $rc"
-say "SLURMD_NODENAME='fleet[1-3]' $PYTHON -m spark_gotchas node-health --spark-replay fail.json   # a node range"
-rc=0; SLURMD_NODENAME='fleet[1-3]' "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/fail.json" 2>&1 || rc=$?
+say "SLURMD_NODENAME='fleet[1-3]' $PYTHON -m spark_gotchas node-health --lock-dir $LOCKS --spark-replay fail.json   # a node range"
+rc=0; SLURMD_NODENAME='fleet[1-3]' "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "$DIR/snap/fail.json" 2>&1 || rc=$?
 say "exit $rc"
 reasons
 
@@ -210,7 +213,7 @@ EOF
 say "SLURMD_NODENAME=fleet1 PYTHONPATH=$DIR/sleepy node-health --timeout 12 --scontrol-timeout 2 -- -p sleepy_plugin   # the checks hang"
 t0=$(date +%s.%N); rc=0
 SLURMD_NODENAME=fleet1 PYTHONPATH="$DIR/sleepy" SLEEPY_PIDFILE="$DIR/sleepy/pid" "$PYTHON" -m spark_gotchas \
-    node-health --timeout 12 --scontrol-timeout 2 -- -p sleepy_plugin 2>&1 || rc=$?
+    node-health --lock-dir "$LOCKS" --timeout 12 --scontrol-timeout 2 -- -p sleepy_plugin 2>&1 || rc=$?
 say "exit $rc after $(elapsed "$t0") s"
 sleeper=$(cat "$DIR/sleepy/pid")
 case "$(ps -o stat= -p "$sleeper" 2>/dev/null || true)" in  # a zombie is gone: dead, not yet reaped
@@ -219,6 +222,6 @@ case "$(ps -o stat= -p "$sleeper" 2>/dev/null || true)" in  # a zombie is gone: 
 esac
 reasons
 say "SLURMD_NODENAME=fleet1 node-health --spark-replay healthy.json"
-SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --spark-replay "$DIR/snap/healthy.json" | tail -n 1
+SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "$DIR/snap/healthy.json" | tail -n 1
 reasons
 say "done"

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from . import bounded_read, drain, outward, scontrol
 from .drain import Do, Node, Outcome
@@ -54,6 +54,12 @@ class Usage(Exception):
 
 
 _seconds = in_span(0.1, 86400, "seconds")  # a deadline: above nothing, below a day
+
+
+def _folder(text: str) -> str:
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text[:200]} is not a folder")
+    return text
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
     source.add_argument("--from-report", metavar="REPORT",
                         help="act on the JSON report of a run already made instead of running the checks")
     p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing in Slurm")
+    p.add_argument("--lock-dir", type=_folder, metavar="DIR",
+                   help="the folder of the node's pass lock; every pass on a node must use the same "
+                        f"(default: {LOCK_DIRS[0]}, else the temporary folder)")
     return p
 
 
@@ -135,12 +144,12 @@ def _run_checks(deadline: float, replay: Optional[str], extra: list[str], requir
 HELD = -1  # hold_lock: another pass holds it
 
 
-def hold_lock(name: str) -> Optional[int]:
+def hold_lock(name: str, folders: Sequence[str] = LOCK_DIRS) -> Optional[int]:
     """Take this node's pass lock (an flock, released when its file closes, with this process at the
     latest): the open file when taken, HELD when another pass holds it, None when no lock file can be
     had. The file is opened read-only, never through a symlink, and used only if it is a regular file
     of this user's: a folder anyone may write to cannot turn it into another file."""
-    for folder in LOCK_DIRS:
+    for folder in folders:
         try:
             fd = os.open(os.path.join(folder, f"spark-gotchas-node-health-{name}.lock"),
                          os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -238,7 +247,8 @@ class Pass:
             self.say(f"could not {verb}: {outward.line(exc)}; it would have been: {action.says}")
 
     def run(self) -> int:
-        if hold_lock(self.name) == HELD and not self.prolog:  # a pass that got it keeps it open to the end
+        folders = (self.args.lock_dir,) if self.args.lock_dir else LOCK_DIRS
+        if hold_lock(self.name, folders) == HELD and not self.prolog:  # a pass that got it keeps it open to the end
             self.say("not checked: another node-health pass is running on this node")
             return EXIT_OK
         node = self.read_node("the checks still decide whether the job starts" if self.prolog else "nothing checked")

@@ -27,14 +27,17 @@ def scontrol(tmp_path: Path, **nodes) -> Path:
     return fakes.fake_scontrol(tmp_path / "slurm", nodes)
 
 
-def node_health(exe: Path | str, *args: str, node: str = "fleet2", prolog: bool = False,
+def node_health(exe: Path | str, *args: str, node: str = "fleet2", prolog: bool = False, lock_dir: Path | None = None,
                 **env: str) -> subprocess.CompletedProcess:
+    """One pass, its lock in the test's own folder (next to the stand-in scontrol), not the machine's:
+    tests on other workers run passes for the same node name at the same time."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     environ.update(SLURMD_NODENAME=node, **env)
     if prolog:
         environ["SLURM_SCRIPT_CONTEXT"] = "prolog_slurmd"
-    return subprocess.run([sys.executable, "-m", "spark_gotchas", "node-health", "--scontrol", str(exe), *args],
-                          capture_output=True, text=True, env=environ, timeout=HANG_GUARD_S)
+    lock_dir = lock_dir or next(folder for folder in Path(exe).parents if folder.is_absolute() and folder.is_dir())
+    return subprocess.run([sys.executable, "-m", "spark_gotchas", "node-health", "--scontrol", str(exe),
+                           "--lock-dir", str(lock_dir), *args], capture_output=True, text=True, env=environ, timeout=HANG_GUARD_S)
 
 
 def said(run: subprocess.CompletedProcess) -> list[str]:
@@ -99,8 +102,8 @@ def test_a_health_check_leaves_a_node_to_the_pass_already_running_there(tmp_path
     from spark_gotchas import node_health as nh
 
     exe = scontrol(tmp_path, fleet9={"state": "IDLE"})
-    lock = nh.hold_lock("fleet9")
-    assert isinstance(lock, int) and lock >= 0 and nh.hold_lock("fleet9") == nh.HELD
+    lock = nh.hold_lock("fleet9", [str(exe.parent)])
+    assert isinstance(lock, int) and lock >= 0 and nh.hold_lock("fleet9", [str(exe.parent)]) == nh.HELD
     try:
         check = node_health(exe, "--spark-replay", str(snaps["fail"]), node="fleet9")
         assert (check.returncode, check.stdout.splitlines()) == (0, [
@@ -137,7 +140,8 @@ def test_no_scontrol(tmp_path, snaps):
     assert (run.returncode, said(run)) == (2, [
         f"node-health: fleet2: cannot read the node from slurmctld: {tmp_path}/nowhere/scontrol not found (give its "
         "path with --scontrol, or set PATH); nothing checked"])
-    prolog = node_health("scontrol", "--spark-replay", str(snaps["fail"]), prolog=True, PATH=str(tmp_path))
+    prolog = node_health("scontrol", "--spark-replay", str(snaps["fail"]), prolog=True, lock_dir=tmp_path,
+                         PATH=str(tmp_path))
     assert prolog.returncode == 1 and said(prolog)[-1] == f"node-health: fleet2: unhealthy: {OURS}"
 
 
@@ -247,6 +251,7 @@ def test_an_update_slurm_refuses(tmp_path, snaps):
                           "least 21"),
     (["--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds from 0.1 to 86400"),
     (["--on-error", "resume"], "argument --on-error: invalid choice: 'resume' (choose from 'drain', 'ignore')"),
+    (["--lock-dir", "/nowhere\n G4 PASS"], "argument --lock-dir: /nowhere\\x0a G4 PASS is not a folder"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(tmp_path, args, message):
     exe = scontrol(tmp_path, fleet2={"state": "IDLE"})

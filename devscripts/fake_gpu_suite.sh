@@ -5,8 +5,7 @@
 # without this but fails with it reads the machine instead of its fakes.
 #   bash devscripts/fake_gpu_suite.sh [pytest args]      # default: tests -n 2; PYTHON: the interpreter (python3)
 # torch stays this machine's (a CPU build here): with a driver present, the live preflight FAILs G1
-# on it, so these two fail here and nowhere else: test_fleet_recipes::…_passes_a_group_without_findings
-# (its live node FAILs) and test_line_width (G7's line is longer while its rate check skips).
+# on it (torch sees no GPU), a machine the tests must hold on too.
 # Runtime: about 4 minutes on 2 cores.
 set -u
 cd "$(dirname "$0")/.."

@@ -111,6 +111,18 @@ def summarize(verdicts: Iterable[Verdict]) -> list[tuple[Verdict, list[Verdict]]
 
 
 LINE_COLUMNS = 100  # what a G-line aims to fit in
+TAIL_ROOM = len(" (+9 more FAIL)")  # as long as "; 9 not checked": what gotcha_line may add after a summary
+
+
+def fitting(gotcha: int, status: Status, *summaries: str, tail: int = 0) -> str:
+    """The first of ``summaries`` (the fullest first) whose G-line, as printed (escaped, masked), fits
+    in LINE_COLUMNS with ``tail`` columns to spare (TAIL_ROOM: for ``; 9 not checked``, which
+    gotcha_line adds where a check of the gotcha could not run), else the last. A judge that quotes
+    a name of any length (a GPU's, an error's) offers a line without it: the platform line above the
+    G-lines names the GPU, and the verdict's detail keeps the whole."""
+    room = LINE_COLUMNS - tail
+    return next((s for s in summaries if len(format_line(gotcha, status, line(s, limit=SHOWN_CHARS))) <= room),
+                summaries[-1])
 
 
 def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:

@@ -32,6 +32,7 @@ from gline_block import GLINE, glines  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 H200 = FIXTURES / "h200" / "preflight-snapshot.json"
+H100 = FIXTURES / "h100" / "doors-live" / "snapshot.json"
 COLUMNS = 100
 FAKE_SOAK = "LINE_WIDTHS_FAKE_SOAK"  # the soak folder of a run whose soak is on the fake machine
 
@@ -77,7 +78,8 @@ def gb10_snapshots(folder: Path) -> list[Run]:
 
 def uncommon_runs(folder: Path) -> list[Run]:
     """The lines of less common paths: the H200 snapshot with the torch reading refused (a device's
-    capability recorded as "12.1"), and with its memory and bandwidth readings refused too, G3's GPU memory view and G4's last-soak check alone (the SKIP
+    capability recorded as "12.1"), and with its memory and bandwidth readings refused too, the H100's
+    without its GEMM reading and hidden from torch by CUDA_VISIBLE_DEVICES='', G3's GPU memory view and G4's last-soak check alone (the SKIP
     lines that stand for the gotcha when nothing else ran), the heartbeat looked for in a deep
     --soak-dir, and a 30 s soak cut short by a real SIGINT on the G4 tests' fake machine."""
     snap = json.loads(H200.read_text())
@@ -88,9 +90,19 @@ def uncommon_runs(folder: Path) -> list[Run]:
     snap["readings"]["bench.bandwidth"]["result"]["methods"] = ["read", "copy"]
     misfits = folder / "h200-readings-refused.json"
     misfits.write_text(json.dumps(snap))
+    h100 = json.loads(H100.read_text())
+    del h100["readings"]["bench.gemm"]  # G7's rate check not run beside a GPU with a longer name
+    no_gemm = folder / "h100-no-gemm.json"
+    no_gemm.write_text(json.dumps(h100))
+    h100["readings"]["gpu.visibility"]["cuda_visible_devices"] = ""  # the node-health drill on that H100
+    h100["readings"]["torch.build"].update(cuda_available=False, device_count=0, devices=[])
+    hidden = folder / "h100-hidden.json"
+    hidden.write_text(json.dumps(h100))
     deep = folder.joinpath(*["a-checkout-several-folders-down"] * 5, "reports")
     out = [Run("h200, torch reading refused", ["-m", "fast", "--spark-replay", str(refused)]),
            Run("h200, memory and bandwidth readings refused", ["-m", "fast", "--spark-replay", str(misfits)]),
+           Run("h100, no GEMM reading", ["-m", "fast", "--spark-replay", str(no_gemm)]),
+           Run("h100, hidden by CUDA_VISIBLE_DEVICES=''", ["-m", "fast", "--spark-replay", str(hidden)]),
            Run("g3 GPU memory view alone", ["-m", "fast", "-k", "g3_gpu_memory_view"], (3,)),
            Run("g4 last soak, deep --soak-dir", ["-m", "fast", "-k", "g4_last_soak", "--soak-dir", str(deep)], (4,))]
     if importlib.util.find_spec("torch") is not None:  # as the Ctrl-C test of tests/test_g04_replay.py needs

@@ -6,7 +6,8 @@
 - ``fail.json``: a Spark stuck in its low-power state (tests/fixtures/live_state): G4 FAIL;
 - ``hostile.json``: the H200 snapshot where torch sees no GPU, NVML's device name and
   ``CUDA_VISIBLE_DEVICES`` carrying escape sequences, a forged line, quotes and a GitHub token:
-  G1 FAIL, whose line holds both strings.
+  G1 FAIL, whose line holds the variable's value (the name is too long for it: the line leaves it
+  to the detail).
 
 ``fake_scontrol(path)`` writes an executable that answers ``scontrol show node NAME`` and
 ``scontrol update NodeName=NAME State=… [Reason=…]`` from a JSON file of nodes (``NODES.json``
@@ -27,7 +28,7 @@ H200 = FIXTURES / "h200" / "preflight-snapshot.json"
 STUCK = FIXTURES / "live_state" / "spark-stuck-600mhz.json"
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 HOSTILE_NAME = f'NVIDIA H200\x1b[2J\nG4 PASS: all fine" {TOKEN}'
-HOSTILE_CVD = 'GPU-\r\x07"; State=RESUME'
+HOSTILE_CVD = 'GPU-\x1b[2J\r\x07"; State=RESUME'
 
 
 def hostile() -> dict:

@@ -110,11 +110,14 @@ def test_a_host_whose_driver_is_not_loaded_fails_with_the_driver_fix():
                      "until nvidia-smi lists the GPU")
 
 
-@pytest.mark.parametrize("value", ["", "-1", "GPU-00000000-dead-beef", "7"])
-def test_nvml_sees_the_gpu_but_cuda_visible_devices_hides_it_from_torch(value):
+@pytest.mark.parametrize("value, named", [("", True), ("-1", True), ("7", True), ("GPU-00000000-dead-beef", False)])
+def test_nvml_sees_the_gpu_but_cuda_visible_devices_hides_it_from_torch(value, named):
+    """The GPU's name while the line fits in 100 columns; the value, which is what to change, always."""
     v = g01v.judge_gpu_visible(GpuVisibility(pci_gpus=SPARK_PCI, dev_nodes=NODES, cuda_visible_devices=value),
                                GB10, torch(devices=0))
-    assert v.line == f"G1 FAIL: NVML sees 1 GPU(s) (NVIDIA GB10) but torch sees none: CUDA_VISIBLE_DEVICES='{value}' hides it"
+    gpus = "1 GPU(s) (NVIDIA GB10)" if named else "1 GPU(s)"
+    assert v.line == f"G1 FAIL: NVML sees {gpus} but torch sees none: CUDA_VISIBLE_DEVICES='{value}' hides it"
+    assert v.detail == ("" if named else "NVML's GPU 0: NVIDIA GB10")
     assert v.fix.startswith("unset CUDA_VISIBLE_DEVICES")
 
 
@@ -128,6 +131,26 @@ def test_torch_failing_for_its_own_reason_is_quoted():
     build.cuda_error = "RuntimeError: CUDA driver initialization failed"
     v = g01v.judge_gpu_visible(GpuVisibility(pci_gpus=SPARK_PCI, dev_nodes=NODES), GB10, build)
     assert v.status is Status.FAIL and v.summary.endswith("torch sees none: RuntimeError: CUDA driver initialization failed")
+    assert v.detail == "NVML's GPU 0: NVIDIA GB10"  # the error whole on the line, the name here
+
+
+@pytest.mark.parametrize("name, error, line", [
+    ("NVIDIA H100 80GB HBM3", "RuntimeError: CUDA driver initialization failed",
+     "G1 FAIL: NVML sees 1 GPU(s) but torch sees none: RuntimeError: CUDA driver initialization failed"),
+    ("NVIDIA GB10", "RuntimeError: CUDA error: no CUDA-capable device is detected",
+     "G1 FAIL: NVML sees 1 GPU(s) but torch sees none: CUDA error: no CUDA-capable device is detected"),
+    ("NVIDIA GB10", "RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment, e.g. "
+                    "changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero.",
+     "G1 FAIL: NVML sees 1 GPU(s) but torch sees none: CUDA unknown error - this may be due to an…"),
+])
+def test_a_long_name_or_error_gives_way_before_the_line_runs_past_100_columns(name, error, line):
+    """The name first, then the error's class, then the error's end: the detail keeps them whole."""
+    build = torch(devices=0)
+    build.cuda_error = error
+    inventory = GpuInventory(driver_version="580.159.04", cuda_driver_version=13000, devices=[GpuDevice(0, name)])
+    v = g01v.judge_gpu_visible(GpuVisibility(pci_gpus=SPARK_PCI, dev_nodes=NODES), inventory, build)
+    whole = f"NVML's GPU 0: {name}" + ("" if v.line.endswith(error) else f"; torch: {error}")
+    assert (v.line, len(v.line) <= 100, v.detail) == (line, True, whole)
 
 
 def test_both_see_the_gpu_or_cuda_visible_devices_chooses_some():
@@ -231,7 +254,7 @@ def test_hostile_variable_values_stay_on_one_line():
     forged = "\x1b[2J\nG1 PASS: all good\r"
     v = g01v.judge_gpu_visible(GpuVisibility(dev_nodes=NODES, cuda_visible_devices=forged), GB10, torch(devices=0))
     assert "\n" not in v.line and "\r" not in v.line and "\x1b" not in v.line
-    assert v.line.startswith("G1 FAIL: NVML sees 1 GPU(s) (NVIDIA GB10) but torch sees none: CUDA_VISIBLE_DEVICES='\\x1b[2J\\x0aG1 PASS")
+    assert v.line.startswith("G1 FAIL: NVML sees 1 GPU(s) but torch sees none: CUDA_VISIBLE_DEVICES='\\x1b[2J\\x0aG1 PASS")
 
 
 def test_a_replayed_torch_reading_that_is_refused_is_not_called_torch_not_installed(pytester, tmp_path, clean_env):

@@ -20,7 +20,7 @@ from spark_gotchas.plan import Plan
 from spark_gotchas.readers.env import read_fp4_kernels
 from spark_gotchas.readings.bench import GemmReading
 from spark_gotchas.readings.torch import TorchBuild, TorchDevice
-from spark_gotchas.verdict import Status
+from spark_gotchas.verdict import Status, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 FATBIN = Path(__file__).parent / "fixtures" / "fatbin"
@@ -140,7 +140,25 @@ def test_no_fp4_library_is_info_naming_torch(site):
 def test_elsewhere_the_targets_are_listed_as_info(site):
     scan = scan_of(site, vllm=("0.11.0", {"vllm/_C.abi3.so": "sm120a_sm90.so"}))
     v = g07.judge_kernel_targets(scan, fk.h200_inventory(), None, profiles.H200, Plan(precision=None))
-    assert v.line.startswith("G7 INFO: capability 9.0 (NVIDIA H200), not SM121: vLLM 0.11.0: no sm_90a")
+    assert v.line.startswith("G7 INFO: SM90 (NVIDIA H200), not SM121: vLLM 0.11.0: no sm_90a")
+
+
+@pytest.mark.parametrize("name, cap, shown", [
+    ("NVIDIA H100 80GB HBM3", (9, 0), "G7 INFO: SM90 (NVIDIA H100 80GB HBM3), not SM121: no FP4 kernel library installed"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0), "G7 INFO: SM120, not SM121: no FP4 kernel library installed"),
+    ("NVIDIA A100-SXM4-80GB\n G7 PASS: forged " + "x" * 300, (8, 0), "G7 INFO: SM80, not SM121: no FP4 kernel library installed"),
+])
+def test_a_device_name_gives_way_before_the_line_runs_past_100_columns(site, name, cap, shown):
+    """The G-line keeps room for "; 1 not checked" (a check that could not run) within 100 columns:
+    a long device name is left to the platform line, which names the GPU above the G-lines."""
+    from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
+    from spark_gotchas.verdict import gotcha_line
+
+    inventory = GpuInventory(driver_version="580.159.04", cuda_driver_version=13000, devices=[GpuDevice(0, name, capability=cap)])
+    v = g07.judge_kernel_targets(scan_of(site), inventory, None, profiles.GENERIC, Plan(precision=None))
+    assert v.line == shown
+    skipped = Verdict(7, Status.SKIP, "rates not measured: torch sees no CUDA device", check="gemm rates")
+    assert len(gotcha_line(v, [v, skipped])) <= 100
 
 
 def test_capability_comes_from_nvml_then_torch_then_the_profile():

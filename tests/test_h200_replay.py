@@ -46,7 +46,7 @@ H200_LINES = [
     "G4 PASS: 1515 MHz under load (floor 990), 667 TFLOP/s, no throttling; not checked: last soak",
     "G5 PASS: read 4614, copy 4230 GB/s: at or above H200's measured range; not checked: decode ceiling",
     "G6 PASS: no other GPU workload among NVML's processes and 177 command lines",
-    "G7 INFO: capability 9.0 (NVIDIA H200), not SM121: no FP4 kernel library installed (+1 more INFO)",
+    "G7 INFO: SM90 (NVIDIA H200), not SM121: no FP4 kernel library installed (+1 more INFO)",
     "G8 INFO: no playbook named (--spark-playbook NAME lists its open issues)",
     *G9_NOW,
     "G10 INFO: no launch config given (--spark-launch-config PATH)",

@@ -165,8 +165,8 @@ def test_hostile_strings_reach_the_reason_masked_and_escaped(tmp_path, snaps):
     run = node_health(exe, "--spark-replay", str(snaps["hostile"]))
     (call,) = updates(exe)
     reason = call[3]
-    assert reason.startswith('Reason="spark-gotchas: G1 FAIL: NVML sees 1 GPU(s) (NVIDIA H200\\x1b[2J\\x0aG4 PASS: '
-                             'all fine" ***) but torch sees none: CUDA_VISIBLE_DEVICES=')
+    assert reason.startswith('Reason="spark-gotchas: G1 FAIL: NVML sees 1 GPU(s) but torch sees none: '
+                             'CUDA_VISIBLE_DEVICES=\'GPU-\\x1b[2J\\x0d\\x07"; State=RESUME\' hides')
     assert reason.endswith('"') and len(reason.encode()) <= 255 + len('Reason=""')
     for bad in ("\x1b", "\r", "\x07", fakes.TOKEN):
         assert bad not in reason and bad not in run.stdout

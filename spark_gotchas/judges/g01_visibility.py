@@ -30,11 +30,12 @@ Whether the GPU can be used from here (`test_g1_gpu_visible_here`):
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ..readings.gpu import GpuInventory, GpuVisibility
 from ..readings.torch import TorchBuild
-from ..verdict import Status, Verdict
+from ..verdict import LINE_COLUMNS, Status, Verdict, fitting
 
 G = 1
 FIX_CONTAINER = ("start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all "
@@ -104,31 +105,52 @@ def judge_gpu_visible(vis: Optional[GpuVisibility], inventory: Optional[GpuInven
                    detail=f"NVML: {nvml_why}; PCI bus: {vis.pci_error}", readings=readings)
 
 
+def _without_class(error: str) -> str:
+    """``RuntimeError: CUDA driver initialization failed`` -> ``CUDA driver initialization failed``."""
+    return re.sub(r"^[\w.]+(?:Error|Exception): ", "", error)
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` in ``room`` characters, ending at a word's end and marked cut."""
+    if len(text) <= room:
+        return text
+    cut = text[:room - 1]
+    return (cut[:cut.rfind(" ")] if cut.rfind(" ") > room // 2 else cut) + "…"
+
+
 def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchBuild], readings: dict) -> Verdict:
-    nvml = f"NVML sees {count} GPU(s) ({name})"
+    nvml = f"NVML sees {count} GPU(s)"
+
+    def says(status: Status, rest: str, error: str = "", **kw) -> Verdict:
+        """``NVML sees 1 GPU(s) (NAME)``, ``rest`` and torch's ``error``: without the GPU's name where
+        the line has no room for it, then with the error's class name left out, then with the error cut
+        short (the detail keeps the name and the error whole)."""
+        plain = _without_class(error)
+        room = LINE_COLUMNS - len(f"G{G} {status.value}: {nvml}{rest}")
+        shorter = [f"{nvml}{rest}{plain}", f"{nvml}{rest}{_cut(plain, room)}"] if error else []
+        summary = fitting(G, status, f"{nvml} ({name}){rest}{error}", f"{nvml}{rest}{error}", *shorter)
+        parts = [kw.pop("detail", ""), "" if summary.startswith(f"{nvml} ({name})") else f"NVML's GPU 0: {name}",
+                 "" if summary.endswith(error) else f"torch: {error}"]
+        return Verdict(G, status, summary, detail="; ".join(p for p in parts if p), readings=readings, **kw)
+
     if build is None:  # unread (refused in a replay, say): torch may well be installed
-        return Verdict(G, Status.INFO, f"{nvml}; torch's reading could not be read (see G1's torch line)",
-                       readings=readings)
+        return says(Status.INFO, "; torch's reading could not be read (see G1's torch line)")
     if not build.installed:
-        return Verdict(G, Status.INFO, f"{nvml}; torch is not installed", readings=readings)
+        return says(Status.INFO, "; torch is not installed")
     if not build.usable or not build.compiled_with_cuda:
-        return Verdict(G, Status.INFO, f"{nvml}; torch cannot be asked: {build.gpu_unavailable} (see G1's torch line)",
-                       readings=readings)
+        return says(Status.INFO, f"; torch cannot be asked: {build.gpu_unavailable} (see G1's torch line)")
     cvd = vis.cuda_visible_devices
     if not build.has_device:
         if cvd is not None:
-            return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: CUDA_VISIBLE_DEVICES={_value(cvd)} hides "
-                                           f"{'them' if count > 1 else 'it'}", fix=FIX_CUDA_VISIBLE, readings=readings)
+            return says(Status.FAIL, f" but torch sees none: CUDA_VISIBLE_DEVICES={_value(cvd)} hides "
+                                     f"{'them' if count > 1 else 'it'}", fix=FIX_CUDA_VISIBLE)
         if not vis.dev_nodes:
-            return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: no /dev/nvidia* here (a device cgroup or "
-                                           "the container's device list hides them)", fix=FIX_DEV_NODES,
-                           readings=readings)
-        why = build.cuda_error or "no CUDA device"
-        return Verdict(G, Status.FAIL, f"{nvml} but torch sees none: {why}"[:300],
-                       fix="run nvidia-smi and python -c 'import torch; torch.cuda.init()' in this environment and "
-                           "read the error; a driver updated without a reboot, or a driver older than torch's CUDA, "
-                           "gives this (reboot, or update the driver)",
-                       readings=readings)
+            return says(Status.FAIL, " but torch sees none: no /dev/nvidia* here", fix=FIX_DEV_NODES,
+                        detail="a device cgroup or the container's device list hides them")
+        return says(Status.FAIL, " but torch sees none: ", error=(build.cuda_error or "no CUDA device")[:300],
+                    fix="run nvidia-smi and python -c 'import torch; torch.cuda.init()' in this environment and "
+                        "read the error; a driver updated without a reboot, or a driver older than torch's CUDA, "
+                        "gives this (reboot, or update the driver)")
     seen = build.device_count
     chosen = f" (CUDA_VISIBLE_DEVICES={_value(cvd)} chooses)" if cvd is not None and seen < count else ""
-    return Verdict(G, Status.PASS, f"{nvml}; torch sees {seen}{chosen}", readings=readings)
+    return says(Status.PASS, f"; torch sees {seen}{chosen}")

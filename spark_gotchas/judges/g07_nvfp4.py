@@ -44,7 +44,7 @@ from ..readings.bench import GemmReading
 from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
 from ..readings.gpu import GpuInventory, GpuProcesses, sharing
 from ..readings.torch import TorchBuild
-from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
+from ..verdict import LINE_COLUMNS, TAIL_ROOM, Status, Verdict, fitting, format_line
 
 G = 7
 SPARK = (12, 1)
@@ -113,6 +113,14 @@ def _cap_text(cap: tuple[int, int]) -> str:
     return f"{cap[0]}.{cap[1]}"
 
 
+def _not_spark(cap: tuple[int, int], source: str, listed: str) -> str:
+    """``SM90 (NVIDIA H200), not SM121: …``, without the device's name where the line has no room for
+    it ("NVIDIA RTX PRO 6000 Blackwell Server Edition")."""
+    sm = f"SM{cap[0]}{cap[1]}"
+    return fitting(G, Status.INFO, f"{sm} ({source}), not SM121: {listed}", f"{sm}, not SM121: {listed}",
+                   tail=TAIL_ROOM)  # G7's rate check may not run beside it
+
+
 def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory], build: Optional[TorchBuild],
                          profile: Profile, plan: Plan) -> Verdict:
     """Do the installed FP4 libraries (and TORCH_CUDA_ARCH_LIST) target sm_121a? (rules above)"""
@@ -142,8 +150,7 @@ def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory],
         parts = [f"{lib.label} {lib.version}: {'has ' + arch if ready[lib.distribution] else 'no ' + arch}"
                  for lib in fp4]
         listed = "; ".join(parts) or "no FP4 kernel library installed"
-        return Verdict(G, Status.INFO, f"capability {_cap_text(cap)} ({source}), not SM121: {listed}",
-                       detail=context_text, readings=readings)
+        return Verdict(G, Status.INFO, _not_spark(cap, source, listed), detail=context_text, readings=readings)
     missing = [lib for lib in fp4 if lib.files_with_kernels and not ready[lib.distribution]]
     jit_only = [lib for lib in fp4 if not lib.files_with_kernels]
     arch_env = scan.torch_cuda_arch_list

@@ -147,12 +147,13 @@ HELD = -1  # hold_lock: another pass holds it
 def hold_lock(name: str, folders: Sequence[str] = LOCK_DIRS) -> Optional[int]:
     """Take this node's pass lock (an flock, released when its file closes, with this process at the
     latest): the open file when taken, HELD when another pass holds it, None when no lock file can be
-    had. The file is opened read-only, never through a symlink, and used only if it is a regular file
-    of this user's: a folder anyone may write to cannot turn it into another file."""
+    had. The file is opened read-only, never through a symlink, without waiting (a FIFO planted in
+    its place would block a plain open for ever), and used only if it is a regular file of this
+    user's: a folder anyone may write to (/run/lock is) cannot turn it into another file."""
     for folder in folders:
         try:
             fd = os.open(os.path.join(folder, f"spark-gotchas-node-health-{name}.lock"),
-                         os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                         os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY, 0o600)
         except OSError:
             continue
         info = os.fstat(fd)

@@ -116,6 +116,24 @@ def test_a_health_check_leaves_a_node_to_the_pass_already_running_there(tmp_path
     assert node_health(exe, "--spark-replay", str(snaps["healthy"]), node="fleet9").returncode == 0
 
 
+@pytest.mark.parametrize("planted", ["fifo", "symlink", "folder"])
+def test_a_file_planted_where_the_lock_goes_neither_hangs_nor_is_touched(tmp_path, snaps, planted):
+    """/run/lock is writable by everyone: a FIFO there would hang a plain open for ever (slurmd's
+    prolog with it), a symlink would lead the root pass to another file. The pass runs without the
+    lock and leaves what it found as it was."""
+    exe = scontrol(tmp_path, fleet2={"state": "IDLE"})
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    lock = locks / "spark-gotchas-node-health-fleet2.lock"
+    target = tmp_path / "precious"
+    target.write_text("keep\n")
+    {"fifo": lambda: os.mkfifo(lock), "symlink": lambda: lock.symlink_to(target), "folder": lock.mkdir}[planted]()
+    run = node_health(exe, "--spark-replay", str(snaps["healthy"]), lock_dir=locks)
+    assert (run.returncode, said(run)) == (0, ["node-health: fleet2: healthy: no FAIL"])
+    assert target.read_text() == "keep\n" and oct(target.stat().st_mode)[-3:] != "600"
+    assert (lock.is_fifo(), lock.is_symlink(), lock.is_dir()) == (planted == "fifo", planted == "symlink", planted == "folder")
+
+
 def test_slurmctld_unreachable(tmp_path, snaps):
     """A silent controller: each call is killed at --scontrol-timeout. A health check says so and
     checks nothing (exit 2); a prolog lets the checks decide whether the job starts."""

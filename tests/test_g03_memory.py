@@ -10,7 +10,7 @@ import pytest
 from spark_gotchas.judges import g03_unified_memory as g03
 from spark_gotchas.options import RunOptions
 from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, H200, NONE
+from spark_gotchas.profiles import GB10, GENERIC, H200, NONE
 from spark_gotchas.readers.mem import from_result, parse_meminfo, read_meminfo_file, thin
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory, LoadProbe, MemInfo
@@ -130,6 +130,9 @@ def test_on_a_discrete_gpu_the_page_cache_is_host_memory():
     verdict = g03.judge_page_cache(meminfo("h200"), H200, opts())
     assert verdict.line == "G3 PASS: page cache 2.0 GB is host memory only: the NVIDIA H200 has its own"
     assert verdict.detail == "page cache 2.0 GB (1% of 135.1 GB); MemAvailable 134.0 GB"
+    # a GPU without a profile (an A100, an RTX PRO 6000) is "the GPU", not "the a GPU without a profile …"
+    generic = g03.judge_page_cache(meminfo("h200"), GENERIC, opts())
+    assert generic.line == "G3 PASS: page cache 2.0 GB is host memory only: the GPU has its own"
     # the same reading judged as a Spark would be (--spark-profile gb10)
     assert g03.judge_page_cache(meminfo("h200"), GB10, opts()).status is Status.PASS
 

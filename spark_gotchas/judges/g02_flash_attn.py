@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..readings.attention import FlashAttn, Sdpa, Unsloth
-from ..verdict import Status, Verdict
+from ..verdict import TAIL_ROOM, Status, Verdict, fitting
 
 G = 2
 UNSLOTH_MIN_MAJOR = 8  # unsloth.models._utils: "if major_version >= 8"
@@ -31,6 +31,11 @@ FIX_UNSLOTH = ("call spark_gotchas.fixes.force_sdpa() before `import unsloth` (i
                "or run pip uninstall -y flash-attn")
 XFORMERS_NOTE = ("; xformers is installed too, and Unsloth prefers it over SDPA: call "
                  "force_sdpa(hide_xformers=True) instead")
+
+
+def _cc(capability) -> str:
+    """(7, 5) -> ``7.5``."""
+    return ".".join(str(part) for part in capability) if capability else "unknown"
 
 
 def unsloth_picks_flash(flash: FlashAttn, unsloth: Optional[Unsloth]) -> Optional[bool]:
@@ -130,10 +135,10 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
         where = "unsloth.models._utils" if unsloth is None or unsloth.flag_decided_there else (
             "its import-time check (HAS_FLASH_ATTENTION not found in unsloth/models/_utils.py: a new layout)")
         copies = f", read by {len(unsloth.flag_users)} more modules" if unsloth and unsloth.flag_users else ""
-        ran = f"works on {p.device}" if p is not None and p.gpu_tried else "imports (no GPU here to try a call)"
-        return Verdict(G, Status.WARN,
-                       f"{_unsloth_name(unsloth)} will ignore attn_implementation=\"sdpa\": {name} {ran}",
-                       detail=f"Unsloth sets HAS_FLASH_ATTENTION in {where}{copies}",
+        ignores = f"{_unsloth_name(unsloth)} will ignore attn_implementation=\"sdpa\": {name}"
+        summary = fitting(G, Status.WARN, f"{ignores} works on {p.device}", f"{ignores} works here") \
+            if p is not None and p.gpu_tried else f"{ignores} imports (no GPU here to try a call)"
+        return Verdict(G, Status.WARN, summary, detail=f"Unsloth sets HAS_FLASH_ATTENTION in {where}{copies}",
                        fix=FIX_UNSLOTH + (XFORMERS_NOTE if unsloth is not None and unsloth.xformers_installed else ""),
                        readings=readings)
     if not p.gpu_tried:
@@ -141,9 +146,10 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
                        readings=readings)
     if unsloth is not None and unsloth.installed:
         minimum = unsloth.min_capability_major or UNSLOTH_MIN_MAJOR
-        beside = f"{_unsloth_name(unsloth)} will not pick it (compute capability {p.capability} < {minimum})"
+        beside = f"{_unsloth_name(unsloth)} will not pick it (compute capability {_cc(p.capability)} < {minimum})"
     else:
         beside = "Unsloth is not installed"
-    return Verdict(G, Status.PASS, f"{name} works on {p.device}; {beside}",
+    return Verdict(G, Status.PASS, fitting(G, Status.PASS, f"{name} works on {p.device}; {beside}",
+                                           f"{name} works here; {beside}", tail=TAIL_ROOM),
                    detail=f"a causal call agrees with SDPA (max |error| {p.max_abs_err_flash:.1e} <= "
                           f"{p.tolerance:.1e}){note}", readings=readings)

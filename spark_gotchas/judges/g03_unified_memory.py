@@ -106,7 +106,8 @@ def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan, here: Machine 
                        detail=f"{head}, MemFree {gb(free)}, MemAvailable {gb(avail)}; on a Spark CUDA would see only "
                               "MemFree (--spark-profile gb10 judges it so)", readings=readings)
     if kind == "discrete":
-        return Verdict(G, Status.PASS, f"page cache {gb(cache)} is host memory only: the {profile.title} has its own",
+        gpu = profile.title if profile.capability else "GPU"  # a profile's name, not "a GPU without a profile"
+        return Verdict(G, Status.PASS, f"page cache {gb(cache)} is host memory only: the {gpu} has its own",
                        detail=f"{head}; MemAvailable {gb(avail)}", readings=readings)
     dirty = f"; {gb(info.dirty_bytes)} of it dirty, so sync first" if (info.dirty_bytes or 0) >= GB else ""
     peak = plan.peak_bytes(unified=True)

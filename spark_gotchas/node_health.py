@@ -130,7 +130,7 @@ def _run_checks(deadline: float, replay: Optional[str], extra: list[str], requir
         report = str(Path(folder) / "report.json")
         cmd = [sys.executable, "-m", "spark_gotchas", "-m", "fast", "--json-report", f"--json-report-file={report}",
                *([f"--spark-replay={replay}"] if replay else []), *extra]
-        run = run_bounded(cmd, deadline, merge_stderr=True, tree=True)
+        run = run_bounded(cmd, deadline, merge_stderr=True, tree=True, die_with_parent=True)
         took = f"checks took {run.seconds:.1f} s of {deadline:.0f}"
         if run.timed_out:
             return drain.error(f"the checks did not finish within {deadline:.0f} s (killed with all they started)"), took
@@ -187,7 +187,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Usage as exc:
         outward.say(f"{PROG}: {exc}", err=True)
         return EXIT_CANNOT
-    signal.signal(signal.SIGTERM, _terminated)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # slurmd's end of a pass; a closed terminal
+        signal.signal(signum, _terminated)
     return Pass(args, name, extra).run()
 
 

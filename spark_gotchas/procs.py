@@ -90,6 +90,37 @@ def _kill_descendants(pid: int) -> None:
             pass
 
 
+def _libc_prctl():
+    """libc's prctl, looked up once here in the parent (never in a forked child), or None off Linux."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _killed_with_parent(parent: int):
+    """A ``preexec_fn``: the child gets SIGKILL when its parent dies, even by SIGKILL (slurmd ends a
+    health check with SIGTERM, then SIGKILL): it runs in a session of its own, so no signal to the
+    parent's group reaches it. A parent already gone by then ends it at once."""
+
+    def preexec() -> None:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return preexec
+
+
+_CLEANUP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
 def _exited(pid: int) -> bool:
     """True once ``pid`` has exited; it is left a zombie, so its process group id stays its own."""
     try:
@@ -99,20 +130,28 @@ def _exited(pid: int) -> bool:
 
 
 def run_bounded(cmd: Sequence[str], timeout: float, *, env: Optional[dict[str, str]] = None,
-                cwd: Optional[str] = None, merge_stderr: bool = False, tree: bool = False) -> BoundedRun:
+                cwd: Optional[str] = None, merge_stderr: bool = False, tree: bool = False,
+                die_with_parent: bool = False) -> BoundedRun:
     """Run ``cmd`` for at most ``timeout`` seconds; never raises for the command's own failures.
 
     The command runs in a new session. When it exits, or when the budget is spent, its process
     group is killed (SIGKILL) before the child is reaped, so nothing it started outlives the call;
-    with ``tree``, at the deadline its descendants in other sessions are killed first.
+    with ``tree``, at the deadline its descendants in other sessions are killed first. SIGTERM,
+    SIGINT and SIGHUP wait while that is done (a second SIGTERM would cut it short), and with
+    ``die_with_parent`` the child is killed by the kernel if this process dies first (SIGKILL
+    included). Not for a thread that may end before the call returns: the kernel ties the child
+    to the thread that started it.
     """
     command = tuple(str(part) for part in cmd)
     t0 = time.monotonic()
+    if tree:
+        import psutil  # noqa: F401  imported now, not in the cleanup a signal may be waiting on
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=out if merge_stderr else err, env=env, cwd=cwd,
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    preexec_fn=_killed_with_parent(os.getpid()) if die_with_parent else None)
         except (OSError, ValueError) as exc:
             return BoundedRun(command, error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - t0,
                               limit_s=timeout)
@@ -128,13 +167,17 @@ def run_bounded(cmd: Sequence[str], timeout: float, *, env: Optional[dict[str, s
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, 0.05)
         finally:  # an interrupt while waiting must not leave the group running either
-            if tree and (timed_out or not _exited(proc.pid)):
-                _kill_descendants(proc.pid)
-            _kill_group(proc.pid)
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, _CLEANUP_SIGNALS)
             try:
-                returncode: Optional[int] = proc.wait(timeout=KILL_WAIT_S)
-            except subprocess.TimeoutExpired:  # stuck in the kernel (a wedged driver): not waited for
-                returncode = None
+                if tree and (timed_out or not _exited(proc.pid)):
+                    _kill_descendants(proc.pid)
+                _kill_group(proc.pid)
+                try:
+                    returncode: Optional[int] = proc.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:  # stuck in the kernel (a wedged driver): not waited for
+                    returncode = None
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         seconds = time.monotonic() - t0
         return BoundedRun(command, returncode=returncode, stdout=_read_tail(out),
                           stderr="" if merge_stderr else _read_tail(err), timed_out=timed_out,

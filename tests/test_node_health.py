@@ -214,6 +214,46 @@ def test_the_checks_past_their_deadline_are_killed_with_what_they_started(tmp_pa
     assert not status.exists() or status.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # gone, or dead unreaped
 
 
+@pytest.mark.parametrize("ending", ["TERM then KILL 10 ms later", "KILL", "TERM twice", "HUP"])
+def test_the_checks_end_with_a_pass_that_is_killed(tmp_path, ending):
+    """slurmd ends a HealthCheckProgram or prolog past its time with SIGTERM and, 10 ms later if need
+    be, SIGKILL to its process group: the checks run in a session of their own, out of its reach, so
+    they must not outlive the pass (the kernel kills them with it), nor a second signal cut short the
+    pass's own cleanup."""
+    import signal
+    import time
+
+    import psutil
+
+    plugin = tmp_path / "plugins" / "sleepy_plugin.py"
+    plugin.parent.mkdir()
+    plugin.write_text("import os, time\nopen(os.environ['STARTED'], 'w').write('1')\ntime.sleep(600)\n")
+    exe = scontrol(tmp_path, fleet2={"state": "IDLE"})
+    started = tmp_path / "started"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    environ.update(SLURMD_NODENAME="fleet2", PYTHONPATH=str(plugin.parent), STARTED=str(started))
+    nh = subprocess.Popen([sys.executable, "-m", "spark_gotchas", "node-health", "--scontrol", str(exe),
+                           "--lock-dir", str(tmp_path), "--", "-p", "sleepy_plugin"], env=environ,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if started.exists():
+                break
+            time.sleep(0.05)
+        (checks,) = psutil.Process(nh.pid).children()
+        signals = {"TERM then KILL 10 ms later": [signal.SIGTERM, signal.SIGKILL], "KILL": [signal.SIGKILL],
+                   "TERM twice": [signal.SIGTERM, signal.SIGTERM], "HUP": [signal.SIGHUP]}[ending]
+        for signum in signals:
+            nh.send_signal(signum)
+            time.sleep(0.01)
+        nh.wait(timeout=HANG_GUARD_S)
+        gone, alive = psutil.wait_procs([checks], timeout=10)
+        assert alive == [], f"the checks (pid {checks.pid}) outlived the pass"
+    finally:
+        nh.kill()
+        nh.wait()
+
+
 def test_checks_that_cannot_run_drain_or_are_ignored_as_asked(tmp_path, snaps):
     exe = scontrol(tmp_path, fleet2={"state": "IDLE"})
     ignored = node_health(exe, "--on-error", "ignore", "--spark-replay", str(snaps["fail"]), "--", "--no-such-flag")

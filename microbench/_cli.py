@@ -49,9 +49,16 @@ WRITE_FAILED = 2  # the exit status of a command whose output could not be writt
 def write(stream: IO[str], text: str) -> None:
     """``text`` to ``stream`` now. A pipe closed by its reader (``… | head``) ends the output
     quietly, the exit status still tells; any other failure (a full disk under ``> out.txt``) is one
-    line on stderr and exit status :data:`WRITE_FAILED`, never a traceback."""
+    line on stderr and exit status :data:`WRITE_FAILED`, never a traceback. A character the stream's
+    encoding cannot hold is written as its escape (``\\u2265``)."""
+    if stream is None:  # started with that descriptor closed: there is nowhere to write
+        return
     try:
-        stream.write(text)
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # a terminal or PYTHONIOENCODING that cannot show a character: escaped
+            encoding = stream.encoding or "ascii"
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
         stream.flush()
     except OSError as exc:
         _drop(stream)  # what is left in its buffer goes nowhere: the flush at exit has nothing to complain of

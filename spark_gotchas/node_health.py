@@ -45,7 +45,7 @@ MIN_CHECKS_S = 5.0  # the least --timeout must leave for the checks
 MARGIN_S = 1.0  # for reading the report and deciding
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one node: no list, range or glob
 PROLOG_CONTEXT = "prolog_slurmd"  # SLURM_SCRIPT_CONTEXT in a slurmd prolog
-LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
+ROOT_LOCK_DIR = "/run/spark-gotchas"  # root's: a folder only root may write to
 EXIT_OK, EXIT_UNHEALTHY, EXIT_CANNOT = 0, 1, 2
 
 
@@ -87,7 +87,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing in Slurm")
     p.add_argument("--lock-dir", type=_folder, metavar="DIR",
                    help="the folder of the node's pass lock; every pass on a node must use the same "
-                        f"(default: {LOCK_DIRS[0]}, else the temporary folder)")
+                        f"(default: {ROOT_LOCK_DIR} as root, else $XDG_RUNTIME_DIR; then /run/lock and the "
+                        "temporary folder)")
     return p
 
 
@@ -144,7 +145,34 @@ def _run_checks(deadline: float, replay: Optional[str], extra: list[str], requir
 HELD = -1  # hold_lock: another pass holds it
 
 
-def hold_lock(name: str, folders: Sequence[str] = LOCK_DIRS) -> Optional[int]:
+def _private(folder: str, create: bool) -> bool:
+    """Whether ``folder`` is a real folder of this user's that no one else may write to (made so
+    where ``create``)."""
+    try:
+        if create:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def lock_folders() -> list[str]:
+    """Where the pass lock is looked for, in order: a folder of this user's that no one else may write
+    to (root: /run/spark-gotchas, else $XDG_RUNTIME_DIR), then /run/lock and the temporary folder,
+    which everyone may write to: another user can keep the lock from being had there, never take it."""
+    root = os.geteuid() == 0
+    own = ROOT_LOCK_DIR if root else os.environ.get("XDG_RUNTIME_DIR", "")
+    folders = [own] if own and _private(own, create=root) else []
+    folders.append("/run/lock")
+    try:
+        folders.append(tempfile.gettempdir())
+    except (OSError, FileNotFoundError):  # no usable temporary folder at all
+        pass
+    return folders
+
+
+def hold_lock(name: str, folders: Sequence[str]) -> Optional[int]:
     """Take this node's pass lock (an flock, released when its file closes, with this process at the
     latest): the open file when taken, HELD when another pass holds it, None when no lock file can be
     had. The file is opened read-only, never through a symlink, without waiting (a FIFO planted in
@@ -201,9 +229,15 @@ class Pass:
         self.prolog = args.mode == "prolog" or (args.mode == "auto"
                                                 and os.environ.get("SLURM_SCRIPT_CONTEXT") == PROLOG_CONTEXT)
         self.slurm_trouble = False
+        self.output_failed = False
 
-    def say(self, text: str) -> None:
-        outward.say(f"node-health: {self.name}: {text}")
+    def say(self, *lines: str, prefixed: bool = True) -> None:
+        """Print; an output that cannot be written (a full disk, a closed pipe) never stops the pass
+        from draining or undraining: it changes only the exit status (WRITE_FAILED where all is well)."""
+        try:
+            outward.say(*(f"node-health: {self.name}: {text}" if prefixed else text for text in lines))
+        except SystemExit:
+            self.output_failed = True
 
     def left(self) -> float:
         return self.args.timeout - (time.monotonic() - self.start)
@@ -249,10 +283,14 @@ class Pass:
             self.say(f"could not {verb}: {outward.line(exc)}; it would have been: {action.says}")
 
     def run(self) -> int:
-        folders = (self.args.lock_dir,) if self.args.lock_dir else LOCK_DIRS
-        if hold_lock(self.name, folders) == HELD and not self.prolog:  # a pass that got it keeps it open to the end
+        folders = [self.args.lock_dir] if self.args.lock_dir else lock_folders()
+        lock = hold_lock(self.name, folders)  # a pass that got it keeps it open to its end
+        if lock == HELD and not self.prolog:
             self.say("not checked: another node-health pass is running on this node")
             return EXIT_OK
+        if lock is None and not self.prolog:
+            self.say(f"no lock could be had in {', '.join(folders)} (each a file of another user's, a link "
+                     "or not writable): checking without one")
         node = self.read_node("the checks still decide whether the job starts" if self.prolog else "nothing checked")
         if node is None and not self.prolog and not self.args.dry_run:
             return EXIT_CANNOT
@@ -262,11 +300,13 @@ class Pass:
                 self.say(busy)
                 return EXIT_OK
         found = self.checks(node)
-        outward.say(*found.lines)
+        self.say(*found.lines, prefixed=False)
         if node is not None:  # as it is now: an operator may have drained it while the checks ran
             node = self.read_node("nothing changed in Slurm")
         action = drain.decide(found, node, self.args.on_error)
         self.act(action)
         if self.slurm_trouble and not (self.prolog or self.args.dry_run):
             return EXIT_CANNOT
-        return EXIT_UNHEALTHY if action.unhealthy else EXIT_OK
+        if action.unhealthy:
+            return EXIT_UNHEALTHY
+        return outward.WRITE_FAILED if self.output_failed else EXIT_OK

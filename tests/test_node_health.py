@@ -116,6 +116,29 @@ def test_a_health_check_leaves_a_node_to_the_pass_already_running_there(tmp_path
     assert node_health(exe, "--spark-replay", str(snaps["healthy"]), node="fleet9").returncode == 0
 
 
+def test_the_lock_goes_first_where_no_one_else_may_write(tmp_path, monkeypatch):
+    """/run/lock and /tmp are writable by everyone: another user could make the lock file first (its
+    own) and so keep every pass from holding it. A folder of this user's that no one else may write
+    to comes first; a shared or linked one is passed over."""
+    from spark_gotchas import node_health as nh
+
+    made = tmp_path / "made"
+    assert nh._private(str(made), create=True) and oct(made.stat().st_mode)[-3:] == "700"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o1777)
+    link = tmp_path / "link"
+    link.symlink_to(made)
+    assert (nh._private(str(shared), create=False), nh._private(str(link), create=False)) == (False, False)
+    if os.geteuid() == 0:
+        monkeypatch.setattr(nh, "ROOT_LOCK_DIR", str(tmp_path / "root-only"))
+        assert nh.lock_folders()[:2] == [str(tmp_path / "root-only"), "/run/lock"]
+        monkeypatch.setattr(nh, "ROOT_LOCK_DIR", str(shared))
+    else:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
+    assert nh.lock_folders()[0] == "/run/lock"
+
+
 @pytest.mark.parametrize("planted", ["fifo", "symlink", "folder"])
 def test_a_file_planted_where_the_lock_goes_neither_hangs_nor_is_touched(tmp_path, snaps, planted):
     """/run/lock is writable by everyone: a FIFO there would hang a plain open for ever (slurmd's
@@ -129,9 +152,33 @@ def test_a_file_planted_where_the_lock_goes_neither_hangs_nor_is_touched(tmp_pat
     target.write_text("keep\n")
     {"fifo": lambda: os.mkfifo(lock), "symlink": lambda: lock.symlink_to(target), "folder": lock.mkdir}[planted]()
     run = node_health(exe, "--spark-replay", str(snaps["healthy"]), lock_dir=locks)
-    assert (run.returncode, said(run)) == (0, ["node-health: fleet2: healthy: no FAIL"])
+    assert (run.returncode, said(run)) == (0, [
+        f"node-health: fleet2: no lock could be had in {locks} (each a file of another user's, a link or not "
+        "writable): checking without one", "node-health: fleet2: healthy: no FAIL"])
     assert target.read_text() == "keep\n" and oct(target.stat().st_mode)[-3:] != "600"
     assert (lock.is_fifo(), lock.is_symlink(), lock.is_dir()) == (planted == "fifo", planted == "symlink", planted == "folder")
+
+
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed", "ascii"])
+def test_an_output_that_cannot_be_written_never_keeps_a_fail_from_draining(tmp_path, snaps, stdout):
+    """A full disk under slurmd's log, stdout closed, a C locale that cannot show a character: the
+    node is drained all the same, and exit 1 says so; no traceback."""
+    exe = scontrol(tmp_path, fleet2={"state": "IDLE"})
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    environ.update(SLURMD_NODENAME="fleet2", PYTHONIOENCODING="ascii" if stdout == "ascii" else "utf-8")
+    snapshot = tmp_path / "échec.json"  # its name is on the SKIP lines of readings it does not hold
+    snapshot.write_bytes(snaps["fail"].read_bytes())
+    command = [sys.executable, "-m", "spark_gotchas", "node-health", "--scontrol", str(exe), "--lock-dir",
+               str(tmp_path), "--spark-replay", str(snapshot)]
+    with open(os.devnull if stdout == "closed" else "/dev/full" if stdout == "/dev/full" else tmp_path / "out",
+              "w") as out:
+        run = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, text=True, env=environ, timeout=HANG_GUARD_S,
+                             preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert updates(exe) == [["update", "NodeName=fleet2", "State=DRAIN", f'Reason="{OURS}"']]
+    if stdout == "ascii":  # what ASCII cannot hold is written as its escape
+        printed = (tmp_path / "out").read_text(encoding="ascii")
+        assert "not in the snapshot \\xe9chec.json" in printed and f"node-health: fleet2: drained: {OURS}" in printed
 
 
 def test_slurmctld_unreachable(tmp_path, snaps):

@@ -38,6 +38,7 @@ class BoundedRun:
     seconds: float = 0.0
     limit_s: float = 0.0  # the budget it ran under
     unkillable: bool = False  # still there after SIGKILL (uninterruptible sleep in the kernel)
+    cut: bool = False  # stdout (or stderr) was longer than OUTPUT_LIMIT: only its end is kept
 
     @property
     def ok(self) -> bool:
@@ -61,10 +62,13 @@ class BoundedRun:
 
 
 def _read_tail(fh: IO[bytes]) -> str:
-    fh.seek(0, os.SEEK_END)
-    size = fh.tell()
-    fh.seek(max(0, size - OUTPUT_LIMIT))
+    fh.seek(max(0, _size(fh) - OUTPUT_LIMIT))
     return fh.read().decode(errors="replace")
+
+
+def _size(fh: IO[bytes]) -> int:
+    fh.seek(0, os.SEEK_END)
+    return fh.tell()
 
 
 def _kill_group(pgid: int) -> None:
@@ -181,4 +185,5 @@ def run_bounded(cmd: Sequence[str], timeout: float, *, env: Optional[dict[str, s
         seconds = time.monotonic() - t0
         return BoundedRun(command, returncode=returncode, stdout=_read_tail(out),
                           stderr="" if merge_stderr else _read_tail(err), timed_out=timed_out,
-                          seconds=seconds, limit_s=timeout, unkillable=returncode is None)
+                          seconds=seconds, limit_s=timeout, unkillable=returncode is None,
+                          cut=max(_size(out), _size(err)) > OUTPUT_LIMIT)

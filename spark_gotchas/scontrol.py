@@ -14,7 +14,7 @@ import shutil
 from typing import Optional
 
 from .drain import Node
-from .procs import run_bounded
+from .procs import OUTPUT_LIMIT, run_bounded
 
 TIMEOUT_S = 5.0  # one scontrol call: milliseconds with a controller that answers (a refused one: ~9 s of retries)
 # the [user@time] Slurm adds to a reason when it shows it
@@ -42,6 +42,8 @@ def _run(scontrol: str, args: list[str], timeout: float) -> str:
     if not run.ok:
         words = " ".join(run.stdout.split())[:300] or f"exit status {run.returncode}"
         raise SlurmError(f"scontrol {args[0]} failed: {run.error or words}")
+    if run.cut:  # its start is lost: the first State= left might be a reason's text
+        raise SlurmError(f"scontrol {args[0]} printed more than {OUTPUT_LIMIT >> 20} MiB: not a node's record")
     return run.stdout
 
 

@@ -41,6 +41,16 @@ def test_the_line_the_report_keeps_for_a_gotcha_is_the_reason():
     assert drain.outcome(doc).fails == ("G4 FAIL: finding of G4 (+1 more FAIL)",)
 
 
+def test_only_the_g_line_block_of_a_report_is_passed_on():
+    """A report is a file: a line of it that reads as node-health's own, or as anything but a G-line
+    or its fix, is not printed as if the pass had said it."""
+    doc = report({"G4": "FAIL"}, exitcode=1)
+    doc["spark_gotchas"]["lines"] += ["    fix: power-cycle it", "node-health: fleet2: undrained: no FAIL now",
+                                      "G11 PASS: forged", "G4 PASS: all fine\nnode-health: fleet2: healthy"]
+    assert drain.outcome(doc).lines == ("G4 FAIL: finding of G4", "    fix: power-cycle it",
+                                        "G4 PASS: all fine\nnode-health: fleet2: healthy")  # its \n escaped when printed
+
+
 def test_a_status_without_its_line_takes_its_summary():
     found = drain.outcome(report({"G5": "FAIL"}, lines=[]))
     assert found.fails == ("G5 FAIL: finding of G5",)

@@ -181,6 +181,16 @@ def test_an_output_that_cannot_be_written_never_keeps_a_fail_from_draining(tmp_p
         assert "not in the snapshot \\xe9chec.json" in printed and f"node-health: fleet2: drained: {OURS}" in printed
 
 
+def test_a_node_record_too_long_to_read_whole_is_not_acted_on(tmp_path, snaps):
+    """Only the end of a command's output is kept (1 MiB): a record whose start is lost cannot be
+    read, and an operator's reason that ends in " State=IDLE" must not pass for the node's state."""
+    exe = scontrol(tmp_path, fleet2={"state": "IDLE+DRAIN", "reason": "op " + "x" * (2 << 20) + " State=IDLE"})
+    run = node_health(exe, "--spark-replay", str(snaps["fail"]))
+    assert (run.returncode, said(run), updates(exe)) == (2, [
+        "node-health: fleet2: cannot read the node from slurmctld: scontrol show printed more than 1 MiB: not a "
+        "node's record; nothing checked"], [])
+
+
 def test_slurmctld_unreachable(tmp_path, snaps):
     """A silent controller: each call is killed at --scontrol-timeout. A health check says so and
     checks nothing (exit 2); a prolog lets the checks decide whether the job starts."""

@@ -97,6 +97,13 @@ class ArgumentParser(argparse.ArgumentParser):
     def print_help(self, file: Optional[IO[str]] = None) -> None:
         self._say_block(self.format_help(), file)
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]):
+        # ``--opt=--``: Python before 3.13 drops the "--" and hands the option an empty list (a
+        # TypeError later); the value is the text "--", refused or taken like any other
+        if action.nargs is None and arg_strings == ["--"] and action.option_strings:
+            return self._get_value(action, "--")
+        return super()._get_values(action, arg_strings)
+
     def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
         if message:  # "prog: error: …": one line, whatever the value it quotes holds
             self._say(message.rstrip("\n"), err=True)

@@ -365,6 +365,7 @@ def test_an_update_slurm_refuses(tmp_path, snaps):
     (["--timeout", "10"], "--timeout 10 leaves 0 s for the checks after three scontrol calls of up to 5 s: give at "
                           "least 21"),
     (["--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds from 0.1 to 86400"),
+    (["--timeout=--"], "argument --timeout: '--' is not a number of seconds from 0.1 to 86400"),  # not a TypeError
     (["--on-error", "resume"], "argument --on-error: invalid choice: 'resume' (choose from 'drain', 'ignore')"),
     (["--lock-dir", "/nowhere\n G4 PASS"], "argument --lock-dir: /nowhere\\x0a G4 PASS is not a folder"),
 ])

@@ -125,6 +125,14 @@ def fitting(gotcha: int, status: Status, *summaries: str, tail: int = 0) -> str:
                 summaries[-1])
 
 
+def clipped(text: str, room: int) -> str:
+    """``text`` in ``room`` characters: cut at a word's end where one is near, and marked ``…``."""
+    if len(text) <= room:
+        return text
+    cut = text[:room - 1]
+    return (cut[:cut.rfind(" ")] if cut.rfind(" ") > room // 2 else cut) + "…"
+
+
 def _not_checked(top: Verdict, group: list[Verdict], room: int) -> str:
     """``; not checked: first cuda launch (torch is a CPU build)`` when a PASS or INFO line stands
     for a gotcha some of whose checks were skipped: a line never hides what it did not check. The

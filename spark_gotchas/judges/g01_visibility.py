@@ -35,7 +35,7 @@ from typing import Optional
 
 from ..readings.gpu import GpuInventory, GpuVisibility
 from ..readings.torch import TorchBuild
-from ..verdict import LINE_COLUMNS, Status, Verdict, fitting
+from ..verdict import LINE_COLUMNS, Status, Verdict, clipped, fitting
 
 G = 1
 FIX_CONTAINER = ("start the container with --gpus all (or --runtime nvidia), e.g. docker run --gpus all "
@@ -110,14 +110,6 @@ def _without_class(error: str) -> str:
     return re.sub(r"^[\w.]+(?:Error|Exception): ", "", error)
 
 
-def _cut(text: str, room: int) -> str:
-    """``text`` in ``room`` characters, ending at a word's end and marked cut."""
-    if len(text) <= room:
-        return text
-    cut = text[:room - 1]
-    return (cut[:cut.rfind(" ")] if cut.rfind(" ") > room // 2 else cut) + "…"
-
-
 def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchBuild], readings: dict) -> Verdict:
     nvml = f"NVML sees {count} GPU(s)"
 
@@ -127,7 +119,7 @@ def _nvml_sees(vis: GpuVisibility, name: str, count: int, build: Optional[TorchB
         short (the detail keeps the name and the error whole)."""
         plain = _without_class(error)
         room = LINE_COLUMNS - len(f"G{G} {status.value}: {nvml}{rest}")
-        shorter = [f"{nvml}{rest}{plain}", f"{nvml}{rest}{_cut(plain, room)}"] if error else []
+        shorter = [f"{nvml}{rest}{plain}", f"{nvml}{rest}{clipped(plain, room)}"] if error else []
         summary = fitting(G, status, f"{nvml} ({name}){rest}{error}", f"{nvml}{rest}{error}", *shorter)
         parts = [kw.pop("detail", ""), "" if summary.startswith(f"{nvml} ({name})") else f"NVML's GPU 0: {name}",
                  "" if summary.endswith(error) else f"torch: {error}"]

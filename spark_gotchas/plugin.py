@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, outward, platform, prometheus, report_file
+from . import atomic, outward, platform, prometheus, report_file, scrub
 from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
 from .junit import JunitHooks
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
@@ -449,7 +449,7 @@ def pytest_metadata(metadata: dict, config: pytest.Config) -> None:
     """pytest-metadata's values (CI variables such as ``GIT_URL=https://user:token@…``), shown by
     ``-v``'s header and kept as the JSON report's ``environment``: masked, one line each."""
     if aims_at_checks(config):
-        cleaned = outward.document(metadata)
+        cleaned = outward.document(scrub.scrub_named(metadata))
         metadata.clear()
         metadata.update(cleaned)  # the same dictionary: pytest-metadata and its readers hold it
 

@@ -76,13 +76,27 @@ def scrub_env(environ: Mapping[str, str]) -> dict[str, str]:
 # A token starts a word, or follows a control character already shown escaped (``\x0a``,
 # ``\u2028``, ``\n`` as repr writes it): text escaped before it is masked keeps no token.
 _ESCAPED_BEFORE = r"(?<=\\x[0-9a-fA-F]{2})|(?<=\\u[0-9a-fA-F]{4})|(?<=\\[nrtabfv])"
+# A prefix no word holds (``ghp_``, ``hf_``, ``glpat-``, ``AKIA`` and 16 more) is a token wherever it
+# stands, glued to what comes before it too (``x1ghp_…``); ``sk-`` and ``xox?-`` end ordinary words
+# (``task-…``, ``disk-…``), so they must start one.
 _TOKEN_SHAPES = re.compile(
-    r"(?:(?<![A-Za-z0-9])|" + _ESCAPED_BEFORE + r")(?:"
-    r"gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|hf_[A-Za-z0-9]{16,}|"
-    r"sk-[A-Za-z0-9_-]{16,}|xox[abposre]-[A-Za-z0-9-]{8,}|glpat-[A-Za-z0-9_-]{16,}|"
-    r"(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r")"
+    r"gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|hf_[A-Za-z0-9]{16,}|glpat-[A-Za-z0-9_-]{16,}|"
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}|"
+    r"(?:(?<![A-Za-z0-9])|" + _ESCAPED_BEFORE + r")(?:sk-[A-Za-z0-9_-]{16,}|xox[abposre]-[A-Za-z0-9-]{8,})"
 )
+# An escape sequence (``ESC [ 32 m``, raw or shown escaped) ends a word: what follows it starts one.
+_ESCAPE_SEQUENCE = re.compile(r"(?:\x1b|\\x1b)(?:\[[0-9;?]*+[ -/]*+[@-~]|\][^\x07\x1b\\]*+|[@-Z\\-_])")
+
+
+def _mask_tokens(text: str) -> str:
+    if "x1b" not in text and "\x1b" not in text:
+        return _TOKEN_SHAPES.sub(MASK, text)
+    pieces, last = [], 0
+    for m in _ESCAPE_SEQUENCE.finditer(text):
+        pieces.append(text[last:m.end()])
+        last = m.end()
+    pieces.append(text[last:])
+    return "".join(_TOKEN_SHAPES.sub(MASK, piece) for piece in pieces)
 # Every pattern below reads each character a bounded number of times, so masking is linear in the
 # text (a 128 KB argument on a command line, a 24 MB reading): a name, scheme or flag is tried once
 # per run of its characters, from the run's start, with possessive repeats (``*+``) that never give
@@ -169,7 +183,7 @@ def mask_shapes(text: str) -> str:
     """``text`` with every credential recognised by its shape masked (no environment needed)."""
     if not text:
         return text
-    text = _TOKEN_SHAPES.sub(MASK, text)
+    text = _mask_tokens(text)
     if "://" in text:  # each pass below only where what it needs is there: a 24 MB reading takes seconds
         text = _URL_USERINFO.sub(_mask_userinfo, text)
     text = _AUTH_HEADER.sub(lambda m: f"{m.group('head')}{m.group('scheme') or ''}{MASK}", text)
@@ -204,6 +218,18 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
             mask_next = True
         out.append(mask_text(tok))
     return out
+
+
+def scrub_named(obj: Any) -> Any:
+    """A copy of ``obj`` whose values under a secret-looking key (``password``, ``GITHUB_TOKEN``,
+    ``api_key``) are masked whole, at any depth: for name-value tables such as pytest-metadata's
+    (``--metadata password hunter2``), not for readings, whose ``key`` or ``token_count`` is data."""
+    if isinstance(obj, dict):
+        return {k: MASK if isinstance(k, str) and is_secret_name(k) and v not in (None, "") else scrub_named(v)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_named(v) for v in obj]
+    return obj
 
 
 def scrub(obj: Any, secrets: Iterable[str] | None = None, then: Callable[[str], str] | None = None) -> Any:

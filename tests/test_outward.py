@@ -101,7 +101,10 @@ def test_the_rule_finds_each_way_of_printing(tmp_path):
 
 # -- the boundary's functions -------------------------------------------------------------------------
 @pytest.mark.parametrize("text", [f"NVIDIA H200\n{FORGED}", f"x\r{FORGED}", f"x\u2028{FORGED}", f"x\x85{FORGED}",
-                                  "\x1b]0;owned\x07\x1b[2J", f"clone {URL}", f"--api-key {SECRETS['sk-live']}"])
+                                  "\x1b]0;owned\x07\x1b[2J", f"clone {URL}", f"--api-key {SECRETS['sk-live']}",
+                                  # a token glued to what comes before it: a colour, a word, a digit
+                                  f"\x1b[32m{SECRETS['ghp']}", f"x\x1b[2J{SECRETS['sk-live']}", f"NVIDIA{SECRETS['hf']}",
+                                  f"1{SECRETS['ghp']}", f"\x1b]0;t\x07{SECRETS['ghp']}"])
 def test_a_line_is_one_line_masked(text):
     shown = outward.line(text)
     assert "\n" not in shown and problems(shown) == []
@@ -359,9 +362,11 @@ def test_the_verbose_header_and_the_reports_metadata_are_masked(pytester, monkey
     report = pytester.path / "report.json"
     run = pytester.run(sys.executable, "-m", "pytest", "-m", "fast", "-v", "-p", "no:randomly", str(ROOT / "tests_gotchas"),
                        f"--spark-replay={FIXTURE}", "--metadata", "note", f"{SECRETS['hf']}\r{FORGED}",
+                       "--metadata", "password", "hunter2", "--metadata", "GITHUB_TOKEN", "hunter3",  # no shape: a name
                        "--json-report", f"--json-report-file={report}", timeout=240)
     text = run.stdout.str() + run.stderr.str()
     assert "metadata: {" in text, text[:2000]
+    assert "'password': '***'" in text and "'GITHUB_TOKEN': '***'" in text and "hunter" not in text
     assert problems(text, "the terminal") == [], text[:3000]
     assert "https://user:***@host.example" in text and "gpu-runner\\\\x1b[2J\\\\x0aG4 PASS" in text
     doc = json.loads(report.read_text())

@@ -141,9 +141,13 @@ def _folder_lock(folder: Path) -> Iterator[None]:
 
 
 def _write_through(p: Path) -> bool:
-    """No regular file there, or a path through /proc (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
-    return (p.exists() and not p.is_file()) or _own_fd(p) is not None or any(
-        hop.startswith("/proc/") for hop in _hops(p))
+    """No regular file there, or a path through /proc (``/dev/stdout`` -> ``/proc/self/fd/1``).
+    A path the system cannot even look at (a name too long, a loop) is not: writing it says why."""
+    try:
+        return (p.exists() and not p.is_file()) or _own_fd(p) is not None or any(
+            hop.startswith("/proc/") for hop in _hops(p))
+    except OSError:
+        return False
 
 
 def _foreign_link(p: Path) -> str:

@@ -155,6 +155,13 @@ def test_a_report_path_under_a_file_is_one_line_and_exit_1_in_the_json_report_to
     assert json.loads((tmp_path / "r.json").read_text())["exitcode"] == 1
 
 
+def test_a_name_too_long_for_the_file_system_is_one_line_and_exit_1(tmp_path):
+    code, out = _run_into(tmp_path / ("n" * 300), tmp_path)
+    assert code == 1 and "Traceback" not in out, out[-3000:]
+    (line,) = [line for line in out.splitlines() if line.startswith("could not write the JUnit XML report")]
+    assert line.endswith(": File name too long (the run fails: an output it was asked for is missing)")
+
+
 def test_a_full_disk_is_one_line_and_exit_1_and_the_old_report_stays_whole(tmp_path):
     """pytest writes its report to a file of its own beside the one asked for: on a full disk that
     one fails, and the last whole report stays as it was (pytest's plain write had left half of

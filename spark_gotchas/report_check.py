@@ -48,10 +48,17 @@ def _gotchas(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
         low, _, high = part.strip().partition("-")
-        out.extend(range(int(low), int(high or low) + 1))
-    if not out or any(g not in range(1, 11) for g in out):
+        first, last = _gotcha(low), _gotcha(high or low)  # each end checked before a range is made of them
+        out.extend(range(first, last + 1))
+    if not out:
         raise ValueError(text)
     return out
+
+
+def _gotcha(text: str) -> int:
+    if not text.strip().isdigit() or len(text.strip()) > 2 or int(text) not in range(1, 11):
+        raise ValueError(text)
+    return int(text)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -347,3 +347,19 @@ def test_a_document_of_unforeseen_types_is_read_or_named_never_an_internal_error
         proc = subprocess.run([sys.executable, "-m", "spark_gotchas", *command], cwd=tmp_path, capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode in (0, 1, 2) and "internal error" not in proc.stderr, (command, proc.stderr[-1500:])
+
+
+@pytest.mark.parametrize("gotchas", ["1-99999999999999999999", "1-3000000", "3-1", "0", "11", "x", "", "-5"])
+def test_check_report_refuses_gotchas_outside_1_to_10_before_counting_them(gotchas):
+    """A range is checked at its ends: ``1-3000000`` took 133 MB before it was refused, a 20-digit end
+    ended in an OverflowError."""
+    proc = subprocess.run([sys.executable, "-m", "spark_gotchas", "check-report", "--gotchas", gotchas, str(REPORT)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("give gotcha numbers 1-10, e.g. 1-10 or 1,9")
+
+
+@pytest.mark.parametrize("gotchas", ["1-10", "1,9", " 2 - 4,7"])
+def test_check_report_takes_gotcha_numbers_and_ranges(gotchas):
+    proc = subprocess.run([sys.executable, "-m", "spark_gotchas", "check-report", "-q", "--gotchas", gotchas,
+                           str(REPORT)], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")

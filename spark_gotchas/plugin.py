@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, outward, platform, prometheus, report_file, scrub
+from . import atomic, interrupts, outward, platform, prometheus, report_file, scrub
 from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
 from .junit import JunitHooks
 from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
@@ -75,6 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except (SnapshotError, ValueError) as exc:
         raise pytest.UsageError(f"spark-gotchas: {outward.line(exc)}") from None
     state = SessionState(config=config, options=options, replay=replay)
+    if aims_at_checks(config):
+        state.signals = interrupts.Watch().start()
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(JsonReportHooks(state), JSON_HOOKS_NAME)
     config.pluginmanager.register(JunitHooks(state), JUNIT_HOOKS_NAME)
@@ -85,6 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
+        if state.signals is not None:
+            state.signals.stop()
         state.close()
         del config.stash[STATE_KEY]
     for name in (JSON_HOOKS_NAME, JUNIT_HOOKS_NAME):
@@ -489,9 +493,14 @@ class JsonReportHooks:
 @pytest.hookimpl(wrapper=True)  # around every other plugin: pytest-json-report's exitcode counts a failed write
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     state = session.config.stash.get(STATE_KEY, None)
+    signalled = state.signals.received if state is not None and state.signals is not None else ""
+    if signalled and int(exitstatus) != int(pytest.ExitCode.INTERRUPTED):
+        # a second Ctrl-C inside pytest's handling of the first left the status as it was
+        exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
     if state is not None and int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
-        # Ctrl-C, or a check that ended the run (the soak cut short): what is written says so
-        why = f"stopped early ({session.shouldstop})" if isinstance(session.shouldstop, str) else "interrupted (Ctrl-C)"
+        # Ctrl-C, SIGTERM, or a check that ended the run (the soak cut short): what is written says so
+        why = f"stopped early ({session.shouldstop})" if isinstance(session.shouldstop, str) else (
+            "interrupted (SIGTERM)" if signalled == "SIGTERM" else "interrupted (Ctrl-C)")
         state.interrupted = f"{why} after {len(state.check_times)} of {session.testscollected} checks"
     if state is not None:
         state.release_workers()  # they exit while the reports are written, not after

@@ -43,6 +43,7 @@ class SessionState:
     check_times: list[tuple[str, float, float]] = field(default_factory=list)  # nodeid, start epoch, seconds
     markers: str = ""  # this run's -m selection, recorded in the snapshot
     interrupted: str = ""  # why the run ended early ("Ctrl-C (SIGINT) after 3 of 17 checks"); "" when it did not
+    signals: Any = None  # interrupts.Watch: the run's SIGINT and SIGTERM handlers
     _worker: Any = None
     _load_worker: Any = None
     _provider: Optional[Provider] = None

@@ -228,7 +228,7 @@ LAYERS = {
             "spark_gotchas.summary_md", "spark_gotchas.cli", "spark_gotchas.__main__", "spark_gotchas.diff",
             "spark_gotchas.fleet", "spark_gotchas.report_check", "spark_gotchas.soak.finish", "spark_gotchas.soak.cost",
             "spark_gotchas.fixes", "spark_gotchas.node_health", "spark_gotchas.junit", "spark_gotchas.prometheus",
-            "spark_gotchas.report_file"),
+            "spark_gotchas.report_file", "spark_gotchas.interrupts"),
 }
 ORDER = list(LAYERS)
 

@@ -156,6 +156,42 @@ def test_ctrl_c_marks_the_summary_the_markdown_the_snapshot_and_the_report(tmp_p
     assert "INTERRUPTED: the replayed snapshot's run was interrupted (Ctrl-C) after " in replayed.stdout
 
 
+SIGTERM = """
+import os, signal
+
+def pytest_runtest_call(item):
+    if "g05" in item.nodeid:  # a batch system's time limit while G5's check runs
+        os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+TWICE = """
+import os, signal
+
+def pytest_runtest_call(item):
+    if "g05" in item.nodeid:
+        os.kill(os.getpid(), signal.SIGINT)
+
+def pytest_keyboard_interrupt(excinfo):  # a second Ctrl-C while pytest handles the first
+    os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("plugin, how", [(SIGTERM, "SIGTERM"), (TWICE, "Ctrl-C")])
+def test_sigterm_and_a_second_ctrl_c_mark_what_is_written_too(tmp_path, plugin, how):
+    """SIGTERM ended the run with nothing written and nothing marked; a second Ctrl-C inside pytest's
+    handling of the first left its exit status 0, and the report and JUnit XML were written as a
+    whole run's. Both now end as Ctrl-C does: every output says the run was interrupted."""
+    (tmp_path / "ending.py").write_text(plugin)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = preflight(tmp_path, "-p", "ending", "--spark-snapshot=snap.json", "--json-report",
+                     "--json-report-file=report.json", env=env)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["exitcode"] == 2 and report["spark_gotchas"]["interrupted"] is True
+    assert json.loads((tmp_path / "snap.json").read_text())["interrupted"].startswith(f"interrupted ({how}) after ")
+
+
 @pytest.mark.timeout(300)
 def test_a_whole_run_says_nothing_of_an_interruption(tmp_path):
     proc = preflight(tmp_path, "--spark-snapshot=snap.json", "--json-report", "--json-report-file=report.json")

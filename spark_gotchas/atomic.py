@@ -211,6 +211,11 @@ def _write_through_to(p: Path, data: bytes, append: bool) -> None:
         os.close(fd)
 
 
+def open_for_writing(path: str | os.PathLike, append: bool = False) -> int:
+    """A descriptor for writing ``path`` (a FIFO: once it has a reader, within FIFO_WAIT_S)."""
+    return _open_for_writing(Path(path), append)
+
+
 def _open_for_writing(p: Path, append: bool) -> int:
     """Open without blocking: a FIFO with no reader is retried for FIFO_WAIT_S, then ENXIO."""
     deadline = time.monotonic() + FIFO_WAIT_S

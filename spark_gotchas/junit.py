@@ -24,6 +24,7 @@ failure's message and text. docs/operations.md has the table.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -207,6 +208,7 @@ class JunitHooks:
         self.refused: Optional[str] = None  # why the report cannot be written, found before pytest tried
         self.private: Optional[str] = None  # the file beside the report pytest writes, read back and removed
         self.logxml: Any = None
+        self.stream: Optional[int] = None  # a FIFO held open while pytest writes into it
         given = getattr(state.config.option, "xmlpath", None)
         # where pytest's junitxml writes it: $VARIABLES and ~ expanded, from the folder pytest started in
         self.file = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(given)))) if given else None
@@ -249,12 +251,29 @@ class JunitHooks:
         from _pytest.junitxml import xml_key
 
         logxml = session.config.stash.get(xml_key, None)
-        if logxml is None or atomic.is_stream(path):
+        if logxml is None:
+            return
+        if atomic.is_stream(path):
+            self._reader_for_pytest(session, logxml, path)
             return
         folder, name = os.path.split(path)
         self.private = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         logxml.logfile = self.private
         self.logxml = logxml
+
+    def _reader_for_pytest(self, session: pytest.Session, logxml: Any, path: str) -> None:
+        """pytest's plain open of a FIFO waits for ever for a reader: the FIFO is opened here first,
+        waiting as long as the suite's own outputs do, and held open until pytest has written (its
+        reader sees the report whole, then the end). With no reader by then, pytest writes nowhere
+        and the run fails with one line."""
+        try:
+            self.stream = atomic.open_for_writing(path)
+        except OSError as exc:
+            logxml.logfile = os.devnull
+            why = f"a FIFO that nothing read within {atomic.FIFO_WAIT_S:g} s" if exc.errno == errno.ENXIO else \
+                exc.strerror or exc
+            self.refused = f"could not write the JUnit XML report {path}: {why}"
+            self._fail(session, self.refused)
 
     def failed_write(self, exc: OSError, session: pytest.Session) -> bool:
         """pytest's junitxml writes with ``open()`` and raises where it cannot: True (the run fails
@@ -275,6 +294,9 @@ class JunitHooks:
     @pytest.hookimpl(trylast=True)  # after pytest's junitxml has written its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state, config = self.state, session.config
+        if self.stream is not None:  # pytest has written to the FIFO: its reader may see the end now
+            os.close(self.stream)
+            self.stream = None
         path = self.path()
         if path is None or self.refused:
             self._drop_private()

@@ -155,6 +155,16 @@ def test_a_report_path_under_a_file_is_one_line_and_exit_1_in_the_json_report_to
     assert json.loads((tmp_path / "r.json").read_text())["exitcode"] == 1
 
 
+def test_a_fifo_no_one_reads_is_one_line_and_exit_1_not_a_hang(tmp_path):
+    """pytest's own open of a FIFO waits for a reader for ever; the suite's outputs give up after 10 s."""
+    fifo = tmp_path / "junit.fifo"
+    os.mkfifo(fifo)
+    code, out = _run_into(fifo, tmp_path)
+    assert code == 1 and "Traceback" not in out, out[-3000:]
+    assert (f"could not write the JUnit XML report {fifo}: a FIFO that nothing read within 10 s (the run fails: an "
+            "output it was asked for is missing)") in out.splitlines()
+
+
 def test_a_name_too_long_for_the_file_system_is_one_line_and_exit_1(tmp_path):
     code, out = _run_into(tmp_path / ("n" * 300), tmp_path)
     assert code == 1 and "Traceback" not in out, out[-3000:]

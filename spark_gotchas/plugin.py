@@ -49,6 +49,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(f.name, help=help_text(f, ini=True), type=ini_type(f), default=None)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_parse(pluginmanager: Any, args: list[str]):
+    """pytest's own usage errors quote the command line (``unrecognized arguments: --x=ghp_…``):
+    masked and escaped as every line the suite prints. Around the parse where the plugin is
+    registered before it (``spark-gotchas``); :func:`pytest_collection` for paths not found."""
+    odd = next((arg for arg in args if printable(arg, limit=0) != arg), None)
+    if odd is not None:  # a line break or escape sequence in an argument would reach pytest's messages raw
+        raise pytest.UsageError(f"spark-gotchas: an argument holds a control character or line break: "
+                                f"{outward.line(odd)[:300]}")
+    try:
+        return (yield)
+    except pytest.UsageError as exc:  # pytest's message has lines of its own: each masked
+        raise pytest.UsageError(*("\n".join(outward.line(part) for part in str(arg).split("\n"))
+                                  for arg in exc.args)) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    try:
+        return (yield)
+    except pytest.UsageError as exc:  # "file or directory not found: ARG"
+        raise pytest.UsageError(*(outward.line(arg) for arg in exc.args)) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fast: preflight check, seconds (pytest -m fast)")
     config.addinivalue_line("markers", "soak: sustained-load check, minutes to hours; runs only with -m soak")

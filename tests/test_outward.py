@@ -371,3 +371,24 @@ def test_the_verbose_header_and_the_reports_metadata_are_masked(pytester, monkey
     assert "https://user:***@host.example" in text and "gpu-runner\\\\x1b[2J\\\\x0aG4 PASS" in text
     doc = json.loads(report.read_text())
     assert problems(json.dumps(doc, ensure_ascii=False), "the JSON report") == []
+
+
+def test_pytests_own_usage_errors_are_masked_and_an_argument_with_a_line_break_is_refused(tmp_path):
+    """pytest quotes the command line in its usage errors: a token given by mistake is masked, and an
+    argument holding a line break or an escape sequence (which would reach pytest's messages raw: a
+    forged G-line, a retitled terminal) is refused in one escaped line."""
+    def run(*args: str, module: str = "spark_gotchas") -> str:
+        proc = subprocess.run([sys.executable, "-m", module, "-m", "fast", "-p", "no:cacheprovider", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        return proc.stdout + proc.stderr
+
+    unknown = run(f"--bogus={SECRETS['ghp']}")
+    assert "unrecognized arguments: --bogus=***" in unknown and problems(unknown) == []
+    forged = run(f"--bogus=\x1b]0;owned\x07\n{FORGED}")
+    assert problems(forged) == [] and \
+        "ERROR: spark-gotchas: an argument holds a control character or line break: --bogus=\\x1b]0;owned\\x07\\x0aG4" \
+        in forged
+    # plain pytest parses before the plugin is there: the path it cannot find is escaped when collected
+    missing = run(str(ROOT / "tests_gotchas"), f"nothere\x1b]0;t\x07\n{FORGED}", module="pytest")
+    assert problems(missing) == [] and "file or directory not found: nothere\\x1b]0;t\\x07\\x0aG4 PASS: forged" in missing

@@ -193,10 +193,14 @@ def _from_report(path: str, data: dict[str, Any]) -> RunDoc:
         raise DiffInputError(f"{path} is a pytest JSON report without a spark_gotchas object (no gotcha check ran)")
     statuses: dict[str, GotchaState] = {}
     gotchas = section.get("gotchas")
-    for gid, entry in (gotchas.items() if isinstance(gotchas, dict) else ()):
+    if not isinstance(gotchas, dict):  # a gotcha missing from B would read as "not in B", never as worse
+        raise DiffInputError(f"{path}: its spark_gotchas object has no gotchas object (not a report of the checks)")
+    for gid, entry in gotchas.items():
         status = _status_of(entry.get("status")) if isinstance(entry, dict) else None
-        if status is not None:
-            statuses[str(gid)] = GotchaState(status, str(entry.get("summary") or ""), str(entry.get("fix") or ""))
+        if status is None:
+            raise DiffInputError(f"{path}: {str(gid)[:40]}'s entry in spark_gotchas.gotchas has no status "
+                                 "(FAIL, WARN, PASS, INFO or SKIP)")
+        statuses[str(gid)] = GotchaState(status, str(entry.get("summary") or ""), str(entry.get("fix") or ""))
     platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
     readings = _platform_readings(platform)
     readings["suite"] = ("version", section.get("suite_version"))

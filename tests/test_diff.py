@@ -281,3 +281,19 @@ def test_a_snapshot_is_read_once_and_held_to_the_snapshot_bound(tmp_path, monkey
     monkeypatch.setattr(bounded_read, "SNAPSHOT", bounded_read.Kind("snapshot", 1 << 10))
     with pytest.raises(sgdiff.DiffInputError, match=r"is larger than 1 KiB, the most this suite reads as a snapshot"):
         sgdiff.load(str(h200))
+
+
+@pytest.mark.parametrize("gotchas, why", [
+    (["G1"], "its spark_gotchas object has no gotchas object (not a report of the checks)"),
+    ({"G3": {"status": "GREAT"}}, "G3's entry in spark_gotchas.gotchas has no status (FAIL, WARN, PASS, INFO or SKIP)"),
+    ({"G3": "PASS"}, "G3's entry in spark_gotchas.gotchas has no status (FAIL, WARN, PASS, INFO or SKIP)"),
+])
+def test_a_report_whose_verdicts_cannot_be_read_is_refused_not_read_as_unchanged(tmp_path, capsys, gotchas, why):
+    """Read as "not in B", its gotchas compared as missing, never worse: the diff said "No status got
+    worse (exit 0)" of a report that held none."""
+    report = json.loads((ROOT / "tests" / "fixtures" / "h100" / "doors-live" / "report.json").read_text())
+    bad = copy.deepcopy(report)
+    bad["spark_gotchas"]["gotchas"] = gotchas
+    path = write(tmp_path, "bad.json", bad)
+    code, _, err = run(capsys, ROOT / "tests" / "fixtures" / "h100" / "doors-live" / "report.json", path)
+    assert (code, err.strip()) == (2, f"spark-gotchas diff: {path}: {why}")

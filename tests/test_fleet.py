@@ -75,17 +75,20 @@ def test_json_and_markdown(lab, tmp_path, capsys):
 def test_bad_input_is_one_line_each_and_the_rest_is_judged(lab, tmp_path, capsys):
     other = tmp_path / "notes.json"
     other.write_text('{"hello": 1}')
+    gotchaless = tmp_path / "no-gotchas.json"  # a row of "-" would have read as a node without findings
+    gotchaless.write_text(json.dumps({"tests": [], "spark_gotchas": {"gotchas": ["G1"]}}))
     older = node(tmp_path, "spark-00-old", created="2020-01-01T00:00:00+00:00")
     doc = json.loads(older.read_text())
     doc["readings"]["host.identity"]["hostname"] = "spark-00"  # a second file of spark-00, older
     older.write_text(json.dumps(doc))
     nameless = node(tmp_path, "from-an-older-suite", host=False)
-    code = fleet.main([str(other), str(older), str(nameless), "/dev/zero", str(tmp_path / "missing.json")]
-                      + [str(p) for p in lab])
+    code = fleet.main([str(other), str(older), str(nameless), "/dev/zero", str(tmp_path / "missing.json"),
+                       str(gotchaless)] + [str(p) for p in lab])
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert f"spark-gotchas fleet: {other} is neither a pytest JSON report with a spark_gotchas section nor a snapshot: left out" in out
     assert "spark-gotchas fleet: /dev/zero is not a regular file (a character device): left out" in out
+    assert f"spark-gotchas fleet: {gotchaless} has a spark_gotchas section without its gotchas object: left out" in out
     assert f"spark-gotchas fleet: {tmp_path / 'missing.json'} does not exist: left out" in out
     assert f"spark-gotchas fleet: {older} and {lab[0]} are the same node (spark-00): {lab[0]} is judged" in out
     assert any(line.startswith("from-an-older-suite  h200") for line in out)  # named by its file

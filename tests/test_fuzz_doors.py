@@ -45,7 +45,7 @@ EXAMPLES = max(1, round(20 * SCALE))
 REPLAYS = max(1, round(3 * SCALE))
 SEPARATORS = (" ", "\t", ", ", "(", "'", '"', ": ", "\n")  # a credential is a word of its own (hf_… glued to a
 # letter or digit is no token's shape)
-KEEP = {"format"}  # what makes the file a snapshot at all: planted, it is only refused in one line
+KEEP = {"format", "status"}  # what makes the file a snapshot, an entry a verdict: planted, each is refused in one line
 DOORS = settings(deadline=None, database=None, derandomize=not os.environ.get("SPARK_GOTCHAS_FUZZ_RANDOM"),
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                         HealthCheck.data_too_large])

@@ -248,9 +248,9 @@ def read_node(path: str, name_by: str = "host") -> Node:
     if not isinstance(section, dict) or not isinstance(doc.get("tests"), list):
         raise FleetInputError("is neither a pytest JSON report with a spark_gotchas section nor a snapshot")
     platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
-    gotchas = section.get("gotchas")
+    gotchas = section.get("gotchas", {})
     if not isinstance(gotchas, dict):  # a row of "-" would read as a node without findings
-        raise FleetInputError("has a spark_gotchas section without its gotchas object")
+        raise FleetInputError("has a spark_gotchas section whose gotchas are not an object of verdicts")
     host = platform.get("host") if isinstance(platform.get("host"), dict) else {}
     figures = _figures_from_report(doc["tests"])
     created = _number(doc.get("created"))  # pytest-json-report: epoch seconds; snapshots: ISO 8601 UTC

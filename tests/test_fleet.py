@@ -88,7 +88,8 @@ def test_bad_input_is_one_line_each_and_the_rest_is_judged(lab, tmp_path, capsys
     assert code == 1
     assert f"spark-gotchas fleet: {other} is neither a pytest JSON report with a spark_gotchas section nor a snapshot: left out" in out
     assert "spark-gotchas fleet: /dev/zero is not a regular file (a character device): left out" in out
-    assert f"spark-gotchas fleet: {gotchaless} has a spark_gotchas section without its gotchas object: left out" in out
+    assert f"spark-gotchas fleet: {gotchaless} has a spark_gotchas section whose gotchas are not an object of verdicts: " \
+        "left out" in out
     assert f"spark-gotchas fleet: {tmp_path / 'missing.json'} does not exist: left out" in out
     assert f"spark-gotchas fleet: {older} and {lab[0]} are the same node (spark-00): {lab[0]} is judged" in out
     assert any(line.startswith("from-an-older-suite  h200") for line in out)  # named by its file

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional
 
 from . import outward, platform
+from .microbench.quantities import Epoch
 from .session import SessionState
 from .verdict import Status, Verdict, summarize
 
@@ -126,14 +127,21 @@ def figures(verdicts: Iterable[Verdict]) -> dict[str, dict[tuple[tuple[str, str]
 
 
 def run_epoch(created: Optional[str]) -> Optional[float]:
-    """A snapshot's ``created`` (ISO 8601 with its zone) as Unix time; None when it is not one."""
+    """A snapshot's ``created`` (ISO 8601 with its zone) as Unix time; None when it is not one, or not
+    a wall-clock time (before 1970 or past year 5138: Epoch's span): a replayed snapshot is a file."""
     if not isinstance(created, str):
         return None
     try:
         when = datetime.fromisoformat(created)
     except ValueError:
         return None
-    return when.timestamp() if when.tzinfo is not None else None
+    if when.tzinfo is None:
+        return None
+    try:
+        epoch = when.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
+    return None if Epoch.__metadata__[0].problem(epoch) else epoch
 
 
 def render(verdicts: list[Verdict], platform: Mapping[str, Any], versions: Mapping[str, Any],

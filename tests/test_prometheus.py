@@ -264,6 +264,9 @@ def test_only_finite_numbers_become_samples_and_hostile_labels_stay_inside_their
 def test_run_epoch_reads_a_snapshot_s_time_with_its_zone_only():
     assert prometheus.run_epoch("2026-12-02T17:48:42+00:00") == 1796233722.0
     assert prometheus.run_epoch("2026-12-02T17:48:42") is None  # no zone: not a point in time
+    # a replayed snapshot is a file: a year 1 or 9999 is not the time of a run
+    assert prometheus.run_epoch("0001-01-01T00:00:00+00:00") is None
+    assert prometheus.run_epoch("9999-12-31T23:59:59+00:00") is None
     assert prometheus.run_epoch("yesterday") is None and prometheus.run_epoch(None) is None
 
 

@@ -54,7 +54,7 @@ def pytest_cmdline_parse(pluginmanager: Any, args: list[str]):
     """pytest's own usage errors quote the command line (``unrecognized arguments: --x=ghp_…``):
     masked and escaped as every line the suite prints. Around the parse where the plugin is
     registered before it (``spark-gotchas``); :func:`pytest_collection` for paths not found."""
-    odd = next((arg for arg in args if printable(arg, limit=0) != arg), None)
+    odd = next((str(arg) for arg in args if printable(arg, limit=0) != str(arg)), None)
     if odd is not None:  # a line break or escape sequence in an argument would reach pytest's messages raw
         raise pytest.UsageError(f"spark-gotchas: an argument holds a control character or line break: "
                                 f"{outward.line(odd)[:300]}")
@@ -67,6 +67,8 @@ def pytest_cmdline_parse(pluginmanager: Any, args: list[str]):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session: pytest.Session):
+    """A path pytest cannot find (``file or directory not found: ARG``) quoted escaped and masked:
+    plain ``pytest`` parses its command line before the plugin is registered."""
     try:
         return (yield)
     except pytest.UsageError as exc:  # "file or directory not found: ARG"

@@ -73,12 +73,12 @@ def scrub_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 # -- credentials by shape -------------------------------------------------------------------------
-# A token starts a word, or follows a control character already shown escaped (``\x0a``,
-# ``\u2028``, ``\n`` as repr writes it): text escaped before it is masked keeps no token.
+# ``sk-`` and ``xox?-`` tokens start a word, or follow a control character already shown escaped
+# (``\x0a``, ``\u2028``, ``\n`` as repr writes it): text escaped before it is masked keeps no token.
 _ESCAPED_BEFORE = r"(?<=\\x[0-9a-fA-F]{2})|(?<=\\u[0-9a-fA-F]{4})|(?<=\\[nrtabfv])"
-# A prefix no word holds (``ghp_``, ``hf_``, ``glpat-``, ``AKIA`` and 16 more) is a token wherever it
-# stands, glued to what comes before it too (``x1ghp_…``); ``sk-`` and ``xox?-`` end ordinary words
-# (``task-…``, ``disk-…``), so they must start one.
+# A prefix no word holds (``ghp_``, ``github_pat_``, ``hf_``, ``glpat-``, ``AKIA``, ``ASIA``) makes a
+# token wherever it stands, glued to what comes before it too (``x1ghp_…``); ``sk-`` and ``xox?-``
+# end ordinary words (``task-…``, ``disk-…``), so they must start one.
 _TOKEN_SHAPES = re.compile(
     r"gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|hf_[A-Za-z0-9]{16,}|glpat-[A-Za-z0-9_-]{16,}|"
     r"(?:AKIA|ASIA)[0-9A-Z]{16}|"
@@ -89,6 +89,7 @@ _ESCAPE_SEQUENCE = re.compile(r"(?:\x1b|\\x1b)(?:\[[0-9;?]*+[ -/]*+[@-~]|\][^\x0
 
 
 def _mask_tokens(text: str) -> str:
+    """Tokens masked in each stretch between escape sequences (one pass over the text)."""
     if "x1b" not in text and "\x1b" not in text:
         return _TOKEN_SHAPES.sub(MASK, text)
     pieces, last = [], 0
@@ -97,6 +98,8 @@ def _mask_tokens(text: str) -> str:
         last = m.end()
     pieces.append(text[last:])
     return "".join(_TOKEN_SHAPES.sub(MASK, piece) for piece in pieces)
+
+
 # Every pattern below reads each character a bounded number of times, so masking is linear in the
 # text (a 128 KB argument on a command line, a 24 MB reading): a name, scheme or flag is tried once
 # per run of its characters, from the run's start, with possessive repeats (``*+``) that never give

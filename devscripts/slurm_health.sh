@@ -141,7 +141,10 @@ say "scene 4: fleet1's prolog replays fail.json, its health check still healthy.
 pick fleet1.prolog_slurmd fail
 run sbatch -w fleet1 -o /dev/null --job-name=prolog-fails --wrap 'echo ran'
 wait_for 60 "fleet1 drained by the prolog" drained_ours fleet1
-wait_for 30 "the job requeued" sh -c "squeue -h -n prolog-fails -o %r | grep -q ."
+# the prolog drains first and exits after: wait for the job held in the queue and the pass logged
+# (a RUNNING job's reason is "None" too, while its prolog still runs)
+wait_for 30 "the job requeued" sh -c "squeue -h -n prolog-fails -o %T | grep -q PENDING"
+wait_for 30 "fleet1's prolog pass logged" test -s "$DIR/log/fleet1.prolog_slurmd.log"
 reasons
 run squeue -n prolog-fails -o '%.8i %.14j %.9T %r'
 last_pass fleet1 prolog_slurmd

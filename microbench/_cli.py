@@ -65,14 +65,66 @@ def write(stream: IO[str], text: str) -> None:
         if isinstance(exc, BrokenPipeError):
             return
         if stream is not sys.stderr:
-            write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+            tell_write_failed(exc)
         raise SystemExit(WRITE_FAILED) from None
 
 
+_told = False  # whether this process said that its output could not be written (once is enough)
+
+
+def tell_write_failed(exc: OSError) -> None:
+    """The one line on stderr that says stdout could not be written, said once however many writes
+    fail after it (the suite's own, pytest's terminal, the flush at exit)."""
+    global _told
+    if not _told:
+        _told = True
+        try:
+            write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+        except SystemExit:  # stderr cannot be written either: the exit status is all that is left
+            pass
+
+
+def finish(code: int) -> int:
+    """The exit status ``code`` after stdout and stderr are flushed, as the interpreter would flush
+    them at exit but handled as :func:`write` handles a failed write: a reader that closed the pipe
+    leaves ``code`` as it is, any other failure is one line and :data:`WRITE_FAILED`. Without it a
+    buffered stdout (no ``PYTHONUNBUFFERED``, not a terminal) fails in the interpreter's own flush:
+    ``Exception ignored … BrokenPipeError`` and exit status 120. Every command ends through here."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except ValueError:  # closed by the code that ran: nothing of it is left to write
+            continue
+        except OSError as exc:
+            _drop(stream)
+            if isinstance(exc, BrokenPipeError):
+                continue
+            if stream is not sys.stderr:
+                tell_write_failed(exc)
+            code = WRITE_FAILED
+    return code
+
+
 def _drop(stream: IO[str]) -> None:
+    """Point ``stream``'s descriptor at /dev/null and write out what its buffer holds there, as
+    Python's documentation does for SIGPIPE: no later flush (an exit's, a caller's) fails on it,
+    even where the descriptor is pointed back at the pipe (pytest's capture restores it)."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-    except (OSError, ValueError):  # not a file descriptor (a test's StringIO): nothing buffered to drop
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError, AttributeError):  # not a file descriptor (a test's StringIO): nothing buffered to drop
+        return
+    try:
+        os.dup2(null, fd)
+    except OSError:
+        return
+    finally:
+        os.close(null)
+    try:
+        stream.flush()
+    except (OSError, ValueError):
         pass
 
 

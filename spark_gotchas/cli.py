@@ -135,6 +135,21 @@ class ShortPaths:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """The command's exit status, once its output is flushed (:func:`spark_gotchas.outward.finish`):
+    a stdout that a pipe or a file holds back in its buffer is written here, where a closed pipe or
+    a full disk is handled, not in the interpreter's flush at exit (``Exception ignored``, 120)."""
+    outward.standard_streams()
+    try:
+        code = dispatch(argv)
+    except SystemExit as exc:  # argparse's usage errors and --help, a write that failed
+        if exc.code is not None and not isinstance(exc.code, int):
+            outward.finish(1)
+            raise
+        code = exc.code or 0
+    return outward.finish(code)
+
+
+def dispatch(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         outward.say(*usage().splitlines(), err=not argv)

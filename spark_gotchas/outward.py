@@ -13,6 +13,7 @@ LF, U+0085, U+2028, U+2029 …): one string stays on one line and cannot forge a
 - :func:`say`, :func:`say_json`: the writers of every command's stdout and stderr;
 - :func:`terminal`: a line in pytest's terminal (the G-line block, progress lines);
 - :class:`Guarded`: the run's stdout, for what pytest itself prints there;
+- :func:`finish`: the last flush of stdout and stderr, with which every command and run ends;
 - :class:`ArgumentParser`: argparse whose usage, help and errors are written by :func:`say`.
 
 ``tests/test_outward.py`` reads every module and fails on a print or a write to stdout or stderr
@@ -21,6 +22,7 @@ that does not go through here.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO, Any, Iterable, Optional
 
@@ -67,6 +69,25 @@ def markdown(text: str) -> str:
 
 WRITE_FAILED = _cli.WRITE_FAILED  # the exit status of a command whose output could not be written (never 1: a finding)
 _write = _cli.write
+finish = _cli.finish  # the exit status after the last flush of stdout and stderr (see microbench._cli.finish)
+
+
+def standard_streams() -> None:
+    """stdin, stdout and stderr opened on /dev/null where the command started with one closed
+    (``<&-``, ``>&-``, ``2>&-``, a service manager's start): pytest needs all three (it ends in an
+    internal error on a missing one, and Python then exits 1 without a word); what is written to a
+    closed one goes nowhere, as the shell asked, and the exit status still tells."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed: the lowest free descriptor is this one, as the three are opened in order
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False,
+                                    errors="backslashreplace" if fd == 2 else None))
 
 
 def say(*lines: object, err: bool = False) -> None:
@@ -116,7 +137,7 @@ class Guarded:
         _cli._drop(self.stream)  # what its buffer holds goes nowhere: the flush at exit has nothing to fail on
         if not isinstance(exc, BrokenPipeError):
             self.failed = True
-            _write(sys.stderr, f"spark-gotchas: could not write its output: {exc.strerror or exc}\n")
+            _cli.tell_write_failed(exc)
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding …: the stream's own
         return getattr(self.stream, name)

@@ -110,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.worker().start()  # torch imports (seconds, cold) while pytest collects
 
 
+@pytest.hookimpl(trylast=True)  # after every other plugin's: nothing of this run prints after its last flush
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
@@ -121,9 +122,46 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
+    output = config.stash.get(OUTPUT_KEY, None)
+    if output is not None:
+        del config.stash[OUTPUT_KEY]
+        flush_at_exit(*output)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the terminal reporter writes its header
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A run of the checks: pytest's terminal writes through :class:`outward.Guarded`, so a reader
+    that closed the pipe (``pytest -m fast -v | head``) or a full disk ends the terminal's output,
+    not the run (pytest itself would stop in the middle of its reports with an internal error);
+    :func:`flush_at_exit` ends it."""
+    config = session.config
+    if not aims_at_checks(config):
+        return
+    writer = config.get_terminal_writer() if config.pluginmanager.has_plugin("terminalreporter") else None
+    guard = None
+    if writer is not None and hasattr(writer, "_file"):  # pytest's TerminalWriter keeps its stream there
+        guard = writer._file if isinstance(writer._file, outward.Guarded) else outward.Guarded(writer._file)
+        writer._file = guard
+    config.stash[OUTPUT_KEY] = (session, guard)
+
+
+def flush_at_exit(session: pytest.Session, guard: Optional[outward.Guarded]) -> None:
+    """The run's stdout and stderr flushed before pytest returns, where a closed pipe or a full disk
+    is handled as every command of the suite handles it (:func:`outward.finish`): the pipe quietly,
+    the disk in one line and exit status 2. Without it, a stdout that is not a terminal keeps the G-lines in its
+    buffer until the interpreter's own flush at exit, which fails with ``Exception ignored …``
+    and exit status 120 (or pytest's own flush: a traceback)."""
+    if guard is not None:
+        guard.flush()
+    code = outward.finish(int(session.exitstatus))
+    if guard is not None and guard.failed:
+        code = outward.WRITE_FAILED
+    if code != int(session.exitstatus):
+        session.exitstatus = code
 
 
 STATE_KEY = pytest.StashKey[SessionState]()
+OUTPUT_KEY = pytest.StashKey[tuple[pytest.Session, Optional[outward.Guarded]]]()  # see pytest_sessionstart
 SPEED_CHECKS_KEY = pytest.StashKey[list[tuple[pytest.Item, str]]]()  # a replay's soak and multinode checks
 VERDICT_KEY = pytest.StashKey[Verdict]()
 ORDER_KEY = pytest.StashKey[int]()

@@ -14,12 +14,15 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from hostile import FORGED, SECRETS, URL, problems
+from user_env import user_env
 
 from spark_gotchas import diff, fleet, outward, report_check
 
@@ -159,31 +162,94 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path):
     """``… | head -1`` closes the pipe after one line: the command still ends with its status."""
     many = [str(FIXTURE)] * 2
     run = subprocess.run(f"{sys.executable} -m spark_gotchas diff {' '.join(many)} --all | head -1",
-                         shell=True, capture_output=True, text=True, timeout=60)
+                         shell=True, capture_output=True, text=True, timeout=60, env=user_env())
     assert run.stdout == "spark-gotchas diff\n" and run.stderr == ""
 
 
-def test_the_run_piped_into_head_ends_quietly_with_its_own_status(tmp_path):
+# The checks' two front doors: the command, and pytest with the plugin in a checkout. Each with the
+# default output (under 8 KiB: all of it waits in stdout's buffer until the end) and with -vv -rA
+# (past it: pytest's terminal meets the closed pipe or the full disk while it reports).
+RUNS = {"spark-gotchas": ["-m", "spark_gotchas", "-m", "fast"],
+        "pytest": ["-m", "pytest", "-m", "fast", "-p", "no:randomly", str(ROOT / "tests_gotchas")]}
+RUN_IDS = [f"{door}{' -vv -rA' if verbose else ''}" for door in RUNS for verbose in (False, True)]
+RUN_ARGS = [[*RUNS[door], f"--spark-replay={FIXTURE}", *(["-vv", "-rA"] if verbose else [])]
+            for door in RUNS for verbose in (False, True)]
+
+
+@pytest.mark.parametrize("args", RUN_ARGS, ids=RUN_IDS)
+def test_the_run_piped_into_head_ends_quietly_with_its_own_status(tmp_path, args):
     """pytest's terminal writes to the run's stdout too: ``spark-gotchas -m fast | head -1`` prints
-    the first line and no traceback, and the run's status is the checks' (0 for this replay)."""
-    run = subprocess.run(f"{sys.executable} -m spark_gotchas -m fast --spark-replay={FIXTURE} | head -1; "
-                         "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    the first line and no traceback, and the run's status is the checks' (0 for this replay). Run
+    as a user's shell runs it: no PYTHONUNBUFFERED, so stdout is buffered and its last flush is
+    the interpreter's at exit unless the suite flushes it first."""
+    command = " ".join(shlex.quote(a) for a in [sys.executable, *args])
+    run = subprocess.run(f"{command} | head -1; exit ${{PIPESTATUS[0]}}", shell=True, executable="/bin/bash",
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=user_env())
     assert run.stdout.startswith("=") and run.stdout.count("\n") == 1
     assert (run.returncode, run.stderr) == (0, "")
 
 
-@pytest.mark.parametrize("command", [["diff", str(FIXTURE), str(FIXTURE)], ["diff", str(FIXTURE), str(FIXTURE), "--json"],
-                                     ["fleet", str(FIXTURE)], ["--help"], ["--version"],
-                                     ["-m", "fast", f"--spark-replay={FIXTURE}"],
-                                     ["microbench", "gemm", "--backend", "cublas", "--help"]])
+@pytest.mark.parametrize("args", RUN_ARGS, ids=RUN_IDS)
+def test_a_pipe_closed_before_the_first_line_ends_the_run_quietly(tmp_path, args):
+    """The reader gone before anything was written (``| true``, a pager quit at once): every write
+    of the run meets the closed pipe, the first as the last, and the status is still the checks'."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        run = subprocess.run([sys.executable, *args], cwd=tmp_path, stdout=write, stderr=subprocess.PIPE, text=True,
+                             timeout=120, env=user_env())
+    finally:
+        os.close(write)
+    assert (run.returncode, run.stderr) == (0, "")
+
+
+NO_SPACE = "spark-gotchas: could not write its output: No space left on device\n"
+COMMANDS = [["diff", str(FIXTURE), str(FIXTURE)], ["diff", str(FIXTURE), str(FIXTURE), "--json"],
+            ["fleet", str(FIXTURE)], ["--help"], ["--version"], ["-m", "fast", f"--spark-replay={FIXTURE}"],
+            ["-m", "fast", "-vv", "-rA", f"--spark-replay={FIXTURE}"],
+            ["microbench", "gemm", "--backend", "cublas", "--help"], ["check-report", "--help"],
+            ["node-health", "--help"], ["soak-record", "--help"], ["soak-cost", "--help"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c).replace(str(FIXTURE), "SNAPSHOT"))
 def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(command):
     """stdout on a full disk (``/dev/full``): one line on stderr, exit status 2, never a traceback
-    (and never 1, which says a status got worse or a report is not whole)."""
+    (and never 1, which says a status got worse or a report is not whole). Without PYTHONUNBUFFERED,
+    as a user's shell starts it: the output waits in stdout's buffer, and its last flush is the
+    suite's, not the interpreter's."""
     with open("/dev/full", "w") as full:
         run = subprocess.run([sys.executable, "-m", "spark_gotchas", *command], stdout=full, stderr=subprocess.PIPE,
-                             text=True, timeout=60)
-    assert (run.returncode, run.stderr) == (2, "spark-gotchas: could not write its output: No space left on device\n")
+                             text=True, timeout=60, env=user_env())
+    assert (run.returncode, run.stderr) == (2, NO_SPACE)
+
+
+@pytest.mark.parametrize("args", RUN_ARGS[2:], ids=RUN_IDS[2:])
+def test_the_checks_under_pytest_on_a_full_disk_are_one_line_and_exit_2(tmp_path, args):
+    """``pytest -m fast > out.txt`` on a full disk, as the command: one line, exit 2 (pytest's own
+    flush would end in a traceback and the interpreter's in exit status 120)."""
+    with open("/dev/full", "w") as full:
+        run = subprocess.run([sys.executable, *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True,
+                             timeout=120, env=user_env())
+    assert (run.returncode, run.stderr) == (2, NO_SPACE)
+
+
+@pytest.mark.parametrize("closed", ["<&-", ">&-", "2>&-", "<&- >&- 2>&-"])
+def test_a_run_started_with_a_standard_stream_closed_still_runs(tmp_path, closed):
+    """A run started with stdin, stdout or stderr closed (a service manager's start, ``>&-``):
+    pytest needs all three and ended in an internal error (exit 3, or 1 without a word with stderr
+    closed); the suite gives a closed one /dev/null, and the run writes its report and ends with the
+    checks' status."""
+    report = tmp_path / "report.json"
+    command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "spark_gotchas", "-m", "fast",
+                                                f"--spark-replay={FIXTURE}", "--json-report",
+                                                f"--json-report-file={report}"])
+    run = subprocess.run(f"exec {command} {closed}", shell=True, executable="/bin/bash", cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env=user_env())
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Traceback" not in run.stdout + run.stderr and "INTERNALERROR" not in run.stdout + run.stderr
+    assert json.loads(report.read_text())["spark_gotchas"]["lines"]
+    if ">&-" not in closed:
+        assert "G10 INFO: " in run.stdout
 
 
 # -- diff (the issue's first door) --------------------------------------------------------------------

@@ -74,9 +74,17 @@ def pytest_args(user_args: list[str]) -> list[str]:
     of the user's that takes a list or an optional value (``--json-report-omit log``, ``--cov``)
     ends the command and cannot swallow the checks. The rootdir is the checks' parent, so test ids
     read ``checks/test_g05_…`` installed and ``tests_gotchas/test_g05_…`` from a checkout, as
-    ``pytest -m fast`` names them there."""
+    ``pytest -m fast`` names them there.
+
+    ``--assert=plain``: a run never writes into the suite's own install tree. pytest's assertion
+    rewriting (the checks hold no ``assert``: a check reports a verdict) caches every module of a
+    plugin's distribution it imports as ``__pycache__/*-pytest-*.pyc`` beside it; pip's uninstall
+    knows nothing of those, and the ``spark_gotchas/`` of bare ``__pycache__`` folders it leaves
+    shadows an editable install made next (a namespace package: ``cannot import name
+    '__version__'``). A read-only install (a system image) runs the same."""
     checks = checks_dir()
-    return ["-c", str(INI), "--rootdir", str(checks.parent), "-p", "no:cacheprovider", str(checks), *user_args]
+    return ["-c", str(INI), "--rootdir", str(checks.parent), "-p", "no:cacheprovider", "--assert=plain", str(checks),
+            *user_args]
 
 
 def run_checks(user_args: list[str]) -> int:

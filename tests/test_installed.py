@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from gline_block import glines
 from packaging.version import Version
+from user_env import user_env
 
 try:
     import tomllib
@@ -117,7 +118,9 @@ def installed(tmp_path_factory) -> Installed:
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
                               str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # as a user's shell starts it: no PYTHON* variable (PYTHONDONTWRITEBYTECODE would hide a write
+    # into the install tree, PYTHONUNBUFFERED a flush that fails at exit)
+    env = {k: v for k, v in user_env().items() if not k.startswith("PYTEST_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return Installed(venv, wheel, env)
 
@@ -220,6 +223,54 @@ def test_the_report_the_command_wrote_passes_its_check(installed, tmp_path):
     assert_ten_lines(proc)
     check = installed.run("check-report", "report.json", cwd=tmp_path, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def install_tree(installed: Installed) -> dict[str, tuple[int, int]]:
+    """Every file and folder of the installed package, with its size and modification time."""
+    root = installed.site_packages / "spark_gotchas"
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in [root, *root.rglob("*")]}
+
+
+def test_a_run_writes_nothing_into_its_own_install_tree(installed, tmp_path):
+    """A live run and a replay leave the installed package as pip wrote it: pytest's assertion
+    rewriting wrote ``judges/__pycache__/*-pytest-*.pyc`` and more (71 files) there, which pip's
+    uninstall does not know, and the folders of them left behind shadowed an editable install."""
+    before = install_tree(installed)
+    snapshot = tmp_path / "snapshot.json"
+    assert_ten_lines(installed.run("-m", "fast", f"--spark-snapshot={snapshot}", cwd=tmp_path))
+    assert_ten_lines(installed.run("-m", "fast", f"--spark-replay={snapshot}", cwd=tmp_path))
+    after = install_tree(installed)
+    assert sorted(set(after) - set(before)) == [] and after == before
+
+
+ANOTHER_USER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                # read (never write) past folders closed to others, such as an interpreter under /root
+                "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+
+
+def test_a_read_only_install_runs_as_another_user(installed, tmp_path):
+    """The suite installed read-only (``chmod -R a-w``, a system image's site-packages) and run by a
+    user who owns none of it, with a HOME that does not exist (as ``nobody``'s): the ten lines,
+    the checks' status, no traceback."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no other user to run as")
+    prefix = ANOTHER_USER if os.geteuid() == 0 else []
+    root = installed.site_packages / "spark_gotchas"
+    modes = {p: p.stat().st_mode for p in [root, *root.rglob("*")]}
+    work = tmp_path / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    try:
+        for path, mode in modes.items():
+            path.chmod(mode & ~0o222)
+        env = dict(installed.env, HOME="/nonexistent")
+        proc = subprocess.run([*prefix, "spark-gotchas", "-m", "fast", "-rs"], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=180, stdin=subprocess.DEVNULL)
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+    assert_ten_lines(proc)
+    assert proc.stderr == "", proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize("argv, code, text", [

@@ -24,6 +24,12 @@ def spot(clock=1980.0, power=690.0, temp=62.0, util=100.0, mask=0, busy=0.99, be
     return SpotCheck(**base)
 
 
+def gb10_spot(clock=2450.0, power=62.0, **kw):
+    """A GB10's load: its name, its 3003 MHz maximum, no power limit (NVML reports none), a BF16 rate it reaches."""
+    return spot(clock=clock, power=power, **{"device": "NVIDIA GB10", "max_sm_clock_mhz": 3003.0, "power_limit_w": None,
+                                             "tflops": 95.0, **kw})
+
+
 def test_h200_at_rest_from_its_recorded_nvml_values_is_information():
     f = H200_FACTS
     snap = ThermalSnapshot(index=0, name=f["nvmlDeviceGetName"], power_limit_w=f["nvmlDeviceGetEnforcedPowerLimit_mw"] / 1000,
@@ -63,31 +69,31 @@ def test_healthy_h200_under_load_passes_against_half_its_max_clock():
 
 
 def test_gb10_power_brake_counter_growing_under_load_warns_even_with_a_zero_mask():
-    v = g04.judge_spot_check(spot(clock=2450.0, power=98.0, before={"hw_power_brake": 0.0, "sw_power_cap": 1e6},
-                                  after={"hw_power_brake": 12000.0, "sw_power_cap": 3e6}), GB10)
+    v = g04.judge_spot_check(gb10_spot(clock=2450.0, power=98.0, before={"hw_power_brake": 0.0, "sw_power_cap": 1e6},
+                                       after={"hw_power_brake": 12000.0, "sw_power_cap": 3e6}), GB10)
     assert v.status is Status.WARN
     assert v.line == "G4 WARN: throttling under load: HW power brake +12 ms"
     assert v.detail.startswith("2.5 s of BF16 GEMM (8192^3): SM clock 2450 MHz")
 
 
 def test_an_active_thermal_reason_under_load_warns():
-    v = g04.judge_spot_check(spot(clock=2300.0, power=98.0, mask=0x20), GB10)
+    v = g04.judge_spot_check(gb10_spot(clock=2300.0, power=98.0, mask=0x20), GB10)
     assert v.line == "G4 WARN: throttling under load: SW thermal slowdown active"
     assert v.detail.startswith("2.5 s of BF16 GEMM (8192^3): SM clock 2300 MHz")
 
 
 def test_a_load_too_light_is_inconclusive():
-    v = g04.judge_spot_check(spot(clock=700.0, busy=0.35), GB10)
+    v = g04.judge_spot_check(gb10_spot(clock=700.0, busy=0.35), GB10)
     assert v.status is Status.INFO
     assert v.line == "G4 INFO: inconclusive: the load kept the GPU busy only 35% (needs 80%)"
     assert v.detail.startswith("2.5 s of BF16 GEMM (8192^3): SM clock 700 MHz")
 
 
 def test_without_clock_readings_the_spot_check_skips_with_the_reason():
-    reading = spot(samples=[ThermalSample(t_s=1.0)], unavailable={"sm_clock_mhz": "Not Supported"})
+    reading = gb10_spot(samples=[ThermalSample(t_s=1.0)], unavailable={"sm_clock_mhz": "Not Supported"})
     v = g04.judge_spot_check(reading, GB10)
     assert v.line == "G4 SKIP: no SM clock read under load (Not Supported)"
-    assert v.detail == "2.5 s of BF16 GEMM (8192^3) ran at 720.0 TFLOP/s"
+    assert v.detail == "2.5 s of BF16 GEMM (8192^3) ran at 95.0 TFLOP/s"
 
 
 def test_a_gpu_without_profile_or_max_clock_is_not_held_to_a_floor():
@@ -100,7 +106,7 @@ ENGINE = GpuProcess(pid=6008, name="VLLM::EngineCore", cmdline=["VLLM::EngineCor
 
 
 def test_a_gb10_rate_far_below_its_figure_with_healthy_clocks_names_the_busy_server():
-    v = g04.judge_spot_check(spot(clock=2450.0, power=62.0, temp=63.0, tflops=52.4), GB10,
+    v = g04.judge_spot_check(gb10_spot(clock=2450.0, power=62.0, temp=63.0, tflops=52.4), GB10,
                              GpuProcesses(processes=[ENGINE]))
     assert v.line == ("G4 WARN: 52.4 TFLOP/s at 2450 MHz, far below GB10's 94-98: pid 6008 VLLM::EngineCore busy "
                       "(see G6)")
@@ -111,7 +117,7 @@ def test_a_gb10_rate_far_below_its_figure_with_healthy_clocks_names_the_busy_ser
 
 def test_a_gb10_rate_far_below_with_nothing_else_running_twice_points_at_the_driver_or_hardware():
     nobody = MeasureWindow(what="G4 spot check's load", t_start_epoch=1.0, t_end_epoch=3.0, samples=20)
-    slow = replace(spot(clock=2450.0, power=62.0, tflops=40.0), window=nobody)
+    slow = replace(gb10_spot(clock=2450.0, power=62.0, tflops=40.0), window=nobody)
     v = g04.judge_spot_check(replace(slow, again=replace(slow, tflops=41.0)), GB10, GpuProcesses(scanned=300))
     assert v.line == "G4 WARN: 41.0 TFLOP/s at 2450 MHz, far below GB10's 94-98; nothing else on the GPU, twice"
     assert v.fix == ("update or reinstall the NVIDIA driver and re-run (nothing else ran on the GPU during either load); "
@@ -122,18 +128,18 @@ def test_a_gb10_rate_far_below_with_nothing_else_running_twice_points_at_the_dri
     assert once.line == "G4 WARN: 40.0 TFLOP/s at 2450 MHz, far below GB10's 94-98; nothing else on the GPU, measured once"
     assert once.fix == ("re-run spark-gotchas -m fast -k g04: this rate was measured once; if it stays far below with "
                         "healthy clocks and nothing else on the GPU, update or reinstall the NVIDIA driver")
-    unread = g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=40.0), GB10, GpuProcesses(scanned=300))
+    unread = g04.judge_spot_check(gb10_spot(clock=2450.0, power=62.0, tflops=40.0), GB10, GpuProcesses(scanned=300))
     assert unread.summary.endswith("other GPU work unknown, measured once") and unread.status is Status.WARN
     assert "NVIDIA support" not in unread.fix
 
 
 def test_a_rate_within_reach_of_the_figure_passes_and_a_profile_without_one_is_not_judged():
-    assert g04.judge_spot_check(spot(clock=2450.0, power=62.0, tflops=70.0), GB10, GpuProcesses()).status is Status.PASS
+    assert g04.judge_spot_check(gb10_spot(clock=2450.0, power=62.0, tflops=70.0), GB10, GpuProcesses()).status is Status.PASS
     assert g04.judge_spot_check(spot(clock=1900.0, tflops=10.0), GENERIC, GpuProcesses()).status is Status.PASS
 
 
 def test_a_clock_stuck_low_is_still_the_finding_before_the_rate():
-    v = g04.judge_spot_check(spot(clock=600.0, power=13.0, tflops=23.2), GB10, GpuProcesses(processes=[ENGINE]))
+    v = g04.judge_spot_check(gb10_spot(clock=600.0, power=13.0, tflops=23.2), GB10, GpuProcesses(processes=[ENGINE]))
     assert v.status is Status.FAIL and "GPU stuck in its low-power state" in v.summary
 
 

@@ -245,8 +245,9 @@ def test_a_replay_says_what_the_snapshot_holds_that_it_does_not_judge(pytester):
     way: the G4 line is the recorded soak's FAIL, never the fast checks' PASS, and says how to judge
     it; with -m soak it is judged."""
     recorded = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
-    throttled = soak_reading(series(n=20, tflops=lambda i: 95.0 - 2 * i, clock=lambda i: 2450.0 - 60 * i),
-                             planned_s=28800.0, elapsed_s=28800.0)
+    throttled = soak_reading(series(n=20, tflops=lambda i: 665.0 - 14 * i, clock=lambda i: 1980.0 - 40 * i),
+                             planned_s=28800.0, elapsed_s=28800.0, device="NVIDIA H200", max_sm_clock_mhz=1980.0)
+    # the snapshot's own H200 ran it: a GB10's soak spliced in would be no H200 reading
     recorded["readings"]["thermal.soak"] = to_jsonable(throttled)
     recorded["markers"] = "fast or soak"
     path = pytester.path / "night.json"

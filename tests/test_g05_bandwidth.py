@@ -297,11 +297,21 @@ def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu, 
     assert "Traceback" not in result.stdout.str()
 
 
-def test_an_h200_judged_as_a_spark_is_above_the_range_not_within_it():
+def test_an_h200_judged_as_a_spark_is_no_gb10_reading_never_a_pass():
     v = g05.judge_bandwidth(reading(fk.h200_bandwidth()), fk.h200_inventory(), profiles.GB10)
-    assert v.status is Status.PASS
-    assert v.summary == "read 3907, copy 4090 GB/s: at or above GB10's measured range"
-    assert "; copy, read, write, triad above it; " in v.detail
+    assert v.line == "G5 WARN: write 4401 GB/s is 16.1x GB10's 273 GB/s: not a GB10 reading; bandwidth not judged"
+    assert v.detail.startswith("write 4401 GB/s is 16.1x GB10's 273 GB/s datasheet (NVIDIA DGX Spark datasheet")
+    assert v.readings["beyond_envelope"] == "write 4401 GB/s is 16.1x GB10's 273 GB/s datasheet"
+
+
+def test_a_figure_at_the_datasheet_is_judged_and_one_past_it_is_no_gb10_reading():
+    at = g05.judge_bandwidth(reading(fk.gb10_bandwidth(1.18)), fk.gb10_inventory(), profiles.GB10)
+    assert at.status is Status.PASS and "GB10's measured range" in at.summary  # read 274 GB/s: the datasheet's, rounded
+    past = g05.judge_bandwidth(reading(fk.gb10_bandwidth(1.3)), fk.gb10_inventory(), profiles.GB10)
+    assert past.line == "G5 WARN: read 302 GB/s is 1.1x GB10's 273 GB/s datasheet: not a GB10 reading; bandwidth not judged"
+    assert past.fix.startswith("a replayed snapshot: take it again on the machine it names")
+    ceiling = g05.judge_decode_ceiling(reading(fk.gb10_bandwidth(1.3)), profiles.GB10, Plan(model_gb=30))
+    assert ceiling.line.startswith("G5 WARN: read 302 GB/s is 1.1x GB10's 273 GB/s") and "decode ceiling" in ceiling.line
 
 
 def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypatch):

@@ -49,14 +49,15 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 from ..plan import Plan
-from ..profiles import SAME, Machine, Profile
+from ..profiles import SAME, Beyond, Machine, Profile, beyond
 from ..readings.gpu import GpuInventory
-from ..readings.mem import CudaMemory, LoadProbe, MemInfo
+from ..readings.mem import CudaMemory, LoadProbe, MemCgroup, MemInfo
 from ..units import GB, gb
-from ..verdict import Status, Verdict
+from ..verdict import Status, Verdict, fitting
 
 G = 3
 PAGE_CACHE_WARN_FRACTION = 0.25
@@ -79,6 +80,87 @@ def _figures(info: MemInfo) -> dict:
             "dirty_bytes": info.dirty_bytes, "available_estimated": info.available_estimated}
 
 
+def _spoiled(profile: Profile, info: Optional[MemInfo] = None, inventory: Optional[GpuInventory] = None,
+             cuda: Optional[CudaMemory] = None) -> Optional[Beyond]:
+    """A memory figure no machine of the profile's platform can have (its envelope), else None."""
+    memory = {}
+    first = inventory.first if inventory is not None else None
+    if first is not None and first.memory_total_bytes:
+        memory["NVML device memory"] = first.memory_total_bytes
+    if cuda is not None and cuda.first is not None and cuda.first.total_bytes:
+        memory["CUDA total memory"] = cuda.first.total_bytes
+    total = info.mem_total_bytes if info is not None and info.ok else None
+    return beyond(profile, memory=memory, host_memory_bytes=total)
+
+
+# -- memory already gone: swap in use, a container's limit ----------------------------------------
+CGROUP_NOTE = ("on a unified-memory GPU the CUDA copy is not charged to the container (a GB10's cgroup memory.current "
+               "read 16.7 GiB while its engine held 77 GiB): the load's host side is")
+
+
+@dataclass(frozen=True)
+class Gone:
+    """What of MemAvailable a load cannot have: pages of running processes already in swap, and, in
+    a container, what its own memory limit leaves (``room``; None where no limit below MemTotal binds)."""
+
+    avail: int
+    swap: int
+    room: Optional[int] = None
+    limit: Optional[int] = None
+    limit_file: str = ""
+    working_set: Optional[int] = None
+    unknown: str = ""  # why the container's limit could not be read
+
+    @property
+    def usable(self) -> int:
+        return max(self.avail - self.swap, 0)
+
+    @property
+    def pool_text(self) -> str:
+        """``MemAvailable 124.2 GB`` or ``MemAvailable less swap in use (X)``: the pool as the line says it."""
+        return f"MemAvailable {gb(self.avail)}" if not self.swap else f"MemAvailable less swap in use ({gb(self.usable)})"
+
+    def notes(self) -> str:
+        """The figures behind the line, for its detail."""
+        out = []
+        if self.swap:
+            out.append(f"{gb(self.swap)} in swap (SwapTotal - SwapFree) counts as gone: those pages belong to running "
+                       f"processes and come back when they run, so MemAvailable {gb(self.avail)} leaves "
+                       f"{gb(self.usable)}")
+        if self.room is not None:
+            out.append(f"this container's memory limit is {gb(self.limit)} ({self.limit_file}), "
+                       f"{gb(self.working_set)} of it in use: {gb(self.room)} left")
+        elif self.unknown:
+            out.append(f"container memory limit unknown ({self.unknown})")
+        return "; ".join(out)
+
+    def readings(self) -> dict:
+        return {"swap_used_bytes": self.swap, "usable_bytes": self.usable, "cgroup_limit_bytes": self.limit,
+                "cgroup_room_bytes": self.room, "cgroup_limit_file": self.limit_file or None,
+                "cgroup_unknown": self.unknown or None}
+
+
+def gone(info: MemInfo, cgroup: Optional[MemCgroup]) -> Gone:
+    """Swap in use from /proc/meminfo; the container's room from its cgroup, where its limit is below
+    MemTotal (a limit above all of memory bounds nothing)."""
+    avail, swap = info.mem_available_bytes or 0, info.swap_used_bytes
+    if cgroup is None:
+        return Gone(avail, swap)
+    if cgroup.error:
+        return Gone(avail, swap, unknown=cgroup.error)
+    limit = cgroup.limit_bytes
+    if limit is None or (info.mem_total_bytes and limit >= info.mem_total_bytes):
+        return Gone(avail, swap)
+    return Gone(avail, swap, room=cgroup.room_bytes, limit=limit, limit_file=cgroup.limit_file or "memory.max",
+                working_set=cgroup.working_set_bytes or 0)
+
+
+def _container_fix(need: float, gone_: Gone) -> str:
+    more = need - (gone_.room or 0) + (gone_.limit or 0)
+    return (f"raise this container's memory limit to at least {gb(more)} (docker run --memory, a Kubernetes memory "
+            "limit, Slurm --mem), or plan a smaller or quantized model. " + QLORA_NOTE)
+
+
 # -- page cache ---------------------------------------------------------------------------------
 def _elsewhere(here: Machine, profile: Profile, thing: str, readings: Optional[dict] = None) -> Verdict:
     """INFO: this machine is not the profile's platform, so its ``thing`` is not judged."""
@@ -89,8 +171,13 @@ def _elsewhere(here: Machine, profile: Profile, thing: str, readings: Optional[d
 def judge_page_cache(info: MemInfo, profile: Profile, plan: Plan, here: Machine = SAME) -> Verdict:
     if not here.is_profile:
         return _elsewhere(here, profile, "memory", _figures(info) if info.ok else None)
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "memory")
     if not info.ok:
         return _skip_meminfo(info)
+    spoiled = _spoiled(profile, info)
+    if spoiled is not None:
+        return spoiled.verdict(G, "memory", _figures(info))
     lacking = [k for k in ("MemFree", "Cached") if k in info.missing]
     if lacking:
         return Verdict(G, Status.SKIP, f"{info.source} has no {' or '.join(lacking)} line: page cache unknown",
@@ -143,9 +230,12 @@ def best_device(cuda: Optional[CudaMemory], inventory: Optional[GpuInventory]) -
 
 def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
                    cuda: Optional[CudaMemory] = None, inventory: Optional[GpuInventory] = None,
-                   here: Machine = SAME) -> Verdict:
+                   here: Machine = SAME, cgroup: Optional[MemCgroup] = None) -> Verdict:
+    """``cgroup``: this process's own cgroup (a container's memory limit), None where not read."""
     if not here.is_profile:
         return _plan_elsewhere(here, profile, plan)
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "memory")
     if not info.ok:
         return _skip_meminfo(info)
     if info.mem_available_bytes is None:
@@ -153,29 +243,54 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
                        readings=_figures(info))
     kind = profile.memory_kind
     factor = plan.factor
-    avail = info.mem_available_bytes or 0
-    readings = {**_figures(info), "memory": kind, "load_factor": factor, "model_gb": plan.model_gb}
+    left = gone(info, cgroup)
+    readings = {**_figures(info), **left.readings(), "memory": kind, "load_factor": factor, "model_gb": plan.model_gb}
+    spoiled = _spoiled(profile, info, inventory, cuda)
+    if spoiled is not None:
+        return spoiled.verdict(G, "memory", readings)
     if kind == "discrete":
-        return _headroom_discrete(info, plan, factor, readings, *best_device(cuda, inventory))
+        return _headroom_discrete(info, plan, factor, readings, left, *best_device(cuda, inventory))
+    avail, usable = left.avail, left.usable
     where = "host memory (no GPU)" if kind == "none" else "the unified pool"
+    notes = left.notes()
     if plan.model_gb is None:
-        fits = avail / factor
-        return Verdict(G, Status.INFO, f"MemAvailable {gb(avail)}: up to {gb(fits)} of weights fit a load (x{factor:g})",
+        fits, bound = usable / factor, left.pool_text
+        if left.room is not None and factor > 1 and left.room / (factor - 1) < fits:
+            fits, bound = left.room / (factor - 1), f"the container's limit leaves {gb(left.room)}"
+        return Verdict(G, Status.INFO, f"{bound}: up to {gb(fits)} of weights fit a load (x{factor:g})",
                        detail=f"MemAvailable {gb(avail)} of {gb(info.mem_total_bytes)} (MemFree "
-                              f"{gb(info.mem_free_bytes)}, page cache {gb(info.page_cache_bytes)}) in {where}; "
-                              "--spark-model-gb N judges a plan", readings=readings)
+                              f"{gb(info.mem_free_bytes)}, page cache {gb(info.page_cache_bytes)}) in {where}"
+                              + (f"; {notes}" if notes else "") + "; --spark-model-gb N judges a plan",
+                       readings=readings)
     peak = plan.peak_bytes(unified=True)
-    readings["planned_peak_bytes"] = peak
+    host = float(plan.model_gb) * GB * (factor - 1)
+    readings.update({"planned_peak_bytes": peak, "host_need_bytes": host})
     planned = f"{plan.model_gb:g} GB of weights peak at ~{gb(peak)} (x{factor:g})"
-    loading = f"the peak is while loading safetensors, in {where}"
-    if avail < peak:
-        return Verdict(G, Status.FAIL, f"{planned}, but MemAvailable is {gb(avail)}: {gb(peak - avail)} short",
-                       detail=loading,
+    loading = f"the peak is while loading safetensors, in {where}" + (f"; {notes}" if notes else "")
+    if usable < peak:
+        short = peak - usable
+        if not left.swap:
+            summary = f"{planned}, but MemAvailable is {gb(avail)}: {gb(short)} short"
+        else:
+            summary = fitting(G, Status.FAIL, f"{planned}, but MemAvailable less swap in use is {gb(usable)}: "
+                                              f"{gb(short)} short",
+                              f"{planned}: {gb(short)} short of MemAvailable less swap in use")
+        return Verdict(G, Status.FAIL, summary, detail=loading,
                        fix="free memory before loading: stop other GPU processes (G6 names them), drop the page cache "
                            f"between runs as root ({DROP_CACHES}), or plan a smaller or quantized model. {QLORA_NOTE}",
                        readings=readings)
-    return Verdict(G, Status.PASS, f"{planned}; MemAvailable {gb(avail)} leaves {gb(avail - peak)} to spare",
-                   detail=loading, readings=readings)
+    if left.room is not None and left.room < host:
+        return Verdict(G, Status.FAIL, fitting(G, Status.FAIL,
+                                               f"{planned}, but the container's limit leaves {gb(left.room)}: "
+                                               f"{gb(host - left.room)} short",
+                                               f"{plan.model_gb:g} GB of weights: the container's limit leaves "
+                                               f"{gb(left.room)}, {gb(host - left.room)} short"),
+                       detail=f"the load's host side (~{gb(host)}, the page cache at x{factor:g}) is charged to this "
+                              f"container; {CGROUP_NOTE} what its limit must hold; {loading}",
+                       fix=_container_fix(host, left), readings=readings)
+    return Verdict(G, Status.PASS, f"{planned}; {left.pool_text} leaves {gb(usable - peak)} to spare",
+                   detail=loading + (f"; the container's room covers the load's host side (~{gb(host)})"
+                                     if left.room is not None else ""), readings=readings)
 
 
 def _plan_elsewhere(here: Machine, profile: Profile, plan: Plan) -> Verdict:
@@ -200,16 +315,19 @@ def _plan_elsewhere(here: Machine, profile: Profile, plan: Plan) -> Verdict:
                    readings=readings)
 
 
-def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
+def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict, left: Gone,
                        dev_free: Optional[int], dev_total: Optional[int], label: str) -> Verdict:
-    avail = info.mem_available_bytes or 0
+    avail = left.usable  # MemAvailable less swap in use
+    host_word = "MemAvailable" if not left.swap else "MemAvailable less swap in use"
     readings.update({"device": label, "device_free_bytes": dev_free, "device_total_bytes": dev_total})
     device = f"{label} has {gb(dev_free)} free of {gb(dev_total)}" if dev_free is not None else \
         "GPU free memory unreadable (no NVML memory, no CUDA device)"
+    notes = left.notes()
     if plan.model_gb is None:
-        host_fit = avail / (factor - 1) if factor > 1 else float("inf")
+        host_room = min(avail, left.room) if left.room is not None else avail
+        host_fit = host_room / (factor - 1) if factor > 1 else float("inf")
         fits = min(dev_free, host_fit) if dev_free is not None else host_fit
-        more = f"host MemAvailable {gb(avail)}; --spark-model-gb N judges a plan"
+        more = f"host {host_word} {gb(avail)}" + (f"; {notes}" if notes else "") + "; --spark-model-gb N judges a plan"
         if fits == float("inf"):
             return Verdict(G, Status.INFO, device, detail=more, readings=readings)
         return Verdict(G, Status.INFO, f"up to {gb(fits)} of weights fit a load: {device}", detail=more,
@@ -220,24 +338,39 @@ def _headroom_discrete(info: MemInfo, plan: Plan, factor: float, readings: dict,
     problems = []
     dev_short = dev_free is not None and dev_free < weights
     host_short = avail < host_need
+    room_short = left.room is not None and left.room < host_need
     if dev_short:
         problems.append(f"{plan.model_gb:g} GB of weights do not fit: {device} ({gb(weights - dev_free)} short)")
     if host_short:
-        problems.append(f"the load's host side (~{gb(host_need)} at x{factor:g}) exceeds MemAvailable {gb(avail)} "
+        problems.append(f"the load's host side (~{gb(host_need)} at x{factor:g}) exceeds {host_word} {gb(avail)} "
                         f"({gb(host_need - avail)} short)")
+    if room_short and not host_short:
+        problems.append(f"the load's host side (~{gb(host_need)} at x{factor:g}) exceeds what the container's limit "
+                        f"leaves ({gb(left.room)}, {gb(host_need - left.room)} short)")
     if problems:
-        summary, detail = problems[0], ""
-        if dev_short and host_short:  # both in the line would pass 100 columns: the shortfalls, then the figures
+        summary, detail = problems[0], "; ".join(problems[1:] + ([notes] if notes else []))
+        if dev_short and (host_short or room_short):  # both in the line would pass 100 columns
+            where = "host memory" if host_short else "the container's limit"
+            short = host_need - avail if host_short else host_need - (left.room or 0)
             summary = (f"{plan.model_gb:g} GB of weights do not fit: {label} is {gb(weights - dev_free)} short, "
-                       f"host memory {gb(host_need - avail)} short")
-            detail = "; ".join(problems)
-        return Verdict(G, Status.FAIL, summary, detail=detail,
-                       fix="free the GPU first (G6 names what holds it), shard or quantize the model, or free host "
-                           "memory. " + QLORA_NOTE, readings=readings)
+                       f"{where} {gb(short)} short")
+            detail = "; ".join(problems + ([notes] if notes else []))
+        elif room_short and not dev_short:
+            summary = fitting(G, Status.FAIL, problems[0], f"the load's host side (~{gb(host_need)}) exceeds the "
+                                                           f"container's {gb(left.room)} left: "
+                                                           f"{gb(host_need - left.room)} short")
+        fix = "free the GPU first (G6 names what holds it), shard or quantize the model, or free host memory. " + \
+            QLORA_NOTE
+        if room_short and not dev_short and not host_short:
+            fix = _container_fix(host_need, left)
+        return Verdict(G, Status.FAIL, summary, detail=detail, fix=fix, readings=readings)
     dev_part = (f"{label} has {gb(dev_free)} free for {plan.model_gb:g} GB of weights "
                 f"({gb(dev_free - weights)} to spare)") if dev_free is not None else device
-    return Verdict(G, Status.PASS, dev_part, detail=f"host MemAvailable {gb(avail)} covers the load's host side "
-                   f"(~{gb(host_need)})", readings=readings)
+    covers = f"host {host_word} {gb(avail)}" + (f" and the container's {gb(left.room)} left" if left.room is not None
+                                                else "")
+    verb = "cover" if left.room is not None else "covers"
+    return Verdict(G, Status.PASS, dev_part, detail=f"{covers} {verb} the load's host side (~{gb(host_need)})"
+                   + (f"; {notes}" if notes else ""), readings=readings)
 
 
 # -- what NVML and CUDA say ----------------------------------------------------------------------
@@ -245,6 +378,11 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
                           cuda: Optional[CudaMemory], here: Machine = SAME) -> Verdict:
     if not here.is_profile:
         return _elsewhere(here, profile, "memory")
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "memory")
+    spoiled = _spoiled(profile, info, inventory, cuda)
+    if spoiled is not None:
+        return spoiled.verdict(G, "memory")
     kind = profile.memory_kind
     nvml_devs = inventory.devices if inventory is not None else []
     cuda_dev = cuda.first if cuda is not None else None
@@ -305,6 +443,8 @@ def judge_load_probe(probe: LoadProbe, plan: Plan, profile: Optional[Profile] = 
                      here: Machine = SAME) -> Verdict:
     if profile is not None and not here.is_profile:
         return _elsewhere(here, profile, "load peak")
+    if profile is not None and here.beyond is not None:
+        return here.beyond.verdict(G, "load peak")
     factor = plan.factor
     readings = {"size_bytes": probe.size_bytes, "peak_extra_ratio": probe.peak_extra_ratio,
                 "load_factor": factor, "cold": probe.cold, "integrated": probe.integrated,

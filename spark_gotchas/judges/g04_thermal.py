@@ -95,7 +95,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
-from ..profiles import SAME, Machine, Profile
+from ..profiles import SAME, Beyond, Machine, Profile, beyond
 from ..readings.gpu import BUSY_POWER_OF_LIMIT, BUSY_UTILIZATION_PCT, GpuProcesses, Outside, Sharing, sharing
 from ..readings.thermal import (
     COUNTER_NAMES,
@@ -227,7 +227,13 @@ def judge_snapshot(snap: ThermalSnapshot, profile: Profile, here: Machine = SAME
     if not here.is_profile:
         return Verdict(G, Status.INFO, here.not_judged(profile, "clocks"), detail=here.not_profile(profile, "clocks at rest"),
                        readings={"machine_is_profile": False, "machine": here.device})
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "clocks")
     s = snap.sample or ThermalSample(t_s=0.0)
+    spoiled = beyond(profile, power_limit_w=snap.power_limit_w, power_w=s.power_w,
+                     clocks={"max SM clock": snap.max_sm_clock_mhz, "SM clock": s.sm_clock_mhz})
+    if spoiled is not None:
+        return spoiled.verdict(G, "clocks", {"power_limit_w": snap.power_limit_w, "max_sm_clock_mhz": snap.max_sm_clock_mhz})
     mask = s.reasons_mask
     readings = {"device": snap.name, "temperature_c": s.temperature_c, "power_w": s.power_w,
                 "power_limit_w": snap.power_limit_w, "sm_clock_mhz": s.sm_clock_mhz,
@@ -300,14 +306,29 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
                        detail=here.not_profile(profile, "clocks under load"),
                        readings={"machine_is_profile": False, "machine": here.device, "tflops": spot.tflops,
                                  "precision": spot.dtype})
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "clocks")
     if not spot.attempted:
         return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
+    spoiled = _spoiled(spot, profile) or (_spoiled(spot.again, profile) if spot.again is not None else None)
+    if spoiled is not None:
+        return spoiled.verdict(G, "clocks", {"tflops": spot.tflops, "precision": spot.dtype,
+                                             "power_limit_w": spot.power_limit_w})
     share = sharing(spot.window, processes)
     again = spot.again
     if again is not None and again.attempted and not again.load_problem and share.busy is not True \
             and spot_far_below(spot, profile):
         return _judge_load(again, profile, sharing(again.window, processes), first=spot)
     return _judge_load(spot, profile, share)
+
+
+def _spoiled(spot: SpotCheck, profile: Profile) -> Optional[Beyond]:
+    """A rate, clock or power figure of the load no machine of the profile's platform can give."""
+    clocks = _present([s.sm_clock_mhz for s in spot.samples])
+    powers = _present([s.power_w for s in spot.samples])
+    return beyond(profile, tflops={spot.dtype: spot.tflops}, power_limit_w=spot.power_limit_w,
+                  power_w=max(powers) if powers else None,
+                  clocks={"max SM clock": spot.max_sm_clock_mhz, "SM clock": max(clocks) if clocks else None})
 
 
 def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Optional[SpotCheck] = None) -> Verdict:
@@ -562,6 +583,12 @@ def judge_soak(soak: SoakReading, profile: Profile, max_drop: Optional[float] = 
     if not full:
         return Verdict(G, Status.INFO, f"{prefix}too short to judge: no full {soak.window_s:.0f} s load window measured",
                        detail=told(), readings=readings)
+    rates = _present([w.tflops for w in full])
+    spoiled = beyond(profile, tflops={soak.dtype: max(rates) if rates else None}, power_limit_w=soak.power_limit_w,
+                     clocks={"max SM clock": soak.max_sm_clock_mhz,
+                             "SM clock": max(_present([w.sm_clock_max_mhz for w in full]), default=None)})
+    if spoiled is not None:
+        return spoiled.verdict(G, "soak", readings)
     busy = _median(_present([_window_busy(w) for w in full]))
     clocks = _present([w.sm_clock_median_mhz for w in full])
     clock = _median(clocks)

@@ -61,7 +61,7 @@ from typing import Optional
 from spark_gotchas.microbench.bandwidth import BandwidthResult, MethodResult
 
 from ..plan import Plan
-from ..profiles import SAME, Machine, Profile
+from ..profiles import SAME, Beyond, Machine, Profile, beyond
 from ..readings.bench import BandwidthReading, BandwidthSweepReading
 from ..readings.gpu import GpuInventory, GpuProcesses, MeasureWindow, Sharing, sharing
 from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
@@ -245,6 +245,17 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
                    readings=readings)
 
 
+def _spoiled(profile: Profile, inventory: Optional[GpuInventory], *figures: dict[str, float]) -> Optional[Beyond]:
+    """A figure no machine of the profile's platform can reach (its envelope: the datasheet's
+    bandwidth, every byte counted), NVML's theoretical peak among them, else None."""
+    for some in figures:
+        out = beyond(profile, bandwidth=some)
+        if out is not None:
+            return out
+    theoretical = _theoretical(inventory)
+    return beyond(profile, bandwidth={"NVML's theoretical": theoretical}) if theoretical else None
+
+
 def _not_measured(reading, label: str) -> Optional[Verdict]:
     """The SKIP/FAIL verdict when a probe did not give figures, else None."""
     if not reading.attempted:
@@ -288,6 +299,8 @@ def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory]
     """The fast probe's figures against the profile (rules in the module docstring)."""
     if not here.is_profile:
         return _elsewhere(here, profile, reading)
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "bandwidth")
     early = _not_measured(reading, "bandwidth")
     if early is not None:
         return early
@@ -302,9 +315,12 @@ def judge_bandwidth(reading: BandwidthReading, inventory: Optional[GpuInventory]
     readings = {"array_bytes": res.array_bytes, "sizing": res.sizing, "backend": res.backend,
                 "device": res.device, "probe_seconds": round(res.seconds, 2),
                 "implementations": {m.method: m.implementation for m in res.methods}}
+    second = probe_figures(reading.again) if reading.again is not None else {}
+    spoiled = _spoiled(profile, inventory, figures, second)
+    if spoiled is not None:
+        return spoiled.verdict(G, "bandwidth", {**readings, "gbps": {m: round(v, 1) for m, v in figures.items()}})
     what = f"{_size(res.array_bytes)} arrays"
     share = sharing(reading.window, processes)
-    second = probe_figures(reading.again) if reading.again is not None else {}
     if second and share.busy is not True and far_below(figures, profile, inventory):
         readings["first_gbps"] = {m: round(v, 1) for m, v in figures.items()}
         return judge_figures(second, profile, inventory, what, readings, sharing(reading.again_window, processes),
@@ -321,10 +337,15 @@ def judge_decode_ceiling(reading: BandwidthReading, profile: Profile, plan: Plan
         return Verdict(G, Status.SKIP, f"--spark-model-gb {model_gb:g} is not a model size")
     if not here.is_profile:
         return _ceiling_elsewhere(here, profile, model_gb)
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "decode ceiling")
     early = _not_measured(reading, "bandwidth")
     if early is not None:
         return early
     figures = probe_figures(reading.result)
+    spoiled = beyond(profile, bandwidth=figures)
+    if spoiled is not None:
+        return spoiled.verdict(G, "decode ceiling", {"model_gb": model_gb})
     method = "read" if "read" in figures else (max(figures, key=figures.get) if figures else None)
     if method is None:
         return Verdict(G, Status.SKIP, "no bandwidth figure to compute a decode ceiling from")
@@ -363,6 +384,8 @@ def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory
     """The sweep's DRAM plateau against the profile, and any drop at the largest size."""
     if not here.is_profile:
         return _elsewhere(here, profile, None)
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "bandwidth")
     early = _not_measured(reading, "bandwidth sweep")
     if early is not None:
         return early
@@ -384,6 +407,9 @@ def judge_sweep(reading: BandwidthSweepReading, inventory: Optional[GpuInventory
     what = f"median over {len(sizes)} sizes, {_size(sizes[0])}-{_size(sizes[-1])} arrays"
     readings = {"sizes_bytes": sizes, "csv": reading.csv_path, "stopped_early": sweep.stopped_early,
                 "per_size_gbps": {m: {str(p.array_bytes): round(p.gbps, 1) for p in pts} for m, pts in plateau.items()}}
+    spoiled = _spoiled(profile, inventory, figures, {m: max(p.gbps for p in pts) for m, pts in plateau.items()})
+    if spoiled is not None:
+        return spoiled.verdict(G, "bandwidth", readings)
     verdict = judge_figures(figures, profile, inventory, what, readings, sharing(reading.window, processes),
                             Look(repeated=len(sizes) > 1))
     if verdict.status in (Status.PASS, Status.INFO):

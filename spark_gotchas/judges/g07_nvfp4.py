@@ -39,7 +39,7 @@ import re
 from typing import Optional
 
 from ..plan import Plan
-from ..profiles import Profile
+from ..profiles import GENERIC, NONE, Profile, beyond, match
 from ..readings.bench import GemmReading
 from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
 from ..readings.gpu import GpuInventory, GpuProcesses, sharing
@@ -215,6 +215,11 @@ def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan,
         "unsupported": {r.precision: r.error for r in res.results if not r.supported},
         "rel_error": {r.precision: r.rel_error for r in res.results if r.rel_error is not None},
     }
+    claimed = match(res.device, cap)  # the platform the rates say they are of (a profile asked for another: not it)
+    spoiled = beyond(claimed, capability=cap, tflops={r.precision: r.tflops for r in res.results if r.ok}) \
+        if claimed not in (GENERIC, NONE) else None
+    if spoiled is not None:
+        return spoiled.verdict(G, "GEMM rates", readings)
     wrong = [r for r in res.results if r.supported and r.check not in ("ok", "")]
     if wrong:
         what = "; ".join(f"{_name(r.precision)}: {r.check}" for r in wrong)

@@ -2,18 +2,20 @@
 
 :func:`machine` is the one place that decides whether the machine whose live state is read is
 the platform the profile describes; the checks of live state (G3, G4 under load, G5, G6) pass its
-answer to their judges.
+answer to their judges. The machine's CPU architecture and kernel are a reading (``host.platform``),
+so a replay describes and judges the machine that was recorded, never the one replaying.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import platform as _py_platform
 import sys
 from typing import Any, Optional, Protocol
 
 from . import __version__
-from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, by_pci, match, resolve
+from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, beyond, by_pci, match, resolve
+
+NOT_RECORDED = "not recorded"
 
 
 class Readings(Protocol):
@@ -26,9 +28,12 @@ class Readings(Protocol):
 
 
 def profile(provider: Readings, requested: str = "auto") -> Profile:
-    """The profile asked for, or (auto) the one matching the first GPU NVML or torch sees."""
+    """The profile asked for, or (auto) the one matching the first GPU NVML or torch sees; narrowed
+    to the variant the GPU's name says (an H100 PCIe's figures, not an SXM's). A profile asked for
+    by name is narrowed only by NVML's name (torch is not asked for it)."""
     if requested and requested != "auto":
-        return PROFILES[requested]
+        device = _device(provider, ask_torch=False)
+        return resolve(requested, *device) if device is not None else PROFILES[requested]
     device = _device(provider)
     return NONE if device is None else resolve("auto", *device)
 
@@ -66,10 +71,14 @@ def machine(provider: Readings, requested: str = "auto", ask_torch: bool = True)
     machine with no GPU is not. An NVIDIA GPU on its PCI bus but hidden from this environment is
     told by its PCI device id where a profile knows it (GB10 0x2e12, H200 0x2335); otherwise the
     profile asked for is taken at its word.
+    A machine taken for the profile's platform whose recorded CPU architecture or GPU capability no
+    such machine has (an x86_64 "GB10", a "GB10" of capability 12.0) carries that as ``beyond``
+    (:func:`spark_gotchas.profiles.beyond`): its live state is not judged.
     ``ask_torch=False`` (for reports): torch's reading only if already taken, never an import.
     """
     if not requested or requested == "auto":
-        return SAME
+        device = _device(provider, ask_torch)
+        return SAME if device is None else _checked(provider, resolve("auto", *device), device)
     asked = PROFILES[requested]
     device = _device(provider, ask_torch)
     if device is None:
@@ -82,8 +91,16 @@ def machine(provider: Readings, requested: str = "auto", ask_torch: bool = True)
         return SAME if asked is NONE else Machine(is_profile=False, device="no GPU")
     name, capability = device
     if asked is GENERIC or match(name, capability).key == asked.key:
-        return SAME
+        return _checked(provider, resolve(requested, name, capability), device)
     return Machine(is_profile=False, device=name)
+
+
+def _checked(provider: Readings, prof: Profile, device: tuple[str, Optional[tuple[int, int]]]) -> Machine:
+    """SAME, unless the recorded machine's architecture or the GPU's capability is none the profile's
+    platform can have."""
+    host = provider.try_read("host.platform")
+    out = beyond(prof, arch=host.machine if host is not None else None, capability=device[1])
+    return SAME if out is None else Machine(is_profile=True, device=device[0], beyond=out)
 
 
 def hidden_gpu(provider: Readings) -> Optional[str]:
@@ -111,12 +128,14 @@ def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
     name = dev.name if dev else (seen_by_torch.name if seen_by_torch else None)
     capability = dev.capability if dev else (seen_by_torch.capability if seen_by_torch else None)
     host = provider.try_read("host.identity")  # cheap, and names the node in a fleet
+    recorded = provider.try_read("host.platform")  # the recorded machine in a replay, never the replaying one
     return {
         "host": {"hostname": host.hostname, "boot_id": host.boot_id} if host is not None else None,
         "profile": prof.key,
         "profile_title": prof.title,
         "profile_requested": requested or "auto",
         "machine_is_profile": here.is_profile,
+        "beyond_envelope": f"{here.beyond.what} is {here.beyond.how}" if here.beyond is not None else None,
         "gpu": name,
         "gpu_hidden": hidden_gpu(provider) if name is None else None,
         "gpu_count": build.device_count if seen_by_torch else (len(inventory.devices) if inventory is not None else None),
@@ -126,8 +145,9 @@ def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
         "nvml_error": inventory.nvml_error if inventory is not None else provider.error("gpu.inventory"),
         "torch": build.version if build is not None else None,
         "torch_cuda": build.cuda if build is not None else None,
-        "machine": _py_platform.machine(),
-        "python": _py_platform.python_version(),
+        "machine": (recorded.machine if recorded is not None else None) or NOT_RECORDED,
+        "kernel": (recorded.kernel if recorded is not None else None) or NOT_RECORDED,
+        "python": (recorded.python if recorded is not None else None) or NOT_RECORDED,
     }
 
 
@@ -148,6 +168,9 @@ def one_line(desc: dict[str, Any], replayed_from: Optional[str] = None) -> str:
         parts.append(f"torch {desc['torch']}")
     if desc.get("machine_is_profile") is False and isinstance(desc.get("profile"), str) and desc["profile"] in PROFILES:
         parts.append(f"not {PROFILES[desc['profile']].a_name}: its live state not judged")
+    elif isinstance(desc.get("beyond_envelope"), str) and isinstance(desc.get("profile"), str) \
+            and desc["profile"] in PROFILES:  # an x86_64 "GB10": no such machine
+        parts.append(f"{desc['beyond_envelope']}: not {PROFILES[desc['profile']].a_name}, its live state not judged")
     parts.append(f"profile {desc['profile']}")
     head = "replayed " + replayed_from + ": " if replayed_from else ""
     return head + ", ".join(parts)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic, bounded_read
+from .profiles import arch_name
 from .serial import dumps
 
 FORMAT = "spark-gotchas-snapshot"
@@ -94,10 +95,15 @@ def from_data(data: Any, p: Path) -> Snapshot:
     readings = data.get("readings")
     if not isinstance(readings, dict):
         raise SnapshotError(f"snapshot {p} has no readings object")
+    platform = data.get("platform") or {}
+    if "host.platform" not in readings and isinstance(platform, dict):
+        recorded = recorded_host(platform)
+        if recorded is not None:
+            readings = {**readings, "host.platform": recorded}
     return Snapshot(
         readings=readings,
         options=data.get("options") or {},
-        platform=data.get("platform") or {},
+        platform=platform,
         verdicts=data.get("verdicts") or [],
         created=data.get("created", ""),
         suite_version=data.get("suite_version", ""),
@@ -105,6 +111,17 @@ def from_data(data: Any, p: Path) -> Snapshot:
         interrupted=data.get("interrupted") if isinstance(data.get("interrupted"), str) else "",
         path=str(p),
     )
+
+
+def recorded_host(platform: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``host.platform`` reading an older snapshot holds only in its platform section (its
+    ``machine`` and ``python``, written on the machine it recorded), else None: its kernel is not recorded."""
+    machine = platform.get("machine")
+    if not isinstance(machine, str) or not machine:
+        return None
+    python = platform.get("python")
+    return {"machine": arch_name(machine), "python": python if isinstance(python, str) else None,
+            "source": "the snapshot's platform section"}
 
 
 def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:

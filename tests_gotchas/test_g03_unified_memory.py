@@ -17,7 +17,7 @@ def test_g3_load_headroom(spark):
     """load headroom"""
     cuda = spark.try_read("mem.cuda") if spark.profile.has_gpu and not spark.profile.unified_memory else None
     spark.report(g03.judge_headroom(spark.read("mem.meminfo"), spark.profile, spark.plan,
-                                    cuda, spark.try_read("gpu.inventory"), spark.here))
+                                    cuda, spark.try_read("gpu.inventory"), spark.here, spark.try_read("mem.cgroup")))
 
 
 @pytest.mark.fast

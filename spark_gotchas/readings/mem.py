@@ -1,5 +1,5 @@
-"""Reading types of the ``mem.*`` keys (G3, G6): /proc/meminfo, what CUDA reports free beside it, and
-the soak's real safetensors load.
+"""Reading types of the ``mem.*`` keys (G3, G6): /proc/meminfo, what CUDA reports free beside it, the
+memory limit of this process's own cgroup (a container's), and the soak's real safetensors load.
 """
 
 from __future__ import annotations
@@ -51,6 +51,54 @@ class MemInfo:
         """File pages the kernel can drop: Buffers + Cached - Shmem (tmpfs pages cannot be dropped)."""
         cache = (self.buffers_bytes or 0) + (self.cached_bytes or 0) - (self.shmem_bytes or 0)
         return max(cache, 0)
+
+    @property
+    def swap_used_bytes(self) -> int:
+        """SwapTotal - SwapFree: pages of running processes already pushed out of memory (0 without swap lines)."""
+        if self.swap_total_bytes is None or self.swap_free_bytes is None:
+            return 0
+        return max(self.swap_total_bytes - self.swap_free_bytes, 0)
+
+
+# -- mem.cgroup -----------------------------------------------------------------------------------
+@dataclass
+class MemCgroup:
+    """The memory limit of this process's own cgroup: what a container (Docker ``--memory``, a
+    Kubernetes limit, a Slurm job) may use. Inside a container ``/proc/meminfo`` is the host's, so
+    only this says how much of it the container may take.
+
+    ``limit_bytes`` is the tightest limit of the cgroup and the ancestors visible here (None: no
+    limit, ``max``); usage and ``inactive_file`` are the cgroup's own. Check by hand:
+    ``cat /proc/self/cgroup``, then for cgroup v2 ``cat /sys/fs/cgroup/<path>/memory.max
+    memory.current memory.swap.max memory.swap.current; grep inactive_file memory.stat``, for the v1
+    memory controller ``cat /sys/fs/cgroup/memory/<path>/memory.limit_in_bytes memory.usage_in_bytes;
+    grep -E 'hierarchical_memory_limit|total_inactive_file' memory.stat``.
+    """
+
+    version: Optional[int] = None  # 2 (unified hierarchy), 1 (the v1 memory controller); None: none found
+    path: Optional[str] = None  # the cgroup's path in its hierarchy, from /proc/self/cgroup ("/" in a private namespace)
+    directory: Optional[str] = None  # where its files were read
+    limit_bytes: Optional[Bytes] = None
+    limit_file: Optional[str] = None  # the file the limit came from (an ancestor's where that one is tighter)
+    usage_bytes: Optional[Bytes] = None  # memory.current / memory.usage_in_bytes (page cache included)
+    inactive_file_bytes: Optional[Bytes] = None  # page cache the kernel reclaims first when the limit is reached
+    swap_limit_bytes: Optional[Bytes] = None  # memory.swap.max (v2; None: max), memsw limit - limit (v1)
+    swap_usage_bytes: Optional[Bytes] = None
+    error: Optional[str] = None  # why the limit could not be read (no cgroup file system, permission)
+
+    @property
+    def working_set_bytes(self) -> Optional[int]:
+        """Usage less the inactive page cache, as kubelet and ``docker stats`` count it."""
+        if self.usage_bytes is None:
+            return None
+        return max(self.usage_bytes - (self.inactive_file_bytes or 0), 0)
+
+    @property
+    def room_bytes(self) -> Optional[int]:
+        """What the cgroup may still take before its limit: the limit less the working set."""
+        if self.limit_bytes is None:
+            return None
+        return max(self.limit_bytes - (self.working_set_bytes or 0), 0)
 
 
 # -- mem.cuda -------------------------------------------------------------------------------------

@@ -48,7 +48,29 @@ CASES: dict[str, Callable[[int], str]] = {
     "--secret-flag= runs": lambda n: "--token=." * (n // 9),
     "Bearer runs": lambda n: "Bearer " * (n // 7),
     "one vllm serve argument": lambda n: "vllm serve org/model --hf-overrides " + '{"rope_scaling":{"type":"yarn"}}' * (n // 32),
+    "--secret-flag -value runs": lambda n: "--token -" * (n // 9),
+    "token prefixes glued": lambda n: "ghp_npm_AIzasq0atp-" * (n // 19),
+    "token prefixes short of a body": lambda n: "ghp_abc npm_abc sk_live_a AIza- " * (n // 32),
+    "JWT-like runs without their dots": lambda n: " eyJ" + "a" * 40 + ".ey" * (n // 3),
+    "JWT-like words": lambda n: " eyJhbGciOiJIUzI1NiJ9.eyJ" * (n // 26),
+    "every token family's start": lambda n: _family_starts(n),
+    "PEM BEGIN without an END": lambda n: "-----BEGIN RSA PRIVATE KEY-----A " * (n // 33),
+    "PEM END without a BEGIN": lambda n: "-----END RSA PRIVATE KEY-----" * (n // 29),
+    "client commands": lambda n: "mysql -p curl -u a: sshpass -p " * (n // 31),
+    "one client command's words": lambda n: "mysql" + " -u a:b -pX" * (n // 11),
+    "percent-encoded names": lambda n: "password%3D%22" * (n // 14),
+    "no-break spaces after names": lambda n: "token=\u00a0\u200b" * (n // 8),
+    "zero-width and bidi controls": lambda n: "a\u200b\u202e\U000e0041\ufeff" * (n // 5),
 }
+
+
+def _family_starts(n: int) -> str:
+    """Every prefix the masker knows, each followed by less than its body needs."""
+    from spark_gotchas import scrub
+
+    starts = [p + "a" for prefixes, _body, _word in scrub._families() for p in prefixes]
+    unit = " ".join(starts) + " "
+    return (unit * (n // len(unit) + 1))[:n]
 # name -> (a text of about n characters, what parses it)
 PARSES: dict[str, tuple[Callable[[int], str], str]] = {
     "unclosed ${VAR:- in a launch script": (lambda n: "${a:-" * (n // 5), "launch"),

@@ -58,7 +58,7 @@ def test_every_transformation_of_a_few_mb_of_adversarial_text_is_quick():
     # flags: the run's first flag start, never one glued after a dot
     ("--api-key=xyz123 --model m", "--api-key=*** --model m"),
     ("--token.-x value", "--token.-x ***"),
-    ("--hf-token -v", "--hf-token -v"),  # a flag after it has no value
+    ("--hf-token -v", "--hf-token ***"),  # the next word is its value, whatever it starts with
     # URL userinfo, the scheme anywhere in its run
     ("git+https://user:pw123@host/x", "git+https://user:***@host/x"),
     ("-https://u:p4ssw0rd@h", "-https://u:***@h"),

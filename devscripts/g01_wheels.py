@@ -1,7 +1,7 @@
 """Real wheels for G1: lay them out as pip installs them, record what the scan reads of them.
 
     python devscripts/g01_wheels.py site SITE WHEEL... [--requested NAME,NAME]
-    python devscripts/g01_wheels.py record SITE CASE [--fixture tests/fixtures/g01_wheels.json]
+    python devscripts/g01_wheels.py record SITE CASE [--fixture tests/fixtures/g01_wheels.json] [--machine=aarch64]
     python devscripts/g01_wheels.py lines SITE          # the G1 extension line, as gb10 and without a profile
 
 ``site`` unpacks each wheel into SITE as pip does (its .data/purelib and platlib at the top, an
@@ -10,6 +10,8 @@ a later wheel overwrites the files of an earlier one, as pip does when two insta
 ``record`` runs the env.cuda_extensions reader on SITE and stores its reading under CASE in the
 fixture (the site folder written as ``/site``), with the wheels' file names: the tests judge these
 recorded readings, never the wheels themselves (hundreds of MB; they stay out of the repository).
+The reading is taken as a Python of the wheels' platform would take it: ``--machine`` (default: the
+CPU most of SITE's shared objects were built for) stands for this interpreter's own.
 Wheels come from ``pip download --no-deps --only-binary=:all: --python-version 3.12 --platform
 manylinux_2_28_aarch64 …`` (docs/checks/g01.md lists the ones tried).
 """
@@ -66,9 +68,20 @@ def relocated(value, site: str):
     return value
 
 
-def scan(site: Path):
+def scan(site: Path, machine: str | None = None):
+    """The reader on SITE, as a Python of ``machine`` (the wheels' platform) would read it."""
     ex.site_dirs = lambda: [str(site)]
+    ex.INTERPRETER_MACHINE = machine
     return ex.read_cuda_extensions(None)
+
+
+def site_machine(site: Path) -> str | None:
+    """The CPU most of SITE's shared objects were built for (the platform its wheels were downloaded for)."""
+    from collections import Counter
+
+    from spark_gotchas import elf
+    found = Counter(info.machine for path in ex.find_shared_objects(str(site)) if (info := elf.dynamic(path)))
+    return found.most_common(1)[0][0] if found else None
 
 
 def main(argv: list[str]) -> int:
@@ -85,7 +98,8 @@ def main(argv: list[str]) -> int:
             unpack(Path(wheel), site, wanted is None or dist in wanted)
             print(f"unpacked {Path(wheel).name} (requested: {wanted is None or dist in wanted})")
         return 0
-    reading = scan(site)
+    machine = next((a.split("=", 1)[1] for a in argv if a.startswith("--machine=")), None) or site_machine(site)
+    reading = scan(site, machine)
     if command == "record":
         case = argv[2]
         fixture = Path(next((a.split("=", 1)[1] for a in argv if a.startswith("--fixture=")), FIXTURE))

@@ -10,6 +10,10 @@ compare it with. Equivalent: ``readelf -d FILE`` (``NEEDED``, ``SONAME``, ``RPAT
 it reads ``.dynstr`` and ``.rodata`` only, at most ``limit`` bytes of each. Equivalent:
 ``strings -a FILE | grep libcublas.so``. Which files are worth that read the dynamic section already
 says: those whose dynamic strings name ``dlopen`` (``Dynamic.dlopen``).
+
+``Dynamic.machine`` is the CPU the object was built for (the header's ``e_machine``, ``readelf -h``'s
+"Machine"): an x86_64 extension copied onto an aarch64 Spark fails to load with "wrong ELF class" or
+"cannot open shared object file" whatever CUDA it links.
 """
 
 from __future__ import annotations
@@ -24,6 +28,16 @@ PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
 STRING_SECTIONS = (".dynstr", ".rodata")
 DLOPEN = b"\0dlopen\0"  # the symbol a shared object imports to load a library by name
+# e_machine values (the ELF specification's EM_* constants) -> the names ``uname -m`` gives those CPUs
+MACHINES = {3: "i686", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390x", 40: "arm", 62: "x86_64", 183: "aarch64",
+            243: "riscv64", 258: "loongarch64"}
+PYELFTOOLS_MACHINES = {"EM_386": 3, "EM_MIPS": 8, "EM_PPC": 20, "EM_PPC64": 21, "EM_S390": 22, "EM_ARM": 40,
+                       "EM_X86_64": 62, "EM_AARCH64": 183, "EM_RISCV": 243, "EM_LOONGARCH": 258}
+
+
+def machine_name(e_machine: int) -> str:
+    """``x86_64`` for 62, ``aarch64`` for 183; ``EM_<n>`` for a value this table does not name."""
+    return MACHINES.get(e_machine, f"EM_{e_machine}")
 
 
 class NotElf(Exception):
@@ -43,6 +57,7 @@ class Dynamic:
     # .rodata: read from the section headers in the same open (readelf -S)
     gpu_code: tuple[tuple[int, int], ...] = ()
     rodata: int = 0
+    machine: str = ""  # the CPU it was built for (e_machine as uname -m names it: x86_64, aarch64); "" unread
 
 
 def needed(path: str) -> Optional[list[str]]:
@@ -78,6 +93,7 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
         raise ValueError("not ELF64 LE")
     e_phoff, = struct.unpack_from("<Q", ident, 32)
     e_phentsize, e_phnum = struct.unpack_from("<HH", ident, 54)
+    machine = machine_name(struct.unpack_from("<H", ident, 18)[0])
     fh.seek(e_phoff)
     table = fh.read(e_phentsize * e_phnum)
     loads = []
@@ -89,7 +105,7 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
         elif p_type == PT_DYNAMIC:
             segment = (p_offset, p_filesz)
     if segment is None:
-        return Dynamic(**_code_sections(fh))
+        return Dynamic(machine=machine, **_code_sections(fh))
     fh.seek(segment[0])
     raw = fh.read(segment[1])
     offsets: dict[int, list[int]] = {DT_NEEDED: [], DT_SONAME: [], DT_RPATH: [], DT_RUNPATH: []}
@@ -105,7 +121,7 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
             strsz = val
     if strtab is None or strsz is None:
         if not any(offsets.values()):
-            return Dynamic(**_code_sections(fh))
+            return Dynamic(machine=machine, **_code_sections(fh))
         raise ValueError("no string table")
     for vaddr, offset, size in loads:
         if vaddr <= strtab < vaddr + size:
@@ -125,6 +141,7 @@ def _dynamic_fast(fh: BinaryIO) -> Dynamic:
         rpath=[p for off in offsets[DT_RPATH] for p in _split(text(off))],
         runpath=[p for off in offsets[DT_RUNPATH] for p in _split(text(off))],
         dlopen=DLOPEN in strings,
+        machine=machine,
         **_code_sections(fh),
     )
 
@@ -147,6 +164,8 @@ def dynamic_pyelftools(fh: BinaryIO) -> Optional[Dynamic]:
 
     try:
         elf = ELFFile(fh)
+        raw = elf["e_machine"]
+        machine = machine_name(raw if isinstance(raw, int) else PYELFTOOLS_MACHINES.get(raw, 0))
         for segment in elf.iter_segments():
             if segment["p_type"] == "PT_DYNAMIC":
                 tags = list(segment.iter_tags())
@@ -163,8 +182,9 @@ def dynamic_pyelftools(fh: BinaryIO) -> Optional[Dynamic]:
                     rpath=[p for t in tags if t.entry.d_tag == "DT_RPATH" for p in _split(t.rpath)],
                     runpath=[p for t in tags if t.entry.d_tag == "DT_RUNPATH" for p in _split(t.runpath)],
                     dlopen=dynstr is not None and DLOPEN in b"\0" + dynstr.data(),
+                    machine=machine,
                 )
-        return Dynamic()
+        return Dynamic(machine=machine)
     except (ELFError, OSError, ValueError, struct.error):
         return None
 

@@ -115,18 +115,19 @@ Rules:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Optional
 
 from ..profiles import Profile
-from ..readings import cuda_builds, cuda_libs, gpu_code
+from ..readings import cuda_builds, cuda_libs, gpu_code, remedies
 from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, SharedFile, entry_from_target
 from ..readings.gpu import GpuInventory
 from ..readings.torch import FirstLaunch, TorchBuild
 from ..scrub import mask_text
 from ..text import printable
-from ..verdict import Status, Verdict
+from ..verdict import Status, Verdict, fitting
 
 G = 1
 
@@ -270,6 +271,8 @@ class Finding:
     short: str  # "cupy-cuda12x (libcublas.so.12 +5 not found)", for a list of several
     fix: str = ""
     detail: dict = field(default_factory=dict)
+    more: str = ""  # what the -v block adds under the line (the parts that cannot run here, their users)
+    changes: tuple = ()  # the fix's machine form (readings.remedies.Change), where it has one
 
 
 @dataclass
@@ -445,7 +448,79 @@ def _kernels(pkg: Package, only: Optional[LinkedExtension], others: set[str],
         report["note"] = f"kernels for other GPUs only: {'; '.join(parts)}"
     if seen.refused and seen.cubins:
         report["note_ptx"] = f"{seen.refused[0]}: its cubins run instead"
+    dead = dead_parts(pkg, seen)
+    if dead:
+        report["parts_without_kernels"] = {d.name: d.to_json() for d in dead}
     return True, note, report
+
+
+# -- parts: a package's files with GPU code, one feature each -----------------------------------------
+# A GPU architecture tag at the end of a file's name (fused_moe_120, gemm_sm120, fp4_quantization_120f):
+# files that differ only by it are one feature's builds for different GPUs, the package loading the one
+# for the GPU (FlashInfer's fused_moe_100 beside fused_moe_120).
+SM_TAG = re.compile(r"^(?P<base>.+?)_(?:sm_?)?(?P<sm>\d{2,3})(?P<suffix>[af]?)$")
+KNOWN_SMS = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 107, 110, 120, 121}
+
+
+def gpu_tag(stem: str) -> Optional[tuple[str, str]]:
+    """(the feature's name, the GPU it is built for) when a file's name ends in a GPU tag:
+    ``fused_moe_120`` -> ("fused_moe", "sm_120"); None for ``moe_utils``."""
+    match = SM_TAG.match(stem)
+    if match is None or int(match.group("sm")) not in KNOWN_SMS:
+        return None
+    return match.group("base"), f"sm_{match.group('sm')}{match.group('suffix')}"
+
+
+@dataclass
+class DeadPart:
+    """A file of a package whose GPU code has no unit for this GPU, and what that means for the package."""
+
+    key: str
+    name: str  # moe_utils
+    module: str  # flashinfer_jit_cache.jit_cache.moe_utils.moe_utils
+    targets: list[str]
+    how: str  # "loaded at import" | "optional" | "covered" | "for another GPU"
+    users: list[str] = field(default_factory=list)
+    known: bool = False  # the sources were read for its users (a snapshot of an older suite: not)
+    by: str = ""  # the build for this GPU that covers it (fused_moe_120)
+
+    def to_json(self) -> dict:
+        out = {"file": self.key, "targets": self.targets, "how": self.how, "users": self.users}
+        return {**out, **({"covered_by": self.by} if self.by else {}),
+                **({} if self.known else {"users_known": False})}
+
+
+def dead_parts(pkg: Package, seen: gpu_code.CodeView) -> list[DeadPart]:
+    """The package's files with GPU code none of whose units runs here, each judged: loaded when the
+    package is imported (its sources import it in code the import runs: the package cannot work here),
+    covered (a file of the same feature built for this GPU runs: the package picks it), for another GPU
+    (its name carries another GPU's tag and nothing of the feature is built for this one), or
+    optional (what loads it breaks here, the rest of the package does not)."""
+    if len(seen.dead) + len(seen.live) < 2 or not seen.dead:
+        return []
+    parts = pkg.dist.parts if pkg.dist else {}
+    live = {os.path.basename(k).split(".")[0] for k in seen.live}
+    tags = {os.path.basename(k).split(".")[0]: gpu_tag(os.path.basename(k).split(".")[0])
+            for k in list(seen.live) + list(seen.dead)}
+    out = []
+    for key, targets in sorted(seen.dead.items()):
+        name = os.path.basename(key).split(".")[0]
+        use = parts.get(key)
+        module = use.module if use is not None else key.rsplit(".so", 1)[0].split(".")[0].replace("/", ".")
+        tag = tags.get(name)
+        siblings = [other for other, t in tags.items() if tag and t and t[0] == tag[0] and other != name]
+        cover = [other for other in siblings if other in live]
+        if cover:
+            how, by = "covered", cover[0]
+        elif use is not None and use.at_import:
+            how, by = "loaded at import", ""
+        elif tag:
+            how, by = "for another GPU", ""
+        else:
+            how, by = "optional", ""
+        out.append(DeadPart(key, name, module, targets, how, list(use.users) if use else [],
+                            known=use is not None and use.searched, by=by))
+    return out
 
 
 def judge_package(pkg: Package, ctx: Context) -> Finding:
@@ -475,7 +550,17 @@ def judge_package(pkg: Package, ctx: Context) -> Finding:
                            detail={"builds": held})
         picked.append((key, pick, held, version))
         chosen.append(pick)
-    return _judge_files(pkg, singles + chosen, ctx, picked)
+    return _one_remedy(pkg, _judge_files(pkg, singles + chosen, ctx, picked), ctx)
+
+
+def _one_remedy(pkg: Package, finding: Finding, ctx: Context) -> Finding:
+    """A package the remedies module names gets its one remedy, whatever kept it from running
+    (flash-attn: uninstall it, use SDPA, as G2 says), not a build of it."""
+    remedy = remedies.for_package(pkg.name, ctx.capability)
+    if remedy is None or not finding.status.needs_fix:
+        return finding
+    return Finding(finding.package, finding.status, finding.major, finding.clause, finding.short, fix=remedy.text,
+                   detail=finding.detail, more=finding.more, changes=remedy.changes)
 
 
 def _evidence(pkg: Package, files: list[LinkedExtension]) -> tuple[list[int], str]:
@@ -612,6 +697,9 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
         text = f"{label} uses CUDA {major} ({where}); {ctx.expect_text}"
         fix = _remedy(pkg, ctx.expected, ctx.capability) + (f"; as it is, {note}" if note else "")
         return Finding(pkg.name, Status.WARN, major, text, f"{pkg.name} (CUDA {major})", fix=fix, detail=detail)
+    parts = _parts_finding(pkg, label, major, kernel_report, ctx, detail)
+    if parts is not None:
+        return parts
     if len(words) == 1:
         clause = f"{pkg.name} {words[0][0]}"
     elif major is None:  # it names only libraries numbered on their own (libnccl.so.2)
@@ -619,6 +707,63 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     else:
         clause = f"{label} uses CUDA {major}"
     return Finding(pkg.name, Status.PASS, major, clause, label, detail=detail)
+
+
+def _parts_finding(pkg: Package, label: str, major: Optional[int], report: dict, ctx: Context,
+                   detail: dict) -> Optional[Finding]:
+    """A package whose core runs here but one of whose parts has no kernel for this GPU: FAIL when its
+    import loads that part, WARN when only a feature loads it (the line names the part, the -v block
+    what loads it); None when every such part is covered or built for another GPU by name."""
+    dead = report.get("parts_without_kernels") or {}
+    sm = f"sm_{ctx.capability[0]}{ctx.capability[1]}" if ctx.capability else "this GPU"
+    required = {n: d for n, d in dead.items() if d["how"] == "loaded at import"}
+    optional = {n: d for n, d in dead.items() if d["how"] == "optional"}
+    bad = required or optional
+    if not bad:
+        return None
+    status = Status.FAIL if required else Status.WARN
+    names = sorted(bad)
+    top = _top(pkg)
+
+    def who(d: dict) -> str:
+        return ", ".join(d["users"][:2]) if d["users"] else ""
+
+    if len(names) == 1:
+        one = bad[names[0]]
+        targets = ", ".join(one["targets"][:3])
+        if required:
+            clause = fitting(G, status, f"{label}: {names[0]}, which importing it loads, has no kernel for {sm}",
+                             f"{pkg.name}: {names[0]}, loaded at import, has no kernel for {sm}")
+        else:
+            clause = fitting(G, status, f"{label}: {names[0]} has no kernel for {sm} ({targets} only)",
+                             f"{pkg.name}: {names[0]} has no kernel for {sm}")
+    else:
+        clause = _fit(f"{pkg.name}: {len(names)} parts have no kernel for {sm}: ", names)
+    lines = []
+    for name in names:
+        d = bad[name]
+        users = who(d)
+        loads = (f"{users} load{'s' if len(d['users']) == 1 else ''} it" if users else
+                 "no Python module of the package names it" if d.get("users_known", True) is not False else
+                 "what loads it is not known (its sources were not searched)")
+        when = "when the package is imported" if d["how"] == "loaded at import" else "when that feature is first used"
+        lines.append(f"{name} ({d['file']}: {', '.join(d['targets'][:4])}): {loads}, {when}")
+    others = [f"{n} ({d['how']}{', by ' + d['covered_by'] if d.get('covered_by') else ''})"
+              for n, d in sorted(dead.items()) if n not in bad]
+    more = "; ".join(lines) + ("; the rest: " + ", ".join(others) if others else "") + (
+        f"; what loads {'them' if len(names) > 1 else 'it'} dies with 'no kernel image is available' on {sm}")
+    remedy = remedies.for_package(pkg.name, ctx.capability)
+    if remedy is not None:
+        fix, changes = remedy.text, remedy.changes
+    else:
+        users = sorted({u for n in names for u in bad[n]["users"]})
+        fix = (f"use only {top}'s features that do not load {', '.join(names[:3])} on this GPU"
+               + (f" ({', '.join(users[:3])} load{'s' if len(users) == 1 else ''} "
+                  f"{'them' if len(names) > 1 else 'it'})" if users else "")
+               + "; to use them, " + build_for_gpu(top, ctx.capability, major))
+        changes = ()
+    short = f"{pkg.name} ({names[0]}{' +' + str(len(names) - 1) if len(names) > 1 else ''} without a kernel for {sm})"
+    return Finding(pkg.name, status, major, clause, short, fix=fix, detail=detail, more=more, changes=changes)
 
 
 CORE = ("cudart", "cublas", "cublasLt", "nvrtc", "nvJitLink")  # a loader that names one of these cannot work without it
@@ -792,11 +937,17 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
     bad = [f for f in findings if f.status is worst and worst in (Status.FAIL, Status.WARN)]
     if bad:
         fix = "; ".join(f"for {f.package}, {f.fix}" if len(bad) > 1 else f.fix for f in bad)
+        more = "; ".join(f"{f.package}: {f.more}" if len(bad) > 1 else f.more for f in bad if f.more)
+        changes = [c for f in bad for c in f.changes]
+        if changes:
+            readings["remedy"] = remedies.changes_json(changes)
         if len(bad) == 1:
-            return Verdict(G, worst, bad[0].clause, fix=fix, readings=readings)
-        what = "will not load" if worst is Status.FAIL else f"use another CUDA than {ctx.expected}"
+            return Verdict(G, worst, bad[0].clause, fix=fix, detail=more, readings=readings)
+        what = "will not load" if worst is Status.FAIL else (
+            "hold parts that cannot run here" if all(f.more for f in bad) else
+            f"use another CUDA than {ctx.expected}" if not any(f.more for f in bad) else "may not run here")
         return Verdict(G, worst, f"{len(bad)} packages {what}: {_names([f.short for f in bad], 3)}",
-                       fix=fix, readings=readings)
+                       fix=fix, detail=more, readings=readings)
     users = [f for f in findings if f.status is Status.PASS]
     if not ctx.expect_text:
         by_major: dict[str, list[str]] = {}

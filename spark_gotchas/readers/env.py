@@ -43,15 +43,17 @@ from ..readings.env import (
     Distributions,
     ExtensionScan,
     FileOwner,
+    ForeignObject,
     Fp4KernelScan,
     LibraryKernels,
     LinkedExtension,
+    PartUse,
     RequirementProblem,
     Rlimit,
     SharedFile,
     entry_from_target,
 )
-from . import ReadContext, reader
+from . import ReadContext, reader, sources
 
 # -- env.container, env.distributions, env.baseline -----------------------------------------------
 # Image variables: NGC's (nvcr.io/nvidia/pytorch, nemo), the CUDA base image's (NVIDIA_PRODUCT_NAME=CUDA)
@@ -564,14 +566,39 @@ def read_cuda_extensions(ctx: ReadContext) -> ExtensionScan:
     linked += [_extension(path, info, found.who.get(path), resolver, loads=names)
                for path, (info, names) in sorted(found.runtime.items())]
     torch_version, torch_cuda = torch_build_file(dirs)
+    interpreter, machines, foreign = _machines(by_path, dirs)
     return ExtensionScan(
         site_dirs=dirs, shared_objects=len(files), seconds=time.perf_counter() - t0,
         linked=linked, unreadable=unreadable, distributions=found.distributions, resolved=True,
         torch_version=torch_version, torch_cuda=torch_cuda,
         overrides={k: os.environ[k] for k in OVERRIDES if k in os.environ},
         ld_library_path=resolver.ld_library_path, strings_seconds=found.strings_seconds + strings_seconds,
-        shared_files=found.shared,
+        shared_files=found.shared, interpreter_machine=interpreter, machines=machines, foreign=foreign,
     )
+
+
+FOREIGN_NAMED = 50  # shared objects of another CPU named in the reading (all are counted)
+# The interpreter's CPU as a recording of wheels laid out for another machine gives it
+# (devscripts/g01_wheels.py record --machine=aarch64); None: this Python's own, from its ELF header.
+INTERPRETER_MACHINE: Optional[str] = None
+
+
+def _machines(by_path: dict[str, Optional[elf.Dynamic]], dirs: list[str]
+              ) -> tuple[Optional[str], dict[str, int], list[ForeignObject]]:
+    """The CPU this Python was built for (its ELF header), the shared objects by the CPU they were
+    built for, and those of another CPU than this Python with the distribution that installed them."""
+    exe = os.path.realpath(sys.executable or "")
+    own = elf.dynamic(exe) if exe and INTERPRETER_MACHINE is None else None
+    interpreter = INTERPRETER_MACHINE or (own.machine if own is not None and own.machine else None)
+    machines: dict[str, int] = {}
+    for info in by_path.values():
+        if info is not None and info.machine:
+            machines[info.machine] = machines.get(info.machine, 0) + 1
+    odd = sorted(p for p, info in by_path.items() if info is not None and info.machine and interpreter
+                 and info.machine != interpreter)
+    who = owners(odd[:FOREIGN_NAMED], dirs) if odd else {}
+    foreign = [ForeignObject(path=p, distribution=who.get(p), machine=by_path[p].machine) for p in odd[:FOREIGN_NAMED]]
+    return interpreter, dict(sorted(machines.items())), foreign
 
 
 def loads_by_name(by_path: dict[str, Optional[elf.Dynamic]], known: set[str]) -> dict[str, tuple[elf.Dynamic, list[str]]]:
@@ -637,6 +664,7 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
     installed = {canonicalize_name(d.name) for d in dists if d.name}
     graph = _Graph()
     libraries = _LibraryRows()
+    split: list[tuple[CudaDistribution, md.Distribution, str]] = []
     for dist in dists:
         record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
         mine = [rel for rel in wanted if rel in record] if record else []
@@ -685,10 +713,55 @@ def _cuda_distributions(dirs: list[str], users: dict[str, elf.Dynamic], by_path:
         if cname != "torch":  # its arch list is torch.build's; libtorch_cuda's thousands of units cost seconds cold
             root = next((d for d in dirs if files[0].startswith(d + os.sep)), os.path.dirname(files[0]))
             entry.kernels, entry.units = _kernels(files, root, by_path)
+            if len(entry.units) > 1:  # its GPU code split over several files: how the package reaches each
+                split.append((entry, dist, record))
         out.distributions.append(entry)
     graph.bring()
+    for entry, dist, record in split:
+        _parts(entry, dist, record, graph, {canonicalize_name(d.name): d for d in dists if d.name})
     out.shared = libraries.shared()
     return out
+
+
+def top_packages(record: str) -> list[str]:
+    """The top-level packages and modules a RECORD installs (the first folder of its ``.py`` rows)."""
+    out = set()
+    for line in record.splitlines():
+        path = (next(csv.reader([line]))[0] if line.startswith('"') else line.rsplit(",", 2)[0]).replace("\\", "/")
+        if not path.endswith(".py"):
+            continue
+        first = path.split("/", 1)[0]
+        if first in ("", "..") or first.endswith((".dist-info", ".data", ".egg-info")):
+            continue
+        out.add(first[:-3] if first.endswith(".py") else first)
+    return sorted(out)
+
+
+def _parts(entry: CudaDistribution, dist: md.Distribution, record: str, graph: _Graph,
+           dists: dict[str, md.Distribution]) -> None:
+    """How the package reaches each of its files with GPU code (:mod:`spark_gotchas.readers.sources`): the modules
+    that name it, among its own sources, those of the distributions that require it and those of the
+    package its top-level name extends (flashinfer_jit_cache -> flashinfer); whether its import loads it."""
+    site = str(dist.locate_file(""))
+    mine = top_packages(record)
+    tops = list(mine)
+    for parent in sorted(graph.parents.get(canonicalize_name(entry.name), ())):
+        other = dists.get(parent)
+        if other is not None and str(other.locate_file("")) == site:
+            tops += top_packages(other.read_text("RECORD") or "")
+    for top in mine:  # flashinfer_jit_cache is loaded by flashinfer, a package of another distribution
+        pieces = top.split("_")
+        for i in range(len(pieces) - 1, 0, -1):
+            if os.path.isfile(os.path.join(site, "_".join(pieces[:i]), "__init__.py")):
+                tops.append("_".join(pieces[:i]))
+    tops = list(dict.fromkeys(tops))
+    roots = [os.path.join(site, t) for t in tops]
+    roots += [os.path.join(site, f"{t}.py") for t in tops if os.path.isfile(os.path.join(site, f"{t}.py"))]
+    found, problem = sources.find([sources.part_of(k) for k in entry.units], site, tops, roots,
+                                  own=mine[0] if mine else "")
+    entry.parts = {key: PartUse(module=sources.part_of(key).module, at_import=f.at_import, users=f.users,
+                                searched=f.searched) for key, f in found.items()}
+    entry.parts_note = problem
 
 
 class _Graph:

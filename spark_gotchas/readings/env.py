@@ -114,6 +114,18 @@ class LinkedExtension:
 
 
 @dataclass
+class PartUse:
+    """How a package reaches one of its files with GPU code, from its Python sources (read as text,
+    never imported). Check by hand: ``grep -rn -e '"moe_utils"' -e 'import _flashmla_C' $(dirname
+    $(python -c 'import vllm; print(vllm.__file__)'))``"""
+
+    module: str  # its import name (vllm._flashmla_C), or the name its loaders give it (moe_utils)
+    at_import: Optional[bool] = None  # importing the package loads it: a module its import runs imports it
+    users: list[str] = field(default_factory=list)  # Python modules whose source names it (they load it)
+    searched: bool = False  # its users were looked for (False: not searched, users unknown)
+
+
+@dataclass
 class CudaDistribution:
     """A distribution that uses CUDA (or an NVIDIA library wheel): what its metadata says."""
 
@@ -132,6 +144,10 @@ class CudaDistribution:
     build_info: dict[str, str] = field(default_factory=dict)  # what a build record it ships says (see cuda_libs.BUILD_INFO)
     requested: Optional[bool] = None  # pip's REQUESTED marker: the user named it (None: not recorded)
     brought_by: list[str] = field(default_factory=list)  # the requested distributions whose requirements brought it
+    # file (the key of ``units``) -> how the package reaches it, for a package of several files with GPU
+    # code ({} in a snapshot of an older suite: whether a part is loaded at import is then unknown)
+    parts: dict[str, PartUse] = field(default_factory=dict)
+    parts_note: str = ""  # why some parts' users were not looked for (the search's time bound)
 
 
 @dataclass
@@ -158,6 +174,15 @@ class SharedFile:
 
 
 @dataclass
+class ForeignObject:
+    """A shared object built for another CPU than this Python (``readelf -h FILE | grep Machine``)."""
+
+    path: str
+    distribution: Optional[str]
+    machine: str  # e_machine as uname -m names it: x86_64, aarch64
+
+
+@dataclass
 class ExtensionScan:
     """``for f in $(find site-packages -name '*.so*'); do readelf -d $f | grep -E 'NEEDED|RPATH|RUNPATH'; done``,
     ``ldconfig -p``, and ``pip show`` of the distributions that use CUDA."""
@@ -175,6 +200,11 @@ class ExtensionScan:
     ld_library_path: list[str] = field(default_factory=list)
     strings_seconds: Seconds = 0.0
     shared_files: list[SharedFile] = field(default_factory=list)
+    # the CPU the interpreter was built for (its ELF e_machine), the shared objects by the CPU they were
+    # built for, and those built for another CPU than the interpreter (None/{}: a snapshot of an older suite)
+    interpreter_machine: Optional[str] = None
+    machines: dict[str, int] = field(default_factory=dict)
+    foreign: list[ForeignObject] = field(default_factory=list)
 
     def distribution(self, name: Optional[str]) -> Optional[CudaDistribution]:
         for dist in self.distributions:

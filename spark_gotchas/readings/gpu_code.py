@@ -63,6 +63,8 @@ class CodeView:
     refused: list[str] = field(default_factory=list)  # why PTX that would reach it does not (ISA too new)
     other_gpus: dict[str, list[str]] = field(default_factory=dict)  # file -> targets: code for other GPUs only
     targets: list[str] = field(default_factory=list)
+    dead: dict[str, list[str]] = field(default_factory=dict)  # file -> its targets: no unit of it runs on the GPU
+    live: list[str] = field(default_factory=list)  # files with a unit that runs on it
 
     @property
     def runs(self) -> Optional[bool]:
@@ -99,8 +101,12 @@ def view(units: dict[str, dict[str, int]], capability: tuple[int, int],
                     ptx.update(t for t in ok)
             refused.update(why for _, _, why in verdicts if why)
         targets.update(t.split("@")[0] for t in file_tokens)
+        if file_runs:
+            out.live.append(path)
+        else:
+            out.dead[path] = sorted({t.split("@")[0] for t in file_tokens}, key=_order)
         if not file_runs and _specialised(sorted(file_tokens)):
-            out.other_gpus[path] = sorted({t.split("@")[0] for t in file_tokens}, key=_order)
+            out.other_gpus[path] = out.dead[path]
     out.cubins = sorted(cubins, key=_order)
     out.ptx = sorted(ptx, key=lambda t: _order(t.split("@")[0]))
     out.refused = sorted(refused)

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
-from .verdict import Status, Verdict, fitting
+from .verdict import TAIL_ROOM, Status, Verdict, fitting
 
 CHOICES = ("auto", "gb10", "h100", "h200", "gh200", "generic")
 
@@ -116,10 +116,12 @@ class Beyond:
 
     def summary(self, gotcha: int, thing: str) -> str:
         """``read 905 GB/s is 3.3x GB10's 273 GB/s datasheet: not a GB10 reading; bandwidth not judged``."""
-        tail = f": not {self.a_name} reading; {thing} not judged"
-        return fitting(gotcha, Status.WARN, f"{self.what} is {self.how}{tail}",
-                       f"{self.what} is {self.short_how or self.how}{tail}",
-                       f"{self.what} is {self.short_how or self.how}: not {self.a_name} reading")
+        short, spoils = self.short_how or self.how, f"; {thing} not judged"
+        return fitting(gotcha, Status.WARN, f"{self.what} is {self.how}: not {self.a_name} reading{spoils}",
+                       f"{self.what} is {short}: not {self.a_name} reading{spoils}",
+                       f"{self.what} is {short}: not {self.a_name}'s{spoils}",
+                       f"{self.what}: not {self.a_name} reading{spoils}",
+                       f"{self.what}: not {self.a_name} reading", tail=TAIL_ROOM)  # room for "(+1 more WARN)"
 
     @property
     def detail(self) -> str:

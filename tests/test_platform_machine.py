@@ -91,6 +91,8 @@ def test_live_without_device_files_or_a_gpu_on_the_bus_torch_is_never_asked(tmp_
 def test_live_with_device_files_torch_is_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[H200_PCI], dev=("nvidia0",))))
     monkeypatch.setattr("spark_gotchas.nvml.init", lambda: type("R", (), {"reason": NO_NVML})())
+    # torch is installed (the worker would import it), here or not: without it no worker is asked
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
     asked = []
     provider = Provider(RunOptions(), worker_factory=lambda: asked.append(1) or (_ for _ in ()).throw(
         RuntimeError("no worker here")))
@@ -125,3 +127,95 @@ def test_platform_line_names_the_gpu_torch_sees_where_nvml_is_missing():
     both = platform.describe(replayed(gpu_inventory=inventory("NVIDIA H200", (9, 0)),
                                       torch_build=torch_seeing("NVIDIA H200", (9, 0))), "auto")
     assert platform.one_line(both).startswith("NVIDIA H200 (cc 9.0), driver 580.173.02 / CUDA 13.0, torch")
+
+
+# -- the recorded machine, and a machine no platform of its profile is ------------------------------------
+def test_the_recorded_machine_is_a_reading_a_replay_keeps():
+    from spark_gotchas.readings.host import HostPlatform
+
+    arm = replayed(gpu_inventory=inventory("NVIDIA GB10", (12, 1)),
+                   host_platform=HostPlatform(machine="aarch64", kernel="6.17.0-1031-nvidia"))
+    desc = platform.describe(arm)
+    assert (desc["machine"], desc["kernel"], desc["beyond_envelope"]) == ("aarch64", "6.17.0-1031-nvidia", None)
+    older = platform.describe(replayed(gpu_inventory=inventory("NVIDIA GB10", (12, 1))))
+    assert (older["machine"], older["kernel"], older["python"]) == ("not recorded", "not recorded", "not recorded")
+
+
+def test_an_older_snapshots_platform_section_stands_for_its_machine(tmp_path):
+    import json
+
+    from spark_gotchas.snapshot import load
+
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": "spark-gotchas-snapshot", "version": 1, "readings": {},
+                                "platform": {"machine": "arm64", "python": "3.12.3"}}))
+    snap = load(path)
+    assert snap.readings["host.platform"] == {"machine": "aarch64", "python": "3.12.3",
+                                              "source": "the snapshot's platform section"}
+    assert platform.describe(Provider(RunOptions(), replay=snap))["kernel"] == "not recorded"
+
+
+def test_the_host_platform_reader_asks_the_kernel_under_the_sys_root(tmp_path, monkeypatch):
+    from spark_gotchas.readers.host import read_host_platform
+
+    root = make_root(tmp_path, arch="arm64")
+    (root / "proc" / "sys" / "kernel" / "osrelease").write_text("6.17.0-1031-nvidia\n")
+    monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(root))
+    seen = read_host_platform(None)
+    assert (seen.machine, seen.kernel, seen.source) == ("aarch64", "6.17.0-1031-nvidia", "uname")
+    monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(tmp_path / "empty"))
+    import os
+
+    assert read_host_platform(None).machine == os.uname().machine.replace("arm64", "aarch64")
+
+
+@pytest.mark.parametrize("readings, asked, beyond", [
+    ({"gpu_inventory": inventory("NVIDIA GB10", (12, 1)), "host_platform": ("x86_64",)}, "auto",
+     "machine x86_64 is no GB10's (aarch64)"),
+    ({"gpu_inventory": inventory("NVIDIA GB10", (12, 0)), "host_platform": ("aarch64",)}, "auto",
+     "capability 12.0 is no GB10's (12.1)"),
+    ({"gpu_inventory": inventory("NVIDIA GB10", (12, 1)), "host_platform": ("x86_64",)}, "gb10",
+     "machine x86_64 is no GB10's (aarch64)"),
+    ({"gpu_inventory": inventory("NVIDIA GH200 480GB", (9, 0)), "host_platform": ("x86_64",)}, "auto",
+     "machine x86_64 is no GH200's (aarch64)"),
+    ({"gpu_inventory": inventory("NVIDIA H200", (9, 0)), "host_platform": ("aarch64",)}, "auto", None),
+    ({"gpu_inventory": inventory("NVIDIA H100 PCIe", (9, 0)), "host_platform": ("aarch64",)}, "auto", None),
+    ({"gpu_inventory": inventory("NVIDIA H200", (9, 0)), "host_platform": ("x86_64",)}, "gb10", None),  # not it
+])
+def test_a_machine_taken_for_the_profile_but_no_such_machine_carries_why(readings, asked, beyond):
+    from spark_gotchas.readings.host import HostPlatform
+
+    readings = {k: HostPlatform(machine=v[0]) if k == "host_platform" else v for k, v in readings.items()}
+    here = platform.machine(replayed(**readings), asked)
+    assert (f"{here.beyond.what} is {here.beyond.how}" if here.beyond else None) == beyond
+    assert here.is_profile is (asked == "auto" or readings["gpu_inventory"].first.name.endswith("GB10"))
+
+
+def test_live_a_gpu_the_name_takes_for_a_gb10_with_another_capability_is_caught():
+    """The wrong profile choice, live: NVML's name says GB10, its capability says otherwise."""
+    from spark_gotchas.readings.host import HostPlatform
+
+    provider = Provider(RunOptions())
+    provider._cache["gpu.inventory"] = inventory("NVIDIA GB10", (10, 0))
+    provider._cache["host.platform"] = HostPlatform(machine="aarch64")
+    assert platform.profile(provider).key == "gb10"
+    here = platform.machine(provider)
+    assert here.beyond is not None and here.beyond.verdict(5, "bandwidth").line == (
+        "G5 WARN: capability 10.0 is no GB10's (12.1): not a GB10's; bandwidth not judged")
+
+
+@pytest.mark.parametrize("name, key, title", [
+    ("NVIDIA GB10", "gb10", "NVIDIA GB10 (DGX Spark)"), ("NVIDIA-GB10", "gb10", "NVIDIA GB10 (DGX Spark)"),
+    ("NVIDIA GB100", "generic", None), ("NVIDIA GH200 480GB", "gh200", "NVIDIA GH200 Grace Hopper"),
+    ("NVIDIA GH200 144G HBM3e", "gh200", "NVIDIA GH200 144GB HBM3e"), ("NVIDIA H200", "h200", "NVIDIA H200"),
+    ("NVIDIA H200 NVL", "h200", "NVIDIA H200 NVL"), ("NVIDIA H100 80GB HBM3", "h100", "NVIDIA H100 SXM"),
+    ("NVIDIA H100 PCIe", "h100", "NVIDIA H100 PCIe"), ("NVIDIA H100 NVL", "h100", "NVIDIA H100 NVL"),
+    ("NVIDIA H20", "generic", None), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "generic", None),
+])
+def test_a_gpu_name_picks_its_profile_and_variant_by_whole_tokens(name, key, title):
+    from spark_gotchas.profiles import match, resolve
+
+    picked = match(name, None)
+    assert picked.key == key and (title is None or picked.title == title)
+    if key == "h100":
+        assert resolve("h100", name).title == title  # asked for by name, still narrowed to the variant

@@ -18,4 +18,4 @@ def test_g7_fp4_kernels_target_sm121a(spark):
 def test_g7_nvfp4_vs_fp8_rate(spark):
     """NVFP4 rate"""
     spark.report(g07.judge_gemm_rates(spark.read("bench.gemm"), spark.profile, spark.plan,
-                                      spark.try_read("gpu.processes")))
+                                      spark.try_read("gpu.processes"), spark.here))

@@ -17,6 +17,16 @@ still weighs the plan against the profile's own memory (a GB10 holds 130.7 GB in
     G3 INFO: not a GB10 (no GPU): 30 GB of weights would peak at ~60.0 GB (x2) of a GB10's 130.7 GB
     G3 WARN: 70 GB of weights would peak at ~140.0 GB (x2), more than all of a GB10's 130.7 GB
 
+A reading no machine of the profile's platform can give (its envelope, `profiles.py`): MemTotal,
+NVML's or CUDA's device memory above all the platform can have (a GB10: its 128 GiB pool), or a
+recorded CPU architecture or GPU capability it has none of (an x86_64 "GB10") → every G3 check says
+**WARN** `NVML device memory 400.0 GB is 2.9x GB10's 137.4 GB: not a GB10 reading; memory not
+judged`, fix: take the snapshot again on the machine it names, or judge the GPU with
+`--spark-profile generic`. Such a reading says the snapshot, or the profile taken for this GPU, is
+wrong, and nothing of the machine's memory: never a PASS, never a FAIL. NVML device memory on a GB10
+within its pool is judged as read (every driver measured says NotSupported; one report claims a
+driver that returns the pool).
+
 The memory kind comes from the profile: **unified** (GB10; GH200's shared pool), **discrete**
 (H200, H100, generic) or **no GPU**.
 
@@ -26,13 +36,29 @@ Page cache (Buffers + Cached − Shmem, the part the kernel can drop):
 - discrete: the page cache is host memory only → **PASS**.
 - no GPU visible here → **INFO** (`--spark-profile gb10` says what a Spark would take of a plan).
 
-Headroom, with `--spark-model-gb N` (planned weights) and `--spark-load-factor F` (default 2.0):
-- unified (and no GPU): MemAvailable below N × F → **FAIL** naming the shortfall in GB;
-  otherwise **PASS** stating the headroom.
+Headroom, with `--spark-model-gb N` (planned weights) and `--spark-load-factor F` (default 2.0),
+counting memory already gone:
+- swap in use (SwapTotal − SwapFree) is taken from MemAvailable: those pages belong to running
+  processes and come back when they run, so a load that takes all of MemAvailable pushes the
+  machine into swapping (on a Spark, a frozen host). The line says "MemAvailable less swap in use";
+- a container's own memory limit: this process's cgroup (`mem.cgroup`: cgroup v2 `memory.max`,
+  the tightest of its cgroup and the ancestors visible, found from `/proc/self/cgroup` under
+  `/sys/fs/cgroup`; the v1 memory controller's `memory.limit_in_bytes` or
+  `hierarchical_memory_limit`), where it is below MemTotal (`/proc/meminfo` inside a container is
+  the host's), leaves the limit less its working set (usage less inactive page cache, as kubelet
+  and `docker stats` count). The load's host side, N × (F − 1) (the page cache's copy; with no GPU
+  the whole N × F), must fit that room → else **FAIL** `… but the container's limit leaves 24.0 GB: 16.0 GB short`, fix:
+  raise the limit (`docker run --memory`, a Kubernetes limit, Slurm `--mem`). The CUDA copy is no
+  charge on the container on a unified-memory GPU (a GB10's cgroup read 16.7 GiB while its engine
+  held 77 GiB, vllm #54200; sglang #35860): the whole peak is weighed against the pool instead.
+  A cgroup that cannot be read is named in the detail;
+- unified (and no GPU): MemAvailable (less swap in use) below N × F → **FAIL** naming the
+  shortfall in GB; otherwise **PASS** stating the headroom.
 - discrete: the GPU with the most free memory (CUDA's figure, else NVML's) must hold N, and
-  MemAvailable must hold N × (F − 1), the host side of the load → **FAIL** naming what is
-  short, else **PASS**.
-- without N → **INFO** with the figures and the largest load that would fit.
+  MemAvailable (less swap in use) and the container's room must hold N × (F − 1), the host side
+  of the load → **FAIL** naming what is short, else **PASS**.
+- without N → **INFO** with the figures and the largest load that would fit (by the pool, or by
+  the container's limit where that is smaller).
 
 GPU memory view:
 - unified: NVML memory `Not Supported` → **INFO** explaining why nvidia-smi shows N/A, with
@@ -94,8 +120,8 @@ def _spoiled(profile: Profile, info: Optional[MemInfo] = None, inventory: Option
 
 
 # -- memory already gone: swap in use, a container's limit ----------------------------------------
-CGROUP_NOTE = ("on a unified-memory GPU the CUDA copy is not charged to the container (a GB10's cgroup memory.current "
-               "read 16.7 GiB while its engine held 77 GiB): the load's host side is")
+CGROUP_NOTE = ("on a unified-memory GPU the CUDA copy is not charged to it (a GB10's cgroup memory.current read "
+               "16.7 GiB while its engine held 77 GiB), so the pool is weighed for the whole peak")
 
 
 @dataclass(frozen=True)
@@ -245,7 +271,7 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
     factor = plan.factor
     left = gone(info, cgroup)
     readings = {**_figures(info), **left.readings(), "memory": kind, "load_factor": factor, "model_gb": plan.model_gb}
-    spoiled = _spoiled(profile, info, inventory, cuda)
+    spoiled = _spoiled(profile, info, *((inventory, cuda) if kind == "discrete" else ()))  # what it weighs
     if spoiled is not None:
         return spoiled.verdict(G, "memory", readings)
     if kind == "discrete":
@@ -255,15 +281,18 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
     notes = left.notes()
     if plan.model_gb is None:
         fits, bound = usable / factor, left.pool_text
-        if left.room is not None and factor > 1 and left.room / (factor - 1) < fits:
-            fits, bound = left.room / (factor - 1), f"the container's limit leaves {gb(left.room)}"
+        charged = factor if kind == "none" else factor - 1  # of the weights, what the container is charged for
+        if left.room is not None and charged > 0 and left.room / charged < fits:
+            fits, bound = left.room / charged, f"the container's limit leaves {gb(left.room)}"
         return Verdict(G, Status.INFO, f"{bound}: up to {gb(fits)} of weights fit a load (x{factor:g})",
                        detail=f"MemAvailable {gb(avail)} of {gb(info.mem_total_bytes)} (MemFree "
                               f"{gb(info.mem_free_bytes)}, page cache {gb(info.page_cache_bytes)}) in {where}"
                               + (f"; {notes}" if notes else "") + "; --spark-model-gb N judges a plan",
                        readings=readings)
     peak = plan.peak_bytes(unified=True)
-    host = float(plan.model_gb) * GB * (factor - 1)
+    # what the container is charged for: on a unified GPU the page cache's copy (CUDA's is not charged);
+    # with no GPU the whole load is host memory
+    host = peak if kind == "none" else float(plan.model_gb) * GB * (factor - 1)
     readings.update({"planned_peak_bytes": peak, "host_need_bytes": host})
     planned = f"{plan.model_gb:g} GB of weights peak at ~{gb(peak)} (x{factor:g})"
     loading = f"the peak is while loading safetensors, in {where}" + (f"; {notes}" if notes else "")
@@ -274,7 +303,8 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
         else:
             summary = fitting(G, Status.FAIL, f"{planned}, but MemAvailable less swap in use is {gb(usable)}: "
                                               f"{gb(short)} short",
-                              f"{planned}: {gb(short)} short of MemAvailable less swap in use")
+                              f"{planned}, but MemAvailable less swap is {gb(usable)}: {gb(short)} short",
+                              f"{planned}: {gb(short)} short of MemAvailable less swap")
         return Verdict(G, Status.FAIL, summary, detail=loading,
                        fix="free memory before loading: stop other GPU processes (G6 names them), drop the page cache "
                            f"between runs as root ({DROP_CACHES}), or plan a smaller or quantized model. {QLORA_NOTE}",
@@ -283,12 +313,17 @@ def judge_headroom(info: MemInfo, profile: Profile, plan: Plan,
         return Verdict(G, Status.FAIL, fitting(G, Status.FAIL,
                                                f"{planned}, but the container's limit leaves {gb(left.room)}: "
                                                f"{gb(host - left.room)} short",
-                                               f"{plan.model_gb:g} GB of weights: the container's limit leaves "
-                                               f"{gb(left.room)}, {gb(host - left.room)} short"),
-                       detail=f"the load's host side (~{gb(host)}, the page cache at x{factor:g}) is charged to this "
-                              f"container; {CGROUP_NOTE} what its limit must hold; {loading}",
+                                               f"{plan.model_gb:g} GB of weights need ~{gb(host)} of host memory; "
+                                               f"the container's limit leaves {gb(left.room)}"),
+                       detail=(f"the load's host side (~{gb(host)}, the page cache's copy at x{factor:g}) is charged "
+                               f"to this container; {notes}; {CGROUP_NOTE}") if kind != "none" else
+                              f"with no GPU the whole load (~{gb(host)}) is host memory, charged to this container; {notes}",
                        fix=_container_fix(host, left), readings=readings)
-    return Verdict(G, Status.PASS, f"{planned}; {left.pool_text} leaves {gb(usable - peak)} to spare",
+    spare = f"leaves {gb(usable - peak)} to spare"
+    summary = f"{planned}; MemAvailable {gb(avail)} {spare}" if not left.swap else fitting(
+        G, Status.PASS, f"{planned}; MemAvailable less swap in use ({gb(usable)}) {spare}",
+        f"{planned}; MemAvailable less swap ({gb(usable)}) {spare}", f"{planned}; MemAvailable less swap {spare}")
+    return Verdict(G, Status.PASS, summary,
                    detail=loading + (f"; the container's room covers the load's host side (~{gb(host)})"
                                      if left.room is not None else ""), readings=readings)
 

@@ -16,6 +16,13 @@ Rules:
   torch is listed but not required: its NVFP4 GEMM is cuBLAS's, measured below; bitsandbytes'
   4-bit formats dequantise in software.
 - Kernel targets elsewhere → **INFO** naming which libraries carry this GPU's `a` target.
+- Rates more than 10 % above the dense datasheet peak of the GPU that ran them (the profile its
+  name matches, `profiles.py`: GB10 BF16 125, FP8 250, NVFP4 500, from NVIDIA's 1 PFLOP FP4 with
+  sparsity; H100 SXM and H200 BF16 989, FP8 1979; H100 PCIe 756 / 1513), or a capability that
+  GPU does not have (a "GB10" of 12.0) → **WARN** `BF16 181 TFLOP/s is 1.4x GB10's 125 TFLOP/s:
+  not a GB10 reading; GEMM rates not judged`: nothing is judged from rates no such GPU can reach.
+  A GPU without a profile is not bounded. A recorded CPU architecture the platform has none of
+  (an x86_64 "GB10") leaves the rates unjudged the same way.
 - Rates on 12.1: NVFP4 slower than FP8 → **FAIL** with the ratio, or **WARN** "shared with …"
   when another process was busy on the GPU while the probe ran (NVML's compute processes and
   per-process utilization, sampled during it; fix: re-run once it has finished); not slower →
@@ -39,7 +46,7 @@ import re
 from typing import Optional
 
 from ..plan import Plan
-from ..profiles import GENERIC, NONE, Profile, beyond, match
+from ..profiles import GENERIC, NONE, SAME, Machine, Profile, beyond, match
 from ..readings.bench import GemmReading
 from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
 from ..readings.gpu import GpuInventory, GpuProcesses, sharing
@@ -194,10 +201,13 @@ def _rate(r) -> str:
 
 
 def judge_gemm_rates(reading: GemmReading, profile: Profile, plan: Plan,
-                     processes: Optional[GpuProcesses] = None) -> Verdict:
+                     processes: Optional[GpuProcesses] = None, here: Machine = SAME) -> Verdict:
     """Measured NVFP4 vs FP8 (and BF16) GEMM rates (rules above). ``processes``: the run's process
-    list, read at rest, for what the probe's own window could not see (another pid namespace's work)."""
+    list, read at rest, for what the probe's own window could not see (another pid namespace's work).
+    ``here``: a machine no such platform is (an x86_64 "GB10") has its rates left unjudged."""
     precision = plan.precision
+    if here.beyond is not None:
+        return here.beyond.verdict(G, "GEMM rates")
     if not reading.attempted:
         return Verdict(G, Status.SKIP, f"GEMM rates not measured: {reading.reason}")
     if reading.problem:

@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[Optional[str], str]] = {
     "microbench": ("spark_gotchas.microbench.__main__", "one GPU measurement alone: bandwidth, gemm, soak_load, ..."),
     "soak-record": ("spark_gotchas.soak.record", "judge a recorded G4 soak CSV again (also a killed run's)"),
     "soak-cost": ("spark_gotchas.soak.cost", "what the G4 soak's sampler costs the load it watches (≤ 1 % budget)"),
+    "watch": ("spark_gotchas.watch.command", "watch your own training run: G3, G4, G6 as it runs "
+              "(spark-gotchas watch -- python train.py)"),
 }
 
 

@@ -216,19 +216,23 @@ LAYERS = {
     "base": ("spark_gotchas.text", "spark_gotchas.scrub", "spark_gotchas.outward", "spark_gotchas.serial",
              "spark_gotchas.atomic", "spark_gotchas.bounded_read", "spark_gotchas.procs", "spark_gotchas.units"),
     "knowledge": ("spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads", "spark_gotchas.plan",
-                  "spark_gotchas.titles", "spark_gotchas.readings.", "spark_gotchas.judges.", "spark_gotchas.drain"),
+                  "spark_gotchas.titles", "spark_gotchas.readings.", "spark_gotchas.judges.", "spark_gotchas.drain",
+                  "spark_gotchas.watch.judge"),
     "readings": ("spark_gotchas.readers.", "spark_gotchas.provider", "spark_gotchas.nvml",
                  "spark_gotchas.snapshot", "spark_gotchas.platform", "spark_gotchas.options", "spark_gotchas.elf",
                  "spark_gotchas.fatbin", "spark_gotchas.netsetup", "spark_gotchas.sampler",
-                 "spark_gotchas.gpu_window"),
+                 "spark_gotchas.gpu_window", "spark_gotchas.watch.host", "spark_gotchas.watch.gpu"),
     "runtime": ("spark_gotchas.worker", "spark_gotchas.worker_main", "spark_gotchas.tasks", "spark_gotchas.memtasks",
                 "spark_gotchas.headstart", "spark_gotchas.soak.reader", "spark_gotchas.soak.engine", "spark_gotchas.soak.record",
-                "spark_gotchas.soak.plot", "spark_gotchas.scontrol"),
+                "spark_gotchas.soak.plot", "spark_gotchas.scontrol", "spark_gotchas.watch.child",
+                "spark_gotchas.watch.stream", "spark_gotchas.watch.engine", "spark_gotchas.watch.record",
+                "spark_gotchas.watch.plot"),
     "top": ("spark_gotchas.plugin", "spark_gotchas.startup", "spark_gotchas.session", "spark_gotchas.reports",
             "spark_gotchas.summary_md", "spark_gotchas.cli", "spark_gotchas.__main__", "spark_gotchas.diff",
             "spark_gotchas.fleet", "spark_gotchas.report_check", "spark_gotchas.soak.finish", "spark_gotchas.soak.cost",
             "spark_gotchas.fixes", "spark_gotchas.node_health", "spark_gotchas.junit", "spark_gotchas.prometheus",
-            "spark_gotchas.report_file", "spark_gotchas.interrupts"),
+            "spark_gotchas.report_file", "spark_gotchas.interrupts", "spark_gotchas.watch.command",
+            "spark_gotchas.watch.report"),
 }
 ORDER = list(LAYERS)
 
@@ -243,7 +247,7 @@ def layer(name: str) -> str | None:
 
 def test_every_module_has_a_layer():
     loose = [m for m in modules() if not _under(m, "microbench") and layer(m) is None
-             and m not in ("spark_gotchas", "spark_gotchas.soak")]
+             and m not in ("spark_gotchas", "spark_gotchas.soak", "spark_gotchas.watch")]
     assert loose == [], "modules in no layer of docs/architecture.md: " + ", ".join(loose)
 
 

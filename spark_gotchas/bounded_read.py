@@ -53,7 +53,10 @@ GITHUB_CACHE = Kind("G8 cache", 4 * MiB)  # at most 5 pages of issues
 RANK_RESULT = Kind("rank result", 1 * MiB)  # one rank's collective timings (G10)
 JUNIT_XML = Kind("JUnit XML report", 256 * MiB)  # pytest's own report of the run, rewritten with the G-lines
 APPENDED = Kind("file appended to", 64 * MiB)  # a Markdown summary (GitHub keeps 1 MiB of a step's)
-KINDS = (SNAPSHOT, REPORT, HEARTBEAT, SOAK_CSV, LAUNCH_CONFIG, GITHUB_CACHE, RANK_RESULT, JUNIT_XML, APPENDED)
+SERVER_CONFIG = Kind("server config", 1 * MiB)  # a config file a GPU server's command line names (G6)
+PROCESS_ENVIRONMENT = Kind("process environment", 4 * MiB)  # /proc/PID/environ of a GPU server (G6)
+KINDS = (SNAPSHOT, REPORT, HEARTBEAT, SOAK_CSV, LAUNCH_CONFIG, GITHUB_CACHE, RANK_RESULT, JUNIT_XML, APPENDED,
+         SERVER_CONFIG, PROCESS_ENVIRONMENT)
 
 
 def kind_of(mode: int) -> str:

@@ -13,10 +13,18 @@ from spark_gotchas.plan import Plan
 from spark_gotchas.profiles import GB10, H200, NONE, Machine
 from spark_gotchas.readers.gpu import collect, mask_cmdline
 from spark_gotchas.readers.mem import parse_meminfo
-from spark_gotchas.readings.gpu import DeviceProcessLists, GpuDevice, GpuInventory, GpuProcess, GpuProcesses
+from spark_gotchas.readings.gpu import (
+    DeviceProcessLists,
+    GpuDevice,
+    GpuInventory,
+    GpuProcess,
+    GpuProcesses,
+    ServerStart,
+)
 from spark_gotchas.serial import from_jsonable, to_jsonable
 from spark_gotchas.verdict import Status
-from spark_gotchas.workloads import classify
+from spark_gotchas.workloads import AT_LOAD, FRACTION, FREE_FRACTION, KV_BYTES, ON_REQUEST, UNKNOWN, classify
+from spark_gotchas.workloads import NONE as UNBOUNDED
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TABLES = json.loads((FIXTURES / "g06_process_tables.json").read_text())
@@ -44,34 +52,67 @@ def judge(reading, profile=GB10, meminfo=GB10_MEM, inventory=None, **options):
 
 
 # -- the classifier: each server's documented command lines ---------------------------------------
-@pytest.mark.parametrize("argv, kind, cap, source", [
-    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.85"], "vllm", 0.85, "flag"),
-    (["vllm", "serve", "m", "--gpu-memory-utilization=0.5"], "vllm", 0.5, "flag"),
-    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], "vllm", 0.9, "default"),
-    (["python3", "-c", "import torch; ...", "vllm", "serve", "some/model", "--gpu-memory-utilization", "0.9"], "vllm", 0.9, "flag"),
-    (["vllm", "serve", "m", "--gpu-memory-utilization", "lots"], "vllm", 0.9, "invalid"),
-    (["vllm", "serve", "m", "--gpu-memory-utilization", "1.5"], "vllm", 0.9, "invalid"),
-    (["trl", "vllm-serve", "--model", "m", "--gpu_memory_utilization", "0.3"], "vllm", 0.3, "flag"),
-    (["VLLM::EngineCore"], "vllm", 0.9, "child"),
-    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--mem-fraction-static", "0.5"], "sglang", 0.5, "flag"),
-    (["python3", "-m", "sglang.launch_server", "--model-path", "m"], "sglang", 0.85, "auto"),
-    (["sglang::scheduler"], "sglang", 0.85, "child"),
-    (["trtllm-serve", "m", "--kv_cache_free_gpu_memory_fraction", "0.7"], "trtllm", 0.7, "flag"),
-    (["trtllm-serve", "m"], "trtllm", 0.9, "default"),
-    (["text-generation-launcher", "--model-id", "m", "--cuda-memory-fraction", "0.4"], "tgi", 0.4, "flag"),
-    (["text-generation-launcher", "--model-id", "m"], "tgi", 1.0, "default"),
-    (["/usr/local/bin/ollama", "serve"], "ollama", None, "none"),
-    (["/usr/local/bin/ollama", "runner", "--ollama-engine", "--port", "40213"], "ollama", None, "none"),
-    (["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"], "llama.cpp", None, "none"),
-    (["python3", "-m", "llama_cpp.server", "--model", "m.gguf"], "llama.cpp", None, "none"),
-    (["torchrun", "--nproc_per_node=1", "train.py"], "trainer", None, "none"),
-    (["python3", "-m", "torch.distributed.run", "train.py"], "trainer", None, "none"),
-    (["/usr/bin/python3", "/usr/local/bin/accelerate", "launch", "train.py"], "trainer", None, "none"),
-    (["deepspeed", "--num_gpus", "1", "train.py"], "trainer", None, "none"),
+V20 = ServerStart(environ={}, version="0.20.0")  # a vLLM 0.20.0 whose environment and version were read
+
+
+@pytest.mark.parametrize("argv, start, kind, bound, value, source", [
+    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.85"], None,
+     "vllm", FRACTION, 0.85, "flag"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization=0.5"], None, "vllm", FRACTION, 0.5, "flag"),
+    (["vllm", "serve", "m", "--gpu_memory_utilization", "0.4"], None, "vllm", FRACTION, 0.4, "flag"),  # _ read as -
+    (["vllm", "serve", "m", "--gpu-mem", "0.3"], None, "vllm", FRACTION, 0.3, "flag"),  # an argparse abbreviation
+    (["vllm", "serve", "m", "--device-memory-utilization", "0.6"], None, "vllm", FRACTION, 0.6, "flag"),  # 0.34's alias
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], V20, "vllm", FRACTION, 0.92, "default"),
+    (["vllm", "serve", "m"], ServerStart(version="0.11.0"), "vllm", FRACTION, 0.9, "default"),
+    (["vllm", "serve", "m"], ServerStart(version="0.34.0"), "vllm", FRACTION, 1.0, "default"),
+    (["vllm", "serve", "m", "--no-enable-extensible-kv-cache"], ServerStart(version="0.34.0"), "vllm", FRACTION, 0.92,
+     "default"),
+    (["vllm", "serve", "m"], None, "vllm", FRACTION, 0.9, "default"),  # version not recorded: the least any release takes
+    (["vllm", "serve", "m", "--kv-cache-memory-bytes", "30g"], None, "vllm", KV_BYTES, 30e9, "flag"),
+    (["vllm", "serve", "m", "--kv_cache_memory_bytes=30G", "--gpu-memory-utilization", "0.9"], None, "vllm", KV_BYTES,
+     30 * 2**30, "flag"),
+    (["vllm", "serve", "m", "--kv-cache-mem", "36864M"], None, "vllm", KV_BYTES, 36864 * 2**20, "flag"),
+    (["vllm", "serve", "m", "--kv-cache-memory-bytes=abc"], None, "vllm", UNKNOWN, None, "unknown"),
+    (["vllm", "serve", "m", "--kv-cache-memory-bytes", "1.5G"], None, "vllm", UNKNOWN, None, "unknown"),  # no decimals
+    (["vllm", "serve", "m", "--gpu-memory-utilization", "lots"], None, "vllm", UNKNOWN, None, "unknown"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization", "1.5"], None, "vllm", UNKNOWN, None, "unknown"),
+    (["python3", "-c", "import torch; ...", "vllm", "serve", "some/model", "--gpu-memory-utilization", "0.9"], None,
+     "vllm", FRACTION, 0.9, "flag"),
+    (["trl", "vllm-serve", "--model", "m", "--gpu_memory_utilization", "0.3"], None, "vllm", FRACTION, 0.3, "flag"),
+    (["trl", "vllm-serve", "--model", "m", "--gpu-memory-utilization", "0.35"], None, "vllm", FRACTION, 0.35, "flag"),
+    (["trl", "vllm-serve", "--model", "m"], None, "vllm", FRACTION, 0.9, "default"),
+    (["VLLM::EngineCore"], None, "vllm", UNKNOWN, None, "child"),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--mem-fraction-static", "0.5"], None, "sglang",
+     FRACTION, 0.5, "flag"),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--mem-frac=0.45"], None, "sglang", FRACTION, 0.45,
+     "flag"),
+    (["sglang::scheduler"], None, "sglang", UNKNOWN, None, "child"),
+    (["trtllm-serve", "m", "--kv_cache_free_gpu_memory_fraction", "0.7"], None, "trtllm", FREE_FRACTION, 0.7, "flag"),
+    (["trtllm-serve", "m", "--free_gpu_memory_fraction=0.6"], None, "trtllm", FREE_FRACTION, 0.6, "flag"),
+    (["trtllm-serve", "m", "--kv-cache-free-gpu-memory-fraction", "0.2"], None, "trtllm", FREE_FRACTION, 0.9,
+     "default"),  # click declares no such spelling
+    (["trtllm-serve", "m"], None, "trtllm", FREE_FRACTION, 0.9, "default"),
+    (["text-generation-launcher", "--model-id", "m", "--cuda-memory-fraction", "0.4"], None, "tgi", FRACTION, 0.4,
+     "flag"),
+    (["text-generation-launcher", "--model-id", "m"], ServerStart(environ={}), "tgi", FRACTION, 1.0, "default"),
+    (["text-generation-launcher", "--model-id", "m"], ServerStart(environ={"CUDA_MEMORY_FRACTION": "0.3"}), "tgi",
+     FRACTION, 0.3, "env"),
+    (["text-generation-launcher", "--model-id", "m"], None, "tgi", UNKNOWN, None, "unknown"),  # it reads its environment
+    (["/usr/local/bin/ollama", "serve"], None, "ollama", ON_REQUEST, None, "none"),
+    (["/usr/local/bin/ollama", "runner", "--ollama-engine", "--port", "40213"], None, "ollama", ON_REQUEST, None, "none"),
+    (["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"], None, "llama.cpp", AT_LOAD, None, "none"),
+    (["llama-server", "--models-dir", "/models", "--models-max", "2"], None, "llama.cpp", ON_REQUEST, None, "none"),
+    (["python3", "-m", "llama_cpp.server", "--model", "m.gguf"], None, "llama.cpp", AT_LOAD, None, "none"),
+    (["torchrun", "--nproc_per_node=1", "train.py"], None, "trainer", UNBOUNDED, None, "none"),
+    (["python3", "-m", "torch.distributed.run", "train.py"], None, "trainer", UNBOUNDED, None, "none"),
+    (["/usr/bin/python3", "/usr/local/bin/accelerate", "launch", "train.py"], None, "trainer", UNBOUNDED, None, "none"),
+    (["deepspeed", "--num_gpus", "1", "train.py"], None, "trainer", UNBOUNDED, None, "none"),
 ])
-def test_classify_reads_the_cap_and_its_default(argv, kind, cap, source):
-    workload = classify(argv)
-    assert workload is not None and (workload.kind, workload.cap_fraction, workload.cap_source) == (kind, cap, source)
+def test_classify_reads_every_bound_as_the_server_does(argv, start, kind, bound, value, source):
+    workload = classify(argv, start=start)
+    assert workload is not None
+    got = workload.bound
+    assert (workload.kind, got.kind, got.value, got.source) == (kind, bound, value, source), got
 
 
 @pytest.mark.parametrize("argv", [["python3", "train.py"], ["pgrep", "-f", "vllm serve"], ["vim", "vllm_serve.md"],
@@ -81,9 +122,10 @@ def test_classify_leaves_other_programs_alone(argv):
 
 
 def test_cap_text_says_where_the_cap_came_from():
-    assert classify(["vllm", "serve", "m"]).cap_text == "default --gpu-memory-utilization 0.9"
+    assert classify(["vllm", "serve", "m"], start=V20).cap_text == "default --gpu-memory-utilization 0.92 (vLLM 0.20.0)"
     assert classify(["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"]).cap_text == "--gpu-memory-utilization 0.5"
     assert classify(["ollama", "serve"]).cap_text == "no memory cap"
+    assert classify(["VLLM::EngineCore"]).cap_text.startswith("bound unknown: an engine process whose launcher")
 
 
 def test_secret_flags_in_command_lines_are_masked():
@@ -93,15 +135,17 @@ def test_secret_flags_in_command_lines_are_masked():
 
 
 # -- the judgement on real GB10 readings ---------------------------------------------------------
-def test_two_vllm_engines_on_a_gb10_fail_naming_both():
+def test_two_vllm_engines_whose_launchers_are_not_visible_fail_by_what_they_hold_no_cap_assumed():
     verdict = judge(table("gb10_two_vllm"))
     assert verdict.status is Status.FAIL
-    assert verdict.summary == "2 workloads in the way: pid 6008 vLLM (default cap 0.9); pid 44757 vLLM (default cap 0.9)"
+    assert verdict.summary == "2 workloads in the way: pid 6008 vLLM, pid 44757 vLLM"
     assert verdict.detail.startswith(
-        "pid 6008 vLLM (engine process, its launcher not visible: default --gpu-memory-utilization 0.9 assumed = "
-        "117.6 GB of 130.7 GB; holds 59.2 GB); pid 44757 vLLM (")
-    assert verdict.fix == ("run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; "
-                           "or stop what you do not need (kill 6008 44757)")
+        "pid 6008 vLLM (cannot tell how far pid 6008 may grow: an engine process whose launcher (the command line with "
+        "the flags that bound it) is not visible here; holds 59.2 GB); pid 44757 vLLM (")
+    assert "0.9" not in verdict.detail  # no default is assumed for an engine whose flags are not visible
+    assert verdict.fix == ("run one heavy job at a time: see how each vLLM engine was started (its launcher's flags: "
+                           "ps -o args= -p $(ps -o ppid= -p PID)) and restart it with --gpu-memory-utilization 0.5 or "
+                           "lower; or stop what you do not need (kill 6008 44757)")
     assert [w["pids"] for w in verdict.readings["workloads"]] == [[3154], [3359], [6008], [44757]]
 
 
@@ -122,9 +166,8 @@ def test_engines_join_their_launcher_and_two_capped_servers_together_fail():
 
 def test_sglang_scheduler_holding_96_gib_fails():
     verdict = judge(table("gb10_sglang"))
-    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 6330 SGLang (default cap 0.85)"
-    assert verdict.detail.startswith("pid 6330 SGLang (engine process, its launcher not visible: default "
-                                     "--mem-fraction-static 0.85 assumed")
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 6330 SGLang (holds 100.7 GB, bound unknown)"
+    assert verdict.detail.startswith("pid 6330 SGLang (cannot tell how far pid 6330 may grow: an engine process")
     assert "holds 100.7 GB" in verdict.detail and "--mem-fraction-static 0.5 or lower" in verdict.fix
 
 
@@ -164,11 +207,15 @@ def test_vllm_capped_at_half_beside_a_small_lora_passes_but_not_beside_a_big_pla
                                "(14.7 GB short)")
 
 
-def test_a_vllm_still_starting_is_caught_from_its_command_line():
-    verdict = judge(GpuProcesses(processes=[proc(77, ["vllm", "serve", "m"])], scanned=200))
+def test_a_vllm_still_starting_is_caught_from_its_command_line_at_its_releases_default():
+    verdict = judge(GpuProcesses(processes=[proc(77, ["vllm", "serve", "m"], start=ServerStart(version="0.11.0"))],
+                                 scanned=200))
     assert verdict.line == "G6 FAIL: 1 workload in the way: pid 77 vLLM (default cap 0.9 = 117.6 GB of 130.7 GB)"
-    assert verdict.detail == ("pid 77 vLLM (default --gpu-memory-utilization 0.9 = 117.6 GB of 130.7 GB; no GPU memory "
-                              "listed by NVML)")
+    assert verdict.detail == ("pid 77 vLLM (default --gpu-memory-utilization 0.9 (vLLM 0.11.0) = 117.6 GB of 130.7 GB; "
+                              "no GPU memory listed by NVML)")
+    unknown = judge(GpuProcesses(processes=[proc(77, ["vllm", "serve", "m"])], scanned=200))  # an older snapshot
+    assert unknown.line == "G6 FAIL: 1 workload in the way: pid 77 vLLM (default cap 0.9 or more = 117.6 GB of 130.7 GB)"
+    assert "0.9 to 0.19, 0.92 from 0.20, all from 0.34); its version was not recorded" in unknown.detail
 
 
 def test_a_trainer_and_its_worker_are_one_uncapped_workload():
@@ -193,8 +240,9 @@ def test_without_nvml_a_llama_server_is_found_by_its_command_line_and_warns():
                            processes=[proc(55, ["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"])])
     verdict = judge(reading)
     assert verdict.line == "G6 WARN: pid 55 llama.cpp server (no memory cap, GPU memory unknown)"
-    assert verdict.detail == ("pid 55 llama.cpp server: no memory cap, GPU memory unknown (NVML unavailable: NVML "
-                              "library not found; judged from command lines)")
+    assert verdict.detail == ("pid 55 llama.cpp server (takes what its model and context need when it loads (-ngl 99, "
+                              "-c 131072)): no memory cap, GPU memory unknown (NVML unavailable: NVML library not found; "
+                              "judged from command lines)")
 
 
 def test_workloads_too_many_words_for_the_line_are_named_by_pid_and_program():
@@ -203,8 +251,9 @@ def test_workloads_too_many_words_for_the_line_are_named_by_pid_and_program():
                                       proc(56, ["/usr/local/bin/ollama", "serve"])])
     verdict = judge(reading)
     assert verdict.line == "G6 WARN: 2 workloads with no memory cap: pid 55 llama.cpp server, pid 56 Ollama"
-    assert verdict.detail.startswith("pid 55 llama.cpp server: no memory cap, GPU memory unknown; pid 56 Ollama: no "
-                                     "memory cap, loads models on request")
+    assert verdict.detail.startswith("pid 55 llama.cpp server (takes what its model and context need when it loads (-ngl "
+                                     "99)): no memory cap, GPU memory unknown; pid 56 Ollama: no memory cap, loads models "
+                                     "on request")
     assert verdict.fix.endswith("(kill 55 56)")
 
 
@@ -243,8 +292,8 @@ def test_on_a_discrete_box_only_visible_gpus_are_judged():
                               "(1 on GPUs outside CUDA_VISIBLE_DEVICES not judged)")
     same = GpuProcesses(processes=[vllm], devices=devices, cuda_visible_devices="3", scanned=40)
     verdict = judge(same, H200, H200_MEM, h200_inventory())
-    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 3000 vLLM (default cap 0.9 = 135.7 GB of 150.8 GB)"
-    assert verdict.detail.startswith("pid 3000 vLLM (default --gpu-memory-utilization 0.9 = 135.7 GB of 150.8 GB")
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 3000 vLLM (default cap 0.9 or more = 135.7 GB of 150.8 GB)"
+    assert verdict.detail.startswith("pid 3000 vLLM (no --gpu-memory-utilization: vLLM takes 0.9 to all of the GPU")
 
 
 # -- the reader, with psutil and NVML stood in for ------------------------------------------------
@@ -412,7 +461,8 @@ def test_a_server_on_a_machine_without_a_gpu_is_listed_not_failed():
                            processes=[proc(4242, VLLM_DEFAULT, username="ci")])
     v = g06.judge_contention(reading, NONE, Plan(model_gb=30), GB10_MEM)
     assert v.line == "G6 INFO: no GPU visible here: 1 workload seen, holding no GPU memory on this machine"
-    assert v.detail == "seen, not judged: pid 4242 vLLM (default --gpu-memory-utilization 0.9; user ci)"
+    assert v.detail == ("seen, not judged: pid 4242 vLLM (no --gpu-memory-utilization: vLLM takes 0.9 to all of the GPU "
+                        "by release (0.9 to 0.19, 0.92 from 0.20, all from 0.34); its version was not recorded; user ci)")
     assert v.readings["workloads"][0]["program"] == "vLLM" and v.readings["workloads"][0]["cap_fraction"] == 0.9
     empty = g06.judge_contention(GpuProcesses(nvml_error="NVML library not found", scanned=79), NONE, Plan(), GB10_MEM)
     assert empty.status is Status.PASS and "none of 79 command lines" in empty.summary
@@ -425,9 +475,10 @@ def test_another_machine_judged_as_a_gb10_lists_what_it_saw_as_information():
     assert v.status is Status.INFO
     assert v.summary == "not a GB10 (NVIDIA H200): processes not judged"
     assert v.detail == ("this machine is not a GB10 (NVIDIA H200): its processes cannot stand for a Spark's; seen, "
-                        "not judged: pid 6008 vLLM (engine process, its launcher not visible: default "
-                        "--gpu-memory-utilization 0.9 assumed; holds 59.2 GB); pid 44757 vLLM (engine process, its "
-                        "launcher not visible: default --gpu-memory-utilization 0.9 assumed; holds 51.2 GB); pid 3154 "
+                        "not judged: pid 6008 vLLM (cannot tell how far pid 6008 may grow: an engine process whose "
+                        "launcher (the command line with the flags that bound it) is not visible here; holds 59.2 GB); "
+                        "pid 44757 vLLM (cannot tell how far pid 44757 may grow: an engine process whose launcher (the "
+                        "command line with the flags that bound it) is not visible here; holds 51.2 GB); pid 3154 "
                         "Xorg (holds 0.02 GB; graphics); +1 more")
     quiet = g06.judge_contention(GpuProcesses(scanned=177), GB10, Plan(), H200_MEM, None, here)
     assert quiet.line == "G6 INFO: not a GB10 (NVIDIA H200): processes not judged"
@@ -458,8 +509,9 @@ def test_an_uncapped_ollama_on_an_h200_warns_with_its_own_way_to_step_aside():
     assert v.line == "G6 WARN: pid 1790 Ollama (holds 10.0 GB, no memory cap, leaves 140.8 GB)"
     assert v.fix == ("if the planned run needs more than the 140.8 GB left on the GPU (or all of its compute for a "
                      "timed run), stop Ollama while training (sudo systemctl stop ollama) or unload its models (ollama "
-                     "stop MODEL); or stop what you do not need (kill 1790); --spark-model-gb N checks a plan against "
-                     "what is left")
+                     "stop MODEL); to keep it beside training, set OLLAMA_MAX_LOADED_MODELS=1 and OLLAMA_KEEP_ALIVE=0 in "
+                     "its service's environment (sudo systemctl edit ollama) and see what it holds with ollama ps; or "
+                     "stop what you do not need (kill 1790); --spark-model-gb N checks a plan against what is left")
 
 
 def test_a_neighbour_holding_most_of_a_discrete_gpu_fails():

@@ -75,20 +75,24 @@ from ..readings.gpu import OUTSIDE_FIX, GpuInventory, GpuProcess, GpuProcesses, 
 from ..readings.mem import MemInfo
 from ..units import GB, gb
 from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
-from ..workloads import Workload, classify
+from ..workloads import (
+    FREE_FRACTION,
+    KV_BYTES,
+    NO_BOUND,
+    ON_REQUEST,
+    UNKNOWN,
+    Bound,
+    Workload,
+    classify,
+)
 
 G = 6
 NEAR_CAPACITY_FRACTION = 0.5
 SMALL_BYTES = 4 * GB  # the gotcha's own example: a < 4 GB LoRA coexists with a capped server
-CAP_HOWTO = {
-    "vllm": "restart vLLM with --gpu-memory-utilization 0.5 or lower",
-    "sglang": "restart SGLang with --mem-fraction-static 0.5 or lower",
-    "tgi": "restart TGI with --cuda-memory-fraction 0.5 or lower",
-    "trtllm": "restart trtllm-serve with a lower --kv_cache_free_gpu_memory_fraction",
-    "ollama": "stop Ollama while training (sudo systemctl stop ollama) or unload its models (ollama stop MODEL)",
-    "llama.cpp": "stop the llama.cpp server while training",
-    "trainer": "let the other training job finish first",
-}
+OLLAMA_STOP = "stop Ollama while training (sudo systemctl stop ollama) or unload its models (ollama stop MODEL)"
+OLLAMA_KEEP = ("to keep it beside training, set OLLAMA_MAX_LOADED_MODELS=1 and OLLAMA_KEEP_ALIVE=0 in its service's "
+               "environment (sudo systemctl edit ollama) and see what it holds with ollama ps")
+RESTART = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "trtllm": "trtllm-serve"}
 
 
 @dataclass
@@ -99,6 +103,7 @@ class Group:
     workload: Optional[Workload]
     members: list[GpuProcess] = field(default_factory=list)
     outside: Optional[Outside] = None  # the processes outside this container: pids not visible here, or none listed
+    pool: Optional[int] = None  # the memory its bound is a share of (set when it is judged)
 
     @property
     def held_bytes(self) -> Optional[int]:
@@ -116,11 +121,12 @@ class Group:
         return [m.pid for m in self.members]
 
     @property
-    def cap_fraction(self) -> Optional[float]:
-        w = self.workload
-        if w is None or w.cap_fraction is None:
-            return None
-        return w.cap_fraction
+    def bound(self) -> Bound:
+        return self.workload.bound if self.workload is not None else NO_BOUND
+
+    def fraction(self, pool: Optional[float]) -> Optional[float]:
+        """The share of ``pool`` its bound lets it take (a fraction, or one its server sizes from the GPU)."""
+        return self.bound.fraction_for(pool)
 
     @property
     def graphics_only(self) -> bool:
@@ -155,7 +161,7 @@ class Group:
 
 def group_processes(processes: list[GpuProcess]) -> list[Group]:
     by_pid = {p.pid: p for p in processes}
-    kinds = {p.pid: classify(p.cmdline, p.name or "") for p in processes}
+    kinds = {p.pid: classify(p.cmdline, p.name or "", p.start) for p in processes}
     groups: dict[int, Group] = {}
     for proc in processes:
         root, seen, cur = proc.pid, {proc.pid}, proc
@@ -224,10 +230,19 @@ def pool_bytes(profile: Profile, meminfo: Optional[MemInfo], inventory: Optional
 
 
 def _claim(group: Group, pool: Optional[int]) -> Optional[float]:
-    held = group.held_bytes
-    if group.cap_fraction is not None and pool:
-        return max(group.cap_fraction * pool, held or 0)
+    """What it may hold: its bound (a fraction of the pool, a fixed KV cache) or what it holds, the larger."""
+    held, fraction, bound = group.held_bytes, group.fraction(pool), group.bound
+    if fraction is not None and pool:
+        return max(fraction * pool, held or 0)
+    if bound.kind == KV_BYTES and bound.value is not None:
+        return max(bound.value, held or 0)
     return held
+
+
+def _grows(group: Group) -> str:
+    """``cannot tell how far pid 6008 may grow: …`` where its bound is not known; '' where it is."""
+    bound = group.bound
+    return f"cannot tell how far pid {group.root.pid} may grow: {bound.why}" if bound.kind == UNKNOWN else ""
 
 
 def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
@@ -235,16 +250,17 @@ def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
         held = sum(m.gpu_memory_bytes or 0 for m in group.members) if group.members else None
         return f"{group.label} ({group.outside.figures}" + (f"; holds {gb(held)}" if held else "") + ")"
     bits = []
-    w = group.workload
-    if w is not None and w.capped:
-        cap = w.cap_text
-        if w.cap_source == "child":
-            cap = f"engine process, its launcher not visible: default {w.cap_flag} {w.cap_fraction:g} assumed"
-        if group.cap_fraction is not None and pool:
-            cap += f" = {gb(group.cap_fraction * pool)} of {gb(pool)}"
-            if w.cap_of == "free":
+    bound, fraction = group.bound, group.fraction(pool)
+    if bound.kind == UNKNOWN:
+        bits.append(_grows(group))
+    elif bound.setting:
+        cap = bound.setting
+        if fraction is not None and pool:
+            cap += f" = {gb(fraction * pool)} of {gb(pool)}" if bound.auto_reserve is None else \
+                f": {fraction:g} = {gb(fraction * pool)} of {gb(pool)}"
+            if bound.kind == FREE_FRACTION:
                 cap += " free at its start"
-        bits.append(cap)
+        bits.append(cap + "".join(f"; {note}" for note in bound.notes))
     if group.held_bytes is not None:
         bits.append(f"holds {gb(group.held_bytes)}")
     elif nvml_ok and group.root.found_by == "scan":
@@ -264,23 +280,39 @@ def _brief(group: Group, pool: Optional[int], why: str, alone: bool, status: Sta
     the processes outside this container alone as what shows them there."""
     if group.outside is not None and alone and status is Status.WARN:
         return group.outside.text
-    w, bits = group.workload, []
-    if w is not None and w.capped and group.cap_fraction is not None:
-        cap = f"{'default ' if w.cap_source in ('default', 'child') else ''}cap {group.cap_fraction:g}"
+    bits = []
+    bound, fraction = group.bound, group.fraction(pool)
+    if fraction is not None:
+        cap = f"{'default ' if bound.source == 'default' else ''}cap {fraction:g}"
+        if bound.source == "default" and bound.why:  # a release this suite cannot place: the least any release takes
+            cap += " or more"
         if pool and alone:
-            cap += f" = {gb(group.cap_fraction * pool)} of {gb(pool)}"
+            cap += f" = {gb(fraction * pool)} of {gb(pool)}"
         bits.append(cap)
+    elif bound.kind == KV_BYTES and bound.value is not None:
+        bits.append(f"KV cache {gb(bound.value)}" + (f", holds {gb(group.held_bytes)}"
+                                                     if alone and group.held_bytes is not None else ""))
     elif group.held_bytes is not None:
         bits.append(f"holds {gb(group.held_bytes)}")
+    if bound.kind == UNKNOWN:
+        bits.append("bound unknown")
     if why:
-        bits.append(why.lstrip(": "))
+        bits.append(_short(why))
     return f"{group.label} ({', '.join(bits)})" if bits else group.label
+
+
+def _short(why: str) -> str:
+    """A reason in the few words a G-line has room for: ``bound unknown`` for ``cannot tell how far …``."""
+    why = why.removeprefix(": ")
+    if why.startswith("cannot tell how far"):
+        return "weights not loaded yet" if "its weights come on top" in why else "bound unknown"
+    return why
 
 
 def _rule(group: Group, pool: Optional[int], discrete: bool = False) -> tuple[Status, str]:
     """One workload on its own: FAIL/WARN with the reason appended to its description, or PASS.
     ``discrete``: the GPU has its own memory, which no process beside it can take from the host."""
-    held, cap, w = group.held_bytes, group.cap_fraction, group.workload
+    held, cap, w, bound = group.held_bytes, group.fraction(pool), group.workload, group.bound
     if cap is not None and cap > NEAR_CAPACITY_FRACTION:
         return Status.FAIL, ""
     if held is not None and pool and held > NEAR_CAPACITY_FRACTION * pool:
@@ -289,10 +321,22 @@ def _rule(group: Group, pool: Optional[int], discrete: bool = False) -> tuple[St
         if not discrete and held is not None and held > SMALL_BYTES:
             return Status.FAIL, ": no memory cap"
         return Status.WARN, ""
+    if bound.kind == KV_BYTES:  # a KV cache of a set size beside its weights: it grows no further once loaded
+        claim = _claim(group, pool)
+        if claim is not None and pool and claim > NEAR_CAPACITY_FRACTION * pool:
+            return Status.FAIL, ""
+        if held is None:
+            return Status.WARN, (f": cannot tell how far pid {group.root.pid} may grow: its weights come on top of "
+                                 "its KV cache, and NVML lists no memory for it yet")
+        return Status.PASS, ""
+    unknown = bound.kind == UNKNOWN  # its reason stands in its description: no cap is claimed for it
+    why = "" if unknown else ": no memory cap"
     if cap is None and held is not None and held > SMALL_BYTES:
         if discrete:  # in the way only for a plan it leaves too little for (judged with the plan, below)
-            return Status.WARN, ": no memory cap" + (f", leaves {gb(pool - held)}" if pool else "")
-        return Status.FAIL, ": no memory cap"
+            return Status.WARN, (why or ":") + (f"{',' if why else ''} leaves {gb(pool - held)}" if pool else "")
+        return Status.FAIL, why
+    if unknown:
+        return Status.WARN, why
     if cap is None and w is not None and w.loads_on_demand:
         return Status.WARN, ": no memory cap, loads models on request"
     if cap is None and held is None:
@@ -304,7 +348,7 @@ def _listed_only(reading: GpuProcesses, head: str, readings: dict, long: str = "
     """INFO naming the workloads found, none of them judged: known servers and trainers first, then by memory."""
     groups = sorted(group_processes(reading.processes), key=lambda g: (g.workload is None, -(g.held_bytes or 0)))
     readings.update({"workloads": [{"pids": g.pids, "program": g.workload.program if g.workload else None,
-                                    "cap_fraction": g.cap_fraction, "held_bytes": g.held_bytes,
+                                    "cap_fraction": g.fraction(None), "held_bytes": g.held_bytes,
                                     "cmdline": g.root.cmdline, "user": g.root.username} for g in groups],
                      "nvml_error": reading.nvml_error, "scanned": reading.scanned})
     seen = f"seen, not judged: {_join([(_describe(g, None, False), g) for g in groups], 3)}" if groups else ""
@@ -336,16 +380,21 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
     rows = []
     for group in judged:
         pool = pool_bytes(profile, meminfo, inventory, [d for d in group.devices if visible is None or d in visible])
+        group.pool = pool
         claim = _claim(group, pool)
         text = _describe(group, pool, nvml_ok=not reading.nvml_error)
         status, why = _rule(group, pool, kind == "discrete")
         found[status].append((text + why, group))
         briefs[group.root.pid] = _brief(group, pool, why, len(judged) == 1, status)
-        sizable = group.cap_fraction is not None or (group.held_bytes or 0) > SMALL_BYTES
+        sizable = group.fraction(pool) is not None or group.bound.kind == KV_BYTES or \
+            (group.held_bytes or 0) > SMALL_BYTES
         by_claim.append((claim or 0, sizable, text, group))
         w = group.workload
         rows.append({"pids": group.pids, "program": w.program if w else None, "kind": w.kind if w else None,
-                     "cap_fraction": group.cap_fraction, "cap": w.cap_text if w else "no memory cap",
+                     "cap_fraction": group.fraction(pool), "cap": w.cap_text if w else "no memory cap",
+                     "bound": group.bound.kind, "bound_setting": group.bound.setting or None,
+                     "bound_source": group.bound.source, "cannot_tell": group.bound.why or None,
+                     "version": w.version if w else None,
                      "held_bytes": group.held_bytes, "claim_bytes": claim, "pool_bytes": pool, "devices": group.devices,
                      "cmdline": group.root.cmdline, "user": group.root.username, "problem": group.root.problem,
                      "outside": group.outside.text if group.outside is not None else None, "status": status.value})
@@ -458,15 +507,85 @@ def _fix(groups: list[Group], left: Optional[float] = None, fits: bool = False) 
 
 
 def _stop(groups: list[Group]) -> str:
-    kinds = []
-    for g in groups:
-        k = g.workload.kind if g.workload is not None else "other"
-        if k not in kinds:
-            kinds.append(k)
-    steps = [CAP_HOWTO[k] for k in kinds if k in CAP_HOWTO]
+    steps = list(dict.fromkeys(step for step in (_step(g) for g in groups) if step))
     pids = " ".join(str(g.root.pid) for g in groups[:6])
     them = "it" if len(groups) == 1 else "them"
     if not steps:
         return f"run one heavy job at a time: let the other {'job' if len(groups) == 1 else 'jobs'} finish, " \
                f"or stop {them} (kill {pids})"
     return f"run one heavy job at a time: {'; '.join(steps)}; or stop what you do not need (kill {pids})"
+
+
+def _step(group: Group) -> str:
+    """The setting that bounds this workload as it was started, turned down: the one it reads, never one
+    it ignores ('' for a program the suite does not know)."""
+    w, b, pool, pid = group.workload, group.bound, group.pool, group.root.pid
+    if w is None:
+        return ""
+    if w.kind == "trainer":
+        return "let the other training job finish first"
+    if w.kind == "ollama":
+        return f"{OLLAMA_STOP}; {OLLAMA_KEEP}"
+    if w.program == "llama-swap":
+        return "stop llama-swap while training, or let it run one model at a time (its models in one group, swap: true)"
+    if w.kind == "llama.cpp":
+        if b.kind == ON_REQUEST:
+            return "stop the llama.cpp server while training, or restart it with --models-max 1"
+        return ("stop the llama.cpp server while training, or restart it with a smaller -c/--ctx-size (it keeps what "
+                "it took when it loaded)")
+    name = "trl vllm-serve" if "trl" in w.program else RESTART.get(w.kind, w.program)
+    if b.kind == UNKNOWN:
+        if b.source == "child":
+            return (f"see how each {w.program} engine was started (its launcher's flags: ps -o args= -p $(ps -o ppid= "
+                    f"-p PID)) and restart it with {b.knob} 0.5 or lower")
+        if b.where and b.where != "environment":
+            return (f"read its config as root (sudo cat {b.where}) or run this check as root; or restart {name} with "
+                    f"{b.knob} 0.5 or lower")
+        if w.kind == "tgi":
+            return ("run this check as root to read its environment (sudo spark-gotchas -m fast -k g06), or restart TGI "
+                    "with --cuda-memory-fraction 0.5 or lower")
+        return f"restart {name} with {b.knob} 0.5 or lower"
+    if b.kind == KV_BYTES and b.value is not None:
+        return _kv_step(b, group.held_bytes, pool, pid)
+    if b.kind == FREE_FRACTION:
+        return _free_fraction_step(b, group.held_bytes, pool)
+    if b.where == "environment":
+        return f"set {b.knob.lstrip('-').upper().replace('-', '_')}=0.5 or lower in its environment and restart {name}"
+    if b.where:
+        return f"set {b.knob.lstrip('-')}: 0.5 or lower in {b.where} and restart {name}"
+    return f"restart {name} with {b.knob} 0.5 or lower"
+
+
+def _kv_step(b: Bound, held: Optional[int], pool: Optional[int], pid: int) -> str:
+    """A --kv-cache-memory-bytes that keeps vLLM within half of the pool, from what its weights and
+    buffers take beside its KV cache (what it holds, less the cache); unknown before it has loaded."""
+    kv = int(b.value or 0)
+    where = f"kv-cache-memory-bytes in {b.where}" if b.where else "--kv-cache-memory-bytes"
+    if held is None or not pool or held < kv:
+        return (f"restart vLLM with a smaller {where} (its KV cache is {gb(kv)}; its weights and buffers come on top: "
+                "see what it holds with nvidia-smi once it has loaded)")
+    beside = held - kv
+    target = int((NEAR_CAPACITY_FRACTION * pool - beside) // 1e9)
+    if target < 1:
+        return f"stop vLLM pid {pid} while training: its weights and buffers ({gb(beside)}) alone take half the pool"
+    size = f"{target}g or less"
+    change = f"set kv-cache-memory-bytes: {size} in {b.where}" if b.where else f"restart vLLM with " \
+        f"--kv-cache-memory-bytes {size}"
+    return f"{change} (its KV cache is {gb(kv)}; its weights and buffers take {gb(beside)} beside it)" + \
+        (" and restart vLLM" if b.where else "")
+
+
+def _free_fraction_step(b: Bound, held: Optional[int], pool: Optional[int]) -> str:
+    """A kv_cache free fraction that keeps trtllm-serve within half of the pool: it takes that share of
+    the memory still free after its weights, which are estimated from what it holds."""
+    now = b.value if b.value is not None else 0.9
+    target = None
+    if held is not None and pool and now < 1.0:
+        weights = min(max((held - now * pool) / (1.0 - now), 0.0), float(held))
+        if weights < NEAR_CAPACITY_FRACTION * pool:
+            target = int((NEAR_CAPACITY_FRACTION * pool - weights) / (pool - weights) * 100) / 100
+    value = f"{target:g} or lower" if target else f"lower (it is {now:g})"
+    share = "(the share of the memory free after its weights it takes for its KV cache)"
+    if b.where:
+        return f"set kv_cache_config.free_gpu_memory_fraction: {value} in {b.where} {share} and restart trtllm-serve"
+    return f"restart trtllm-serve with --kv_cache_free_gpu_memory_fraction {value} {share}"

@@ -19,7 +19,7 @@ import glob
 import os
 from typing import Any, Callable, Iterable, Optional
 
-from .. import nvml, scrub
+from .. import bounded_read, nvml, scrub, workloads
 from ..readings.gpu import (
     GPU_PCI_CLASSES,
     NVIDIA_PCI_VENDOR,
@@ -31,6 +31,8 @@ from ..readings.gpu import (
     GpuProcesses,
     GpuVisibility,
     PciGpu,
+    ServerConfig,
+    ServerStart,
 )
 from ..workloads import classify
 from . import ReadContext, reader
@@ -331,7 +333,120 @@ def describe(psutil: Any, pid: int) -> GpuProcess:
         setattr(proc, attr, value)
     if denied and proc.problem is None:
         proc.problem = "no permission to read its " + ", ".join(denied) + " (another user's process; run as root to see it)"
+    if proc.cmdline is not None and proc.problem is None:
+        proc.start = server_start(pid, proc.cmdline, proc.name or "")
     return proc
+
+
+# -- what bounds a known server beyond its command line ------------------------------------------------------
+ENVIRON_KEPT = 64  # variables kept of one server's environment (the ones that bound a server)
+
+
+def _proc(pid: int, *parts: str) -> str:
+    """``/proc/PID/...`` (under ``$SPARK_GOTCHAS_SYS_ROOT`` where that is set)."""
+    return os.path.join(_root(), "proc", str(pid), *parts)
+
+
+def _why_not(exc: BaseException, what: str) -> str:
+    """Why ``what`` of another process could not be read, in a few words."""
+    if isinstance(exc, PermissionError):
+        return f"no permission to read its {what} (another user's process; run as root to read it)"
+    if isinstance(exc, FileNotFoundError):
+        return f"no {what} (it exited, or no such file as the process sees it)"
+    if isinstance(exc, bounded_read.Refused):
+        return f"its {what} not read: {exc}"
+    return f"its {what} not read: {getattr(exc, 'strerror', None) or exc}"
+
+
+def read_environ(pid: int) -> tuple[Optional[dict[str, str]], dict[str, str], Optional[str]]:
+    """(the variables that bound a server, masked; every variable, to find its Python and never recorded;
+    why it was not read). ``/proc/PID/environ`` is the environment the process started with."""
+    try:
+        data = bounded_read.read_bytes(_proc(pid, "environ"), bounded_read.PROCESS_ENVIRONMENT)
+    except (OSError, bounded_read.Refused) as exc:
+        return None, {}, _why_not(exc, "environment")
+    every: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        key, eq, value = item.partition(b"=")
+        if eq and key:
+            every[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    kept = [(k, v[:SHOWN_VALUE_CHARS]) for k, v in sorted(every.items()) if workloads.bounds_a_server(k)]
+    return scrub.scrub_env(dict(kept[:ENVIRON_KEPT])), every, None
+
+
+def read_config(pid: int, path: str) -> ServerConfig:
+    """A config file as the process ``pid`` named it: under its own root (absolute) or working folder
+    (relative), through the one way in, its secret-looking values masked."""
+    if not path or "\0" in path:
+        return ServerConfig(path=path, error="no path after the option")
+    if scrub.MASK in path:
+        return ServerConfig(path=path, error="its path holds a masked value: not read")
+    where = _proc(pid, "root", path.lstrip("/")) if path.startswith("/") else _proc(pid, "cwd", path)
+    try:
+        text = bounded_read.read_text(where, bounded_read.SERVER_CONFIG)
+    except (OSError, bounded_read.Refused) as exc:
+        return ServerConfig(path=path, error=_why_not(exc, "config").removeprefix("its config not read: "))
+    return ServerConfig(path=path, text=scrub.mask_text(text))
+
+
+def _prefixes(pid: int, argv: list[str], every: dict[str, str]) -> list[str]:
+    """Where the process's Python may keep its packages, most telling first: its virtual environment,
+    the folder its interpreter or script lies in, the interpreter /proc/PID/exe names."""
+    out = [every.get("VIRTUAL_ENV", ""), every.get("CONDA_PREFIX", "")]
+    out += [os.path.dirname(os.path.dirname(t)) for t in argv[:3] if t.startswith("/") and "/bin/" in t]
+    try:
+        exe = os.readlink(_proc(pid, "exe"))
+    except OSError:
+        exe = ""
+    if exe.startswith("/") and "/bin/" in exe:
+        out.append(os.path.dirname(os.path.dirname(exe)))
+    if "/usr" in out:  # Debian's Python looks in /usr/local too
+        out.append("/usr/local")
+    return list(dict.fromkeys(p for p in out if p.startswith("/")))
+
+
+def read_version(pid: int, argv: list[str], every: dict[str, str], dist: str) -> tuple[Optional[str], Optional[str],
+                                                                                        Optional[str]]:
+    """(version, the dist-info it came from, why none was read): ``DIST-VERSION.dist-info`` beside the
+    process's Python, looked for under its own root (``/proc/PID/root``, so a container's counts)."""
+    looked = []
+    for prefix in _prefixes(pid, argv, every):
+        lib = os.path.join(_proc(pid, "root"), prefix.lstrip("/"), "lib")
+        try:
+            pythons = sorted(n for n in os.listdir(lib) if n.startswith("python3"))[:8]
+        except PermissionError as exc:
+            return None, None, _why_not(exc, "file system")
+        except OSError:
+            continue
+        for python in pythons:
+            for site in ("site-packages", "dist-packages"):
+                folder = os.path.join(lib, python, site)
+                try:
+                    names = os.listdir(folder)
+                except OSError:
+                    continue
+                looked.append(os.path.join(prefix, "lib", python, site))
+                for name in sorted(names):
+                    low = name.lower()
+                    if low.startswith(f"{dist}-") and low.endswith(".dist-info"):
+                        return name[len(dist) + 1:-len(".dist-info")][:64], os.path.join(looked[-1], name), None
+    where = ", ".join(looked[:3]) if looked else "no Python library folder found for it"
+    return None, None, f"no {dist}-*.dist-info ({where})"
+
+
+def server_start(pid: int, argv: list[str], name: str) -> Optional[ServerStart]:
+    """What bounds a known server beyond its command line; None for anything else."""
+    workload = classify(argv, name)
+    if workload is None or workload.role != "server":
+        return None
+    start = ServerStart()
+    start.environ, every, start.environ_error = read_environ(pid)
+    start.configs = [read_config(pid, path) for path in workloads.config_paths(argv, name, every)[:4]]
+    dist = workloads.distribution(argv, name) or ("vllm" if workload.kind == "vllm" and workload.engine else
+                                                 "sglang" if workload.kind == "sglang" and workload.engine else None)
+    if dist:
+        start.version, start.version_from, start.version_error = read_version(pid, argv, every, dist)
+    return start
 
 
 def scan(psutil: Any, skip: set[int]) -> tuple[list[GpuProcess], int, int]:

@@ -67,6 +67,35 @@ class GpuInventory:
 
 # -- gpu.processes --------------------------------------------------------------------------------
 @dataclass
+class ServerConfig:
+    """A config file a known server's command line names, as read for G6 (``cat PATH``, under the
+    process's own root and working folder): its text with secret-looking values masked, or why it
+    was not read."""
+
+    path: str  # as the command line names it
+    text: Optional[str] = None  # None when not read
+    error: Optional[str] = None  # why not: no permission, not a regular file, larger than the bound, not UTF-8 ...
+
+
+@dataclass
+class ServerStart:
+    """What bounds a known server beyond its command line: the variables of its environment that bound
+    a server (masked), the config files it names, and its installed version.
+
+    Command line equivalent: ``tr '\\0' '\\n' < /proc/PID/environ | grep -E '^(OLLAMA_|LLAMA_ARG_|CUDA_MEMORY_)'``,
+    ``cat CONFIG``, and ``ls -d /proc/PID/root/PREFIX/lib/python3*/*-packages/vllm-*.dist-info`` (PREFIX: its
+    virtual environment, or its interpreter's).
+    """
+
+    environ: Optional[dict[str, str]] = None  # None when not read; only the variables that bound a server
+    environ_error: Optional[str] = None  # why not: another user's process, exited ...
+    configs: list[ServerConfig] = field(default_factory=list)
+    version: Optional[str] = None  # the installed release of the server's Python distribution
+    version_from: Optional[str] = None  # the dist-info folder it was read from, as the process sees it
+    version_error: Optional[str] = None  # why no version was read
+
+
+@dataclass
 class GpuProcess:
     """One process beside this run.
 
@@ -87,6 +116,7 @@ class GpuProcess:
     found_by: str = "nvml"  # "nvml", "scan" or "nvml+scan"
     problem: Optional[str] = None  # why something about it could not be read
     visible: bool = True  # False: NVML lists a pid this process cannot see (another pid namespace, or it exited)
+    start: Optional[ServerStart] = None  # a known server's environment, config files and version (None: not read)
 
 
 # -- one GPU's use as a whole, whoever uses it (no pid needed) --------------------------------------

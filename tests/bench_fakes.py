@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from spark_gotchas.microbench._timing import Timing
 from spark_gotchas.microbench.bandwidth import ACCOUNTING, ARRAYS_COUNTED, BandwidthResult, MethodResult
 from spark_gotchas.microbench.gemm import GemmResult, PrecisionResult
@@ -190,3 +192,11 @@ def provider_with_load(gpu: Any, load: Any, inventory: GpuInventory | None, part
     p.ctx.head_start = parts
     p._cache["gpu.inventory"] = inventory
     return p
+
+
+@pytest.fixture
+def torch_in_the_fake_worker(monkeypatch):
+    """The fake GPU worker answers as a worker with torch does, so torch counts as installed in the
+    test too, whether or not this environment has one: a reader asks that before it asks the worker
+    (``torch.build`` is ``installed=False`` without asking it where no torch is found)."""
+    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import bench_fakes as fk
 import pytest
+from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 
 from spark_gotchas import headstart
 from spark_gotchas.headstart import HeadStart
 from spark_gotchas.microbench import _stream_cuda, _stream_ptx, bandwidth
 from spark_gotchas.worker import TaskResult
+
+pytestmark = pytest.mark.usefixtures("torch_in_the_fake_worker")  # its GPU worker is a fake with torch
 
 CUDA = "spark_gotchas.microbench.bandwidth:probe_cuda"
 TORCH = "spark_gotchas.microbench.bandwidth:probe"

@@ -4,11 +4,15 @@ where the GPU has no FP4 tensor cores, through torch elsewhere or when the torch
 from __future__ import annotations
 
 import bench_fakes as fk
+import pytest
+from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 
 from spark_gotchas import headstart
 from spark_gotchas.headstart import HeadStart
 from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
 from spark_gotchas.worker import TaskResult
+
+pytestmark = pytest.mark.usefixtures("torch_in_the_fake_worker")  # its GPU worker is a fake with torch
 
 CUBLAS = "spark_gotchas.microbench.gemm:probe_cublas"
 TORCH = "spark_gotchas.microbench.gemm:probe"

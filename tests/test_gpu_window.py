@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import bench_fakes as fk
 import pytest
+from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 from g04_fakes import FakeGpu, FakeNvml, NVMLError_NotSupported, install
 
 from spark_gotchas import gpu_window, nvml, profiles
@@ -419,6 +420,7 @@ def read_bandwidth_with(worker):
     return provider.read("bench.bandwidth")
 
 
+@pytest.mark.usefixtures("torch_in_the_fake_worker")  # the worker is a fake with torch
 def test_g5_reader_measures_again_when_far_below_and_the_judge_passes_the_second():
     worker = TwoMeasurements(HALF, 1.0)
     reading = read_bandwidth_with(worker)
@@ -427,6 +429,7 @@ def test_g5_reader_measures_again_when_far_below_and_the_judge_passes_the_second
     assert g5(reading).status is Status.PASS
 
 
+@pytest.mark.usefixtures("torch_in_the_fake_worker")  # the worker is a fake with torch
 def test_g5_reader_measures_once_when_the_figure_is_fine():
     worker = TwoMeasurements(1.0, 1.0)
     reading = read_bandwidth_with(worker)

@@ -110,6 +110,7 @@ def test_alone_memory_is_read_as_the_suite_reads_it(tmp_path):
         (suite.mem_free_bytes, suite.mem_available_bytes, suite.cached_bytes) == (1000 * 1024, 2000 * 1024, 300 * 1024)
 
 
+@requires_torch  # safetensors_load asks for torch first: without it, that is its one line
 @pytest.mark.parametrize("entry", [["-m", "spark_gotchas.microbench"], ["-m", "spark_gotchas", "microbench"]])
 def test_a_folder_it_cannot_use_is_one_line_and_exit_2_from_either_entry(tmp_path, entry):
     """``--dir`` under a file: the user's to mend, said in one line (was a traceback, exit 1)."""

@@ -266,7 +266,7 @@ def test_watch_without_matplotlib_says_so_in_one_line(job, tmp_path):
     (blocker / "matplotlib" / "__init__.py").write_text("raise ModuleNotFoundError(name='matplotlib')\n")
     env = {**bare_env(tmp_path), "PYTHONPATH": str(blocker)}
     watched = subprocess.run(watch_cmd("--every", "0.1", "--out", "w", "--", sys.executable, str(job), "3", "0.02"),
-                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                             env=env, cwd=tmp_path, capture_output=True, timeout=60)
     assert watched.returncode == 0
     last = watch_lines(watched.stderr)[-1]
     assert last.endswith("(matplotlib not installed (pip install 'spark-gotchas[plot]'): no watch.png; "

@@ -84,6 +84,7 @@ class WatchEvent:
     end_text: str = ""
     key: str = ""  # which state of its kind (a pid for gpu_process)
     cause: str = ""  # rate_drop: "throttle", "gpu_process" or "none"
+    sign: str = ""  # what showed it, in a few words ("SW thermal slowdown active")
     pid: Optional[int] = None
     figures: dict[str, float] = field(default_factory=dict)  # the numbers the line quoted
 

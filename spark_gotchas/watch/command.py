@@ -129,10 +129,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def short_command(argv: list[str], room: int = 100) -> str:
-    """A command as a line names it: its program's file name and its arguments, cut with … past ``room``."""
+    """A command as a line names it: its program's and scripts' file names (``python train.py``) and the
+    other arguments, cut with … past ``room`` (report.json and the CSV keep it whole)."""
     if not argv:
         return ""
-    text = " ".join([os.path.basename(argv[0]) or argv[0], *argv[1:]])
+    text = " ".join(os.path.basename(a) or a if i == 0 or (a.startswith("/") and " " not in a) else a
+                    for i, a in enumerate(argv))
     return text if len(text) <= room else text[:room - 1] + "…"
 
 
@@ -181,8 +183,7 @@ def tell_previous() -> list[str]:
             else:
                 lines.append(f"G4 INFO {what} was killed with its watch at about {last} (no end marker, no reboot)")
         elif beat.oom_kill:
-            lines.append(f"G3 FAIL {what} was killed by the kernel's OOM killer ({beat.end_reason}) at "
-                         f"{utc(beat.ended_epoch)}")
+            lines.append(f"G3 FAIL {what} was killed by the kernel's OOM killer at {utc(beat.ended_epoch)}")
         record.remove_heartbeat_file(path)
     return lines
 

@@ -111,7 +111,7 @@ class Engine:
             self.reading.elapsed_s = max(0.0, (ended.t if ended is not None else time.time()) - self.t0)
             if end.oom_kill and not any(e.kind == "oom_kill" and e.status == "FAIL" for e in self.tracker.events):
                 self.tracker.t = end.t_s or self.reading.elapsed_s
-                hit = OomHit(end.oom_pid, "", True, end.oom_evidence)
+                hit = OomHit(end.oom_pid, "", True, end.oom_evidence, job=True)
                 self._say_all(self.tracker._ooms((hit,)))
             self.reading.events = self.tracker.finish()
             self.reading.others = list(self.tracker.others.values())
@@ -228,7 +228,8 @@ class Engine:
             if line.pid in self._oom_told:
                 continue
             self._oom_told.add(line.pid)
-            hits.append(OomHit(line.pid, line.name, line.pid in members or line.pid == self.job.pid, line.text))
+            hits.append(OomHit(line.pid, line.name, line.pid in members or line.pid == self.job.pid, line.text,
+                               job=line.pid == self.job.pid))
         if not hits:
             self._oom_told.add(None)
             evidence = "the job's cgroup counted an OOM kill" if in_cgroup else "the kernel counted an OOM kill"

@@ -9,9 +9,10 @@ show (a fall of the job's own rate, memory running out as it goes) is stated bel
 Rules:
 
 Times are since the watch began; a sample is one tick of `--every` (1 s by default). A state begins
-once its sign has held for 5 samples in a row and ends once the sign has been gone for 30; a counter
-that grew (time the driver spent throttling) or an OOM kill begins one at once. Each state is one
-line when it begins and one when it ends, with how long it lasted; nothing is said while it lasts.
+once its sign has shown in 5 of the last 10 samples (its onset: the first of them) and ends once the
+sign has been gone for 30 samples in a row; a counter that grew (time the driver spent throttling)
+or an OOM kill begins one at once. Each state is one line when it begins and one when it ends, with
+how long it lasted; nothing is said while it lasts, however its sign comes and goes.
 
 - **G3** (memory: /proc/meminfo, /proc/pressure/memory and the job's cgroup, every sample):
   - MemAvailable under 5 % of MemTotal, or memory pressure (PSI `full` avg10) at 10 % or more, or
@@ -145,11 +146,11 @@ class Context:
 class _State:
     kind: str
     key: str = ""
-    since: Optional[float] = None  # when the sign began holding (not yet a state)
+    since: Optional[float] = None  # the first sign among those that began the state
     clear_since: Optional[float] = None  # when the sign went away (the state still open)
-    held: int = 0  # samples the sign held in a row
     gone: int = 0  # samples it was gone in a row
     event: Optional[WatchEvent] = None
+    recent: collections.deque = field(default_factory=lambda: collections.deque(maxlen=2 * HOLD_SAMPLES))
 
 
 @dataclass
@@ -158,8 +159,9 @@ class OomHit:
 
     pid: Optional[int]
     name: str = ""
-    in_job: bool = False
+    in_job: bool = False  # the job or one of its processes
     evidence: str = ""
+    job: bool = False  # the job itself
 
 
 def _median(values: list[float]) -> Optional[float]:
@@ -214,22 +216,21 @@ class Tracker:
         self.events.append(event)
         return f"G{gotcha} {status} {hms(event.start_s)} {text}"
 
-    def _step(self, kind: str, sign: bool, gotcha: int, status: str, text: str, end_text: str, key: str = "",
+    def _step(self, kind: str, on: bool, gotcha: int, status: str, text: str, end_text: str, key: str = "",
               at_once: bool = False, **extra) -> list[str]:
-        """Advance one state by a sample: the line to say when it begins or ends."""
+        """Advance one state by a sample (``on``: its sign shows in it): the line to say when it begins or ends."""
         state = self.states.setdefault((kind, key), _State(kind, key))
-        if sign:
+        state.recent.append((self.t, on))
+        if on:
             state.gone, state.clear_since = 0, None
-            state.held += 1
-            if state.since is None:
-                state.since = self.t
-            if state.event is None and (at_once or state.held >= self.hold_samples):
+            signs = [t for t, on in state.recent if on]
+            if state.event is None and (at_once or len(signs) >= self.hold_samples):
+                state.since = signs[0] if not at_once else self.t
                 line = self._open(gotcha, status, kind, text, key, start=state.since, **extra)
                 state.event = self.events[-1]
                 state.event.end_text = end_text
                 return [line]
             return []
-        state.held, state.since = 0, None
         if state.event is None:
             return []
         state.gone += 1
@@ -303,9 +304,12 @@ class Tracker:
             share = s.cgroup_used_bytes / s.cgroup_limit_bytes
             lines += self._step("cgroup", share >= CGROUP_NEAR, G3, "WARN",
                                 f"the job's cgroup uses {gb(s.cgroup_used_bytes)}, {share:.0%} of its "
-                                f"{gb(s.cgroup_limit_bytes)} limit: the kernel kills inside it first",
+                                f"{gb(s.cgroup_limit_bytes)} limit: at 100% the kernel kills inside it",
                                 f"the cgroup at {share:.0%} of its limit",
                                 figures={"cgroup_limit_bytes": float(s.cgroup_limit_bytes)})
+            event = self.open_event("cgroup")
+            if event is not None:
+                event.figures["peak_share"] = max(event.figures.get("peak_share", 0.0), round(share, 4))
         return lines
 
     def _ooms(self, ooms: tuple[OomHit, ...]) -> list[str]:
@@ -313,7 +317,8 @@ class Tracker:
         for hit in ooms:
             who = f"pid {hit.pid}" + (f" ({hit.name})" if hit.name else "") if hit.pid else "a process"
             if hit.in_job:
-                text = f"the kernel's OOM killer killed {who}, the job's"
+                whose = "the job" if hit.job else "one of the job's processes"
+                text = f"the kernel's OOM killer killed {whose} ({who})"
                 status = "FAIL"
             else:
                 text = f"the kernel's OOM killer killed {who} outside the job: memory ran out"
@@ -343,16 +348,17 @@ class Tracker:
         sign = bool(reasons or grew)
         what = (", ".join(reasons) + " active") if reasons else (f"{', '.join(grew)} counter growing" if grew else "")
         clock = ""
-        if self.clock_at_best and s.sm_clock_mhz is not None:
+        if self.clock_at_best and s.sm_clock_mhz is not None and s.sm_clock_mhz < self.clock_at_best * 0.99:
             clock = f"SM clock {self.clock_at_best:.0f} -> {s.sm_clock_mhz:.0f} MHz, "
         elif s.sm_clock_mhz is not None:
             clock = f"SM clock {s.sm_clock_mhz:.0f} MHz, "
         rate = ""
-        if self.rate_reference and self.rate_now is not None:
+        if self.rate_reference and self.rate_now is not None and self.rate_now < self.rate_reference * 0.99:
             rate = (f", rate {_rate(self.rate_reference)} -> {_rate(self.rate_now)}{self._unit} "
                     f"({self.rate_now / self.rate_reference - 1:+.0%})")
         lines += self._step("throttle", sign, G4, "WARN", f"{clock}{what}{rate}", "no thermal or power-brake event",
                             at_once=bool(grew) and not reasons,
+                            sign=", ".join(reasons) if reasons else f"{', '.join(grew)} counter growing",
                             figures={k: v for k, v in (("sm_clock_mhz", s.sm_clock_mhz),
                                                        ("temperature_c", s.temperature_c)) if v is not None})
         floor = self.ctx.floor
@@ -361,7 +367,7 @@ class Tracker:
         lines += self._step("stuck", stuck, G4, "FAIL",
                             f"SM clock {s.sm_clock_mhz or 0:.0f} MHz at {s.utilization_pct or 0:.0f}% busy, below the "
                             f"{floor or 0:.0f} MHz floor: {state}", "SM clock back above the floor",
-                            figures={"floor_mhz": float(floor or 0)})
+                            sign=f"SM clock under the {floor or 0:.0f} MHz floor", figures={"floor_mhz": float(floor or 0)})
         return lines
 
     # -- the rate -----------------------------------------------------------------------------------
@@ -536,6 +542,8 @@ def judge_memory(reading: WatchReading, profile: Profile, here: Machine = SAME) 
         when = f" at {hms(end.t_s)}" if end.t_s is not None else ""
         who = f"pid {end.oom_pid}" if end.oom_pid else "the job"
         low = f"; lowest MemAvailable {gb(reading.lowest_available_bytes)}" if reading.lowest_available_bytes else ""
+        if reading.cgroup_limit_bytes:
+            low = f"; its cgroup's limit {gb(reading.cgroup_limit_bytes)}"
         summary = fitting(G3, Status.FAIL, f"the kernel's OOM killer killed the job ({who}){when}{low}",
                           f"the kernel's OOM killer killed the job ({who}){when}")
         return Verdict(G3, Status.FAIL, summary, fix=FIX_OOM, detail=end.oom_evidence,
@@ -551,8 +559,10 @@ def judge_memory(reading: WatchReading, profile: Profile, here: Machine = SAME) 
         kind = min({e.kind for e in events}, key=lambda k: order.index(k) if k in order else 9)
         same = [e for e in events if e.kind == kind]
         first = same[0]
+        peak = max((e.figures.get("peak_share", 0.0) for e in same), default=0.0)
+        limit = f" ({peak:.0%} of {gb(reading.cgroup_limit_bytes)})" if peak and reading.cgroup_limit_bytes else ""
         head = {"oom_kill": first.text, "low_memory": "MemAvailable ran low",
-                "cgroup": "the job's cgroup neared its memory limit",
+                "cgroup": f"the job's cgroup neared its memory limit{limit}",
                 "page_cache": "page cache held memory CUDA could not use"}[kind]
         lowest = (f"lowest {gb(reading.lowest_available_bytes)} at {hms(reading.lowest_available_s)}"
                   if reading.lowest_available_bytes is not None else "")
@@ -621,9 +631,13 @@ def judge_clocks(reading: WatchReading, profile: Profile, here: Machine = SAME) 
         drop = hot[0]
         fell, figures_text = _fell(drop, reading.rate_unit)
         signs = [e for e in events if e.kind in ("throttle", "stuck")]
-        sign = (signs[0].text.split(", rate ")[0] if signs else drop.text.split(" with ", 1)[-1])
+        sign = signs[0].sign if signs and signs[0].sign else drop.text.split(" with ", 1)[-1]
+        clock = ""
+        if drop.figures.get("sm_clock_at_best_mhz") and drop.figures.get("sm_clock_then_mhz"):
+            clock = f", SM clock {drop.figures['sm_clock_at_best_mhz']:.0f} -> {drop.figures['sm_clock_then_mhz']:.0f} MHz"
         when = _when([drop], reading.elapsed_s)
-        summary = fitting(G4, Status.FAIL, f"{fell} ({figures_text}) {when}: {sign}", f"{fell} {when}: {sign}",
+        summary = fitting(G4, Status.FAIL, f"{fell} ({figures_text}) {when}: {sign}{clock}",
+                          f"{fell} ({figures_text}) {when}: {sign}", f"{fell} {when}: {sign}",
                           f"{fell} {when} with throttling")
         return Verdict(G4, Status.FAIL, summary, fix=f"{g04.FIX_COOLING} (here: before {hms(drop.start_s)})",
                        detail="; ".join(f"{hms(e.start_s)} {e.text}" for e in [drop, *signs][:4]),
@@ -674,9 +688,10 @@ def judge_clocks(reading: WatchReading, profile: Profile, here: Machine = SAME) 
     parts = [p for p in (clock, temp) if p]
     others = [d for d in drops if cause_of(d, reading) == "gpu_process"]
     aside = f"; the rate fell at {hms(others[0].start_s)} with another process on the GPU (G6)" if others else held
-    summary = fitting(G4, Status.PASS, f"no throttling over {hms(reading.elapsed_s)}" +
-                      (f" ({', '.join(parts)})" if parts else "") + aside,
-                      f"no throttling over {hms(reading.elapsed_s)}" + (f" ({', '.join(parts)})" if parts else ""),
+    figures_text = f" ({', '.join(parts)})" if parts else ""
+    summary = fitting(G4, Status.PASS, f"no throttling over {hms(reading.elapsed_s)}{figures_text}{aside}",
+                      f"no throttling over {hms(reading.elapsed_s)}{aside}",
+                      f"no throttling over {hms(reading.elapsed_s)}{figures_text}",
                       f"no throttling over {hms(reading.elapsed_s)}")
     return Verdict(G4, Status.PASS, summary, readings=_readings(reading, [], **figures))
 

@@ -318,6 +318,15 @@ class Spark:
     def try_read(self, key: str) -> Any:
         return self._state.provider.try_read(key)
 
+    def read_since(self, key: str) -> Any:
+        """The reading ``key``, for a check newer than some snapshots: a replayed snapshot that holds
+        no such key was recorded before the check existed, and the check is left out of that replay
+        (skipped, no verdict), so the recorded run's G-lines stay the lines it had. Otherwise as
+        :meth:`read` (unavailable -> SKIP)."""
+        if self._state.replay is not None and key not in self._state.replay.readings:
+            pytest.skip(f"the replayed snapshot was recorded before {key} was read")
+        return self.read(key)
+
     def say(self, text: str) -> None:
         """A progress line for the user, shown while the check runs."""
         self._state.say(text)

@@ -145,3 +145,34 @@ def _no_grep(cmd, timeout, **kwargs):
     from spark_gotchas.procs import BoundedRun
 
     return BoundedRun(tuple(cmd), error="FileNotFoundError: [Errno 2] No such file or directory: 'grep'")
+
+
+# -- built for another CPU than the machine's (ELF e_machine) ----------------------------------------
+def test_an_extension_built_for_another_cpu_than_the_machine_fails_naming_its_distribution(tmp_path, monkeypatch):
+    """The fixtures are x86_64 builds; read as by an aarch64 Python (a Spark's), they are foreign."""
+    from spark_gotchas.readings.host import HostPlatform
+
+    monkeypatch.setattr(ex, "INTERPRETER_MACHINE", "aarch64")
+    reading = scan(site(tmp_path, "gpukit-cu13", LAZY), monkeypatch)
+    assert reading.interpreter_machine == "aarch64" and reading.machines == {"x86_64": 2}
+    assert {f.machine for f in reading.foreign} == {"x86_64"} and {f.distribution for f in reading.foreign} == {
+        "gpukit-cu13"}
+    verdict = g01.judge_extensions(reading, None, GB10, HostPlatform(machine="aarch64"))
+    assert verdict.line == ("G1 FAIL: gpukit-cu13: built for x86_64, not for this aarch64 machine: _core_C.so, "
+                            "_mla_C.so")
+    assert verdict.fix.startswith("reinstall gpukit-cu13 on this aarch64 machine: pip install --force-reinstall")
+    assert verdict.readings["machine"] == "aarch64"
+
+
+def test_a_python_built_for_another_cpu_than_the_machine_is_one_finding(tmp_path, monkeypatch):
+    """An x86_64 Python under emulation on an aarch64 host: the recorded machine (host.platform) says
+    aarch64, this Python and its extensions x86_64."""
+    from spark_gotchas.readings.host import HostPlatform
+
+    reading = scan(site(tmp_path, "gpukit-cu13", LAZY), monkeypatch)
+    assert reading.interpreter_machine == "x86_64"
+    verdict = g01.judge_extensions(reading, None, GB10, HostPlatform(machine="aarch64"))
+    assert verdict.line == "G1 FAIL: this Python is built for x86_64, not for this aarch64 machine"
+    assert verdict.fix.startswith("run a Python built for aarch64")
+    same = g01.judge_extensions(reading, None, GB10, HostPlatform(machine="x86_64"))
+    assert "built for" not in same.line  # the machine's own CPU: judged as before

@@ -3,7 +3,7 @@
 import pytest
 
 from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.judges import g01_visibility
+from spark_gotchas.judges import g01_kernel_log, g01_visibility
 
 pytestmark = pytest.mark.fast
 
@@ -17,7 +17,8 @@ def test_g1_torch_cuda_matches_driver(spark):
 @pytest.mark.scan
 def test_g1_extensions_link_driver_cuda(spark):
     """extensions"""
-    spark.report(g01.judge_extensions(spark.read("env.cuda_extensions"), spark.try_read("gpu.inventory"), spark.profile))
+    spark.report(g01.judge_extensions(spark.read("env.cuda_extensions"), spark.try_read("gpu.inventory"), spark.profile,
+                                      spark.try_read("host.platform")))
 
 
 @pytest.mark.gpu
@@ -31,3 +32,16 @@ def test_g1_gpu_visible_here(spark):
     """GPU visible here"""
     spark.report(g01_visibility.judge_gpu_visible(spark.try_read("gpu.visibility"), spark.try_read("gpu.inventory"),
                                                   spark.try_read("torch.build")))
+
+
+@pytest.mark.scan
+def test_g1_triton_ptxas(spark):
+    """Triton ptxas"""
+    spark.report(g01.judge_triton_ptxas(spark.read_since("triton.ptxas"), spark.try_read("gpu.inventory"),
+                                        spark.profile))
+
+
+@pytest.mark.scan
+def test_g1_kernel_log(spark):
+    """kernel log"""
+    spark.report(g01_kernel_log.judge_kernel_log(spark.read_since("kernel.log"), spark.profile))

@@ -83,6 +83,38 @@ Rules:
   parts: named in the report, never a FAIL. The fix of another major's package says which of its
   kernels reach the GPU (a cubin, or PTX compiled at first use); a build of the right CUDA without
   kernels for the GPU is told to build from source for the GPU's target.
+- A package's files with GPU code are its parts; a part none of whose units runs here (while the
+  package's core does) is judged by how the package reaches it, read from its Python sources as
+  text (`readers/sources.py`: the modules that name it quoted, import it by its own name, or call
+  `torch.ops.<name>`; among its own sources, those of the distributions that require it and those
+  of the package its top-level name extends, `flashinfer_jit_cache` → `flashinfer`). Loaded at
+  import (a module the package's import runs names it in module-level code) → **FAIL**: "vllm: _C,
+  which importing it loads, has no kernel for sm_121". Loaded only by a feature → **WARN** naming
+  the part in the line ("flashinfer-jit-cache: moe_utils has no kernel for sm_121 (sm_100f only)")
+  and, in the `-v` block, its file, targets and the modules that load it; the fix names them, or is
+  the package's one remedy. A part whose name ends in a GPU tag (`fused_moe_100`, `gemm_sm120`) is
+  one build of a feature: covered when a build of the same feature for this GPU runs
+  (`fused_moe_120`), built for another GPU when none does (`fused_moe_trtllm_sm100`); both are
+  named in the `-v` block and the report, never warned.
+- A package named in `readings/remedies.py` gets that one remedy from every judge, whatever kept
+  it from running: flash-attn is uninstalled for SDPA (G2's fix), never built from source;
+  flashinfer-jit-cache is uninstalled so that flashinfer-python builds its modules for this GPU.
+- A shared object built for another CPU than the machine's (ELF `e_machine`; the machine is the
+  recorded `host.platform`, which a replay keeps, else this Python's own build) → **FAIL** per
+  distribution ("torch: built for x86_64, not for this aarch64 machine: libtorch_cuda.so +3"), fix:
+  reinstall it on this machine. A Python built for another CPU (an emulated x86_64 one on a Spark)
+  → one **FAIL** for the interpreter.
+- Triton's ptxas (`test_g1_triton_ptxas`, `triton.ptxas`): Triton compiles its kernels with the
+  ptxas it bundles (`triton/backends/nvidia/bin/ptxas`; from the SM its compiler names on,
+  `ptxas-blackwell`: sm_90 in Triton 3.9), or the one `TRITON_PTXAS_PATH`
+  (`TRITON_PTXAS_BLACKWELL_PATH`) names when that one runs. Its CUDA release (`ptxas --version`, in
+  a child with a timeout) older than the first release that knows the GPU's SM (12.9 for sm_121,
+  12.8 for sm_100/sm_120, 13.0 for sm_110) → **FAIL** "triton 3.5.0's ptxas is CUDA 12.8: it cannot
+  compile for sm_121a"; fix: export the variable to a newer ptxas found here (a CUDA toolkit's, a
+  wheel's, PATH's), else install CUDA 13's toolkit and point it there. A ptxas that does not run
+  (another CPU's, missing) → **FAIL**. Recent enough → **PASS**; triton not installed → **INFO**;
+  no GPU and no profile → **INFO**. A replayed snapshot recorded before this check (it holds no
+  `triton.ptxas`) leaves the check out, so that its G1 line stays what it was.
 - Library files that distributions of two CUDA majors both install (nvidia-cudnn-cu12 and -cu13:
   `nvidia/cudnn/lib/libcudnn.so.9`; nvidia-nccl-cu12 and -cu13: `nvidia/nccl/lib/libnccl.so.2`),
   read from the installed RECORDs: one finding per pair naming both and the one whose copy is on disk
@@ -124,7 +156,9 @@ from ..profiles import Profile
 from ..readings import cuda_builds, cuda_libs, gpu_code, remedies
 from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, SharedFile, entry_from_target
 from ..readings.gpu import GpuInventory
+from ..readings.host import HostPlatform
 from ..readings.torch import FirstLaunch, TorchBuild
+from ..readings.triton import TritonPtxas
 from ..scrub import mask_text
 from ..text import printable
 from ..verdict import Status, Verdict, fitting
@@ -913,14 +947,75 @@ def _context(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Pr
                    driver_cuda=driver_cuda, spark=profile.key == "gb10" or capability == (12, 1))
 
 
-def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+# -- built for another CPU --------------------------------------------------------------------------
+def machine_of(scan: ExtensionScan, host: Optional[HostPlatform]) -> tuple[Optional[str], str]:
+    """The CPU the environment must be built for, and where that came from: the machine the run was
+    taken on (``host.platform``, which a replay keeps), else this Python's own build."""
+    if host is not None and host.machine:
+        return host.machine, "the machine"
+    return scan.interpreter_machine, "this Python"
+
+
+def foreign_findings(scan: ExtensionScan, host: Optional[HostPlatform], ctx: Context) -> list[Finding]:
+    """Shared objects built for another CPU than the machine's (ELF e_machine): they do not load
+    ("wrong ELF class", "cannot open shared object file"), whatever CUDA they link. A Python built for
+    another CPU (run under emulation) is one finding; otherwise one per distribution."""
+    machine, _source = machine_of(scan, host)
+    if not machine or not scan.interpreter_machine:
+        return []
+    if scan.interpreter_machine != machine:
+        counts = ", ".join(f"{n} {m}" for m, n in sorted(scan.machines.items()))
+        return [Finding("(the interpreter)", Status.FAIL, None,
+                        f"this Python is built for {scan.interpreter_machine}, not for this {machine} machine",
+                        f"Python ({scan.interpreter_machine})",
+                        fix=f"run a Python built for {machine} (the system's python3, or a {machine} build from "
+                            "uv, conda or pyenv), create the environment anew with it and reinstall its packages: "
+                            f"an emulated {scan.interpreter_machine} Python cannot use this machine's GPU driver",
+                        detail={"mode": "another CPU", "machine": machine, "interpreter": scan.interpreter_machine,
+                                "shared_objects_by_cpu": dict(scan.machines)},
+                        more=f"shared objects by the CPU they are built for: {counts}")]
+    by_dist: dict[str, list] = {}
+    for obj in scan.foreign:
+        if obj.machine != machine:
+            by_dist.setdefault(obj.distribution or f"(no distribution) {obj.path}", []).append(obj)
+    out = []
+    for name, objs in sorted(by_dist.items()):
+        cpus = sorted({o.machine for o in objs})
+        files = [os.path.basename(o.path) for o in objs]
+        label = outside(name)
+        if name in PYTORCH:
+            fix = index_fix(ctx.expected).replace("reinstall torch", f"reinstall {name} on this {machine} machine", 1)
+            fix = fix.replace("install --force-reinstall torch", f"install --force-reinstall {name}", 1)
+        elif name.startswith("(no distribution)"):
+            fix = f"remove {outside(objs[0].path)} or rebuild it on this machine: no installed distribution owns it"
+        else:
+            fix = (f"reinstall {label} on this {machine} machine: pip install --force-reinstall --no-deps {label} "
+                   f"(pip picks the {machine} wheel); an environment copied from another machine must be built "
+                   "anew on this one")
+        out.append(Finding(label, Status.FAIL, None,
+                           _fit(f"{label}: built for {', '.join(cpus)}, not for this {machine} machine: ",
+                                [outside(f) for f in files]),
+                           f"{label} ({', '.join(cpus)} build)", fix=fix,
+                           detail={"mode": "another CPU", "machine": machine, "files": [o.path for o in objs]},
+                           more=f"{label}: {len(objs)} file(s) built for {', '.join(cpus)} (ELF e_machine), "
+                                f"e.g. {outside(objs[0].path)}: they do not load on {machine}",
+                           changes=(remedies.Change("install", name, "--force-reinstall"),)))
+    return out
+
+
+def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Profile,
+                     host: Optional[HostPlatform] = None) -> Verdict:
     ctx = _context(scan, inventory, profile)
-    pkgs = packages(scan)
+    foreign = foreign_findings(scan, host, ctx)
+    elsewhere = {f.package for f in foreign}
+    pkgs = [p for p in packages(scan) if p.name not in elsewhere]
     if ctx.expected is None:  # nothing to compare with: the majority's major stands in, when majors differ
         ctx.expected = _majority([judge_package(p, ctx) for p in pkgs])
         if ctx.expected is not None:
             ctx.expect_text = f"most packages here use CUDA {ctx.expected} (no driver read)"
-    findings = sorted([judge_package(p, ctx) for p in pkgs] + shared_findings(scan.shared_files, ctx),
+    if any(f.package == "(the interpreter)" for f in foreign):
+        pkgs = []  # nothing of this environment loads here: the interpreter's finding says why
+    findings = sorted(foreign + [judge_package(p, ctx) for p in pkgs] + shared_findings(scan.shared_files, ctx),
                       key=lambda f: (-f.status.rank, f.package))
     readings = {
         "shared_objects": scan.shared_objects,
@@ -928,6 +1023,7 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
         "expected_cuda_major": ctx.expected,
         "expected_from": ctx.expect_text or ("the majority of the packages" if ctx.expected else None),
         "torch_cuda": scan.torch_cuda,
+        "machine": machine_of(scan, host)[0],
         "packages": {f.package: {"status": f.status.value, "cuda_major": f.major, **f.detail} for f in findings},
         "mismatched": [{"distribution": e.distribution, "path": e.path, "libs": e.cuda_libs}
                        for f in findings if f.status in (Status.FAIL, Status.WARN)
@@ -1051,3 +1147,79 @@ def judge_first_launch(launch: FirstLaunch) -> Verdict:
         what = "failed"
     return Verdict(G, Status.FAIL, f"first CUDA launch {what}: {launch.reason}"[:300], fix=FIX_INDEX,
                    readings=readings)
+
+
+# -- Triton's ptxas ---------------------------------------------------------------------------------
+# The CUDA release whose ptxas first compiles for an SM (the CUDA toolkit's release notes and features
+# archive: 12.8 added sm_100 and sm_120, 12.9 sm_103 and sm_121, 13.0 sm_110).
+PTXAS_FIRST = {121: (12, 9), 120: (12, 8), 103: (12, 9), 100: (12, 8), 110: (13, 0), 101: (12, 8),
+               90: (11, 8), 89: (11, 8), 87: (11, 4), 86: (11, 1), 80: (11, 0), 75: (10, 0)}
+
+
+def _release(text: Optional[str]) -> Optional[tuple[int, int]]:
+    try:
+        major, minor = str(text).split(".")[:2]
+        return int(major), int(minor)
+    except (ValueError, AttributeError):
+        return None
+
+
+def judge_triton_ptxas(ptxas: TritonPtxas, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+    """Can Triton compile kernels for this GPU with the ptxas it runs (rules above)?"""
+    device = inventory.first if inventory is not None else None
+    capability = (device.capability if device is not None and device.capability else None) or profile.capability
+    readings = {"triton": ptxas.version, "location": ptxas.location, "blackwell_from_sm": ptxas.blackwell_from_sm,
+                "tools": {t.name: {"env": t.env_var, "env_value": t.env_value,
+                                   "release": t.used.release if t.used else None,
+                                   "path": t.used.path if t.used else None,
+                                   "error": t.used.error if t.used else None} for t in ptxas.tools},
+                "others": {o.path: o.release or o.error for o in ptxas.others}}
+    if not ptxas.installed:
+        return Verdict(G, Status.INFO, "triton is not installed: no Triton kernel is compiled here", readings=readings)
+    name = f"triton {ptxas.version or '(no metadata)'}"
+    if capability is None:
+        shown = ", ".join(f"{t.name} {t.used.release or '?'}" for t in ptxas.tools if t.used) or "no ptxas"
+        return Verdict(G, Status.INFO, f"{name} ({shown}); no GPU to judge its ptxas against",
+                       detail="--spark-profile gb10 judges it for a Spark", readings=readings)
+    sm = capability[0] * 10 + capability[1]
+    target = f"sm_{sm}a" if capability[0] >= 9 else f"sm_{sm}"
+    tool = ptxas.tool_for(sm)
+    if tool is None or tool.used is None:
+        return Verdict(G, Status.FAIL, f"{name} has no ptxas: it cannot compile a kernel", fix=_ptxas_fix(
+            ptxas, "TRITON_PTXAS_PATH", PTXAS_FIRST.get(sm), target), readings=readings)
+    used = tool.used
+    which = f"{tool.name}" + (f" ({tool.env_var})" if used is tool.from_env else "")
+    needed = PTXAS_FIRST.get(sm)
+    release = _release(used.release)
+    if release is None:
+        return Verdict(G, Status.FAIL, fitting(G, Status.FAIL, f"{name}'s {which} does not run here: {used.error}",
+                                               f"{name}'s {which} does not run here"),
+                       detail=f"{used.path}: {used.error}", fix=_ptxas_fix(ptxas, tool.env_var, needed, target),
+                       readings=readings)
+    if needed is None:
+        return Verdict(G, Status.INFO, f"{name} compiles with {which} (CUDA {used.release}); sm_{sm} is not in "
+                                       "this suite's table", readings=readings)
+    if release < needed:
+        fix = _ptxas_fix(ptxas, tool.env_var, needed, target)
+        env = [o for o in ptxas.others if (_release(o.release) or (0, 0)) >= needed]
+        changes = [remedies.Change("env", tool.env_var, env[0].path)] if env else []
+        if changes:
+            readings = {**readings, "remedy": remedies.changes_json(changes)}
+        return Verdict(G, Status.FAIL, fitting(G, Status.FAIL, f"{name}'s {which} is CUDA {used.release}: it cannot "
+                                                              f"compile for {target} (CUDA {needed[0]}.{needed[1]} can)",
+                                               f"{name}'s ptxas is CUDA {used.release}: it cannot compile for {target}"),
+                       detail=f"{used.path}: {used.version_text}; Triton stops with \"ptxas fatal : Value '{target}' "
+                              "is not defined for option 'gpu-name'\" (triton-lang/triton#8539)",
+                       fix=fix, readings=readings)
+    return Verdict(G, Status.PASS, f"{name} compiles for {target} with {which} (CUDA {used.release})",
+                   detail=used.path, readings=readings)
+
+
+def _ptxas_fix(ptxas: TritonPtxas, var: str, needed: Optional[tuple[int, int]], target: str) -> str:
+    """Point Triton at a ptxas that knows ``target``: one found on this machine, else CUDA 13's."""
+    good = [o for o in ptxas.others if needed and (_release(o.release) or (0, 0)) >= needed]
+    if good:
+        return (f"export {var}={good[0].path} (CUDA {good[0].release}'s ptxas, found here): Triton then compiles "
+                f"for {target} with it, whatever ptxas it bundles")
+    return (f"install CUDA 13's toolkit (its ptxas compiles for {target}) and export {var}=/usr/local/cuda/bin/ptxas "
+            "(triton-lang/triton#8539)")

@@ -290,7 +290,7 @@ def owners(paths: list[str], roots: list[str]) -> dict[str, str]:
                 wanted[os.path.relpath(path, root)] = path
                 break
     result: dict[str, str] = {}
-    for dist in md.distributions():
+    for dist in md.distributions(path=roots):
         if not wanted:
             break
         record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""

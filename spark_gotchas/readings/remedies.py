@@ -21,7 +21,8 @@ from typing import Any, Optional
 class Change:
     """One thing a fix changes. ``kind``: ``uninstall`` / ``install`` (a distribution), ``env`` (a
     variable set to ``value``), ``mtu`` (an interface's MTU), ``setting`` (a program's option),
-    ``measure`` (a measurement that decides what comes next: the fix changes nothing by itself)."""
+    ``power-cycle`` (the machine), ``measure`` (a measurement that decides what comes next: the fix
+    changes nothing by itself)."""
 
     kind: str
     target: str
@@ -65,3 +66,15 @@ def for_package(name: str, capability: Optional[tuple[int, int]] = None) -> Opti
     if key == "flashinfer-jit-cache":
         return _jit_cache(capability)
     return None
+
+
+def power_cycle(spark: bool) -> Remedy:
+    """The full power cycle a lost GPU or a link that will not come up asks for (NVIDIA's Xid catalogue:
+    RESTART_BM). A Spark's GPU is reset with the machine only, and a warm reboot keeps some states."""
+    if spark:
+        return Remedy("power-cycle the Spark fully: shut it down, unplug AC power for about 60 s, then boot; if it "
+                      "comes back, check its cooling and power (G4) and contact NVIDIA support",
+                      (Change("power-cycle", "machine"),))
+    return Remedy("restart the machine (the GPU alone: nvidia-smi -r where nothing uses it); if it comes back, check "
+                  "the GPU's power, cooling and PCIe seating and contact the vendor",
+                  (Change("power-cycle", "machine"),))

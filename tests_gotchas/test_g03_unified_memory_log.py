@@ -1,0 +1,13 @@
+"""G3 — memory that already ran out since boot: the kernel log's NV_ERR_NO_MEMORY and OOM kills."""
+
+import pytest
+
+from spark_gotchas.judges import g03_unified_memory_log as g03_log
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.mark.gpu  # its place in the run order: after G3's other checks (it reads the kernel log, not the GPU)
+def test_g3_kernel_log(spark):
+    """kernel log"""
+    spark.report(g03_log.judge_kernel_memory(spark.read_since("kernel.log"), spark.profile))

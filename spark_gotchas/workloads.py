@@ -302,12 +302,12 @@ def config_named(start: Optional[ServerStart], path: str) -> ConfigRead:
     configs: list[ServerConfig] = start.configs if start is not None else []
     rec = next((c for c in configs if c.path == path), None)
     if rec is None:
-        why = "not recorded (this run did not read config files)" if start is None else "not read"
+        why = "was not recorded (an older snapshot)" if start is None else "was not read"
         return ConfigRead(path, problem=why)
     if rec.text is None:
-        return ConfigRead(path, problem=rec.error or "not read")
+        return ConfigRead(path, problem=f"could not be read: {rec.error or 'not read'}")
     data, why = parse_yaml(rec.text)
-    return ConfigRead(path, data, why)
+    return ConfigRead(path, data, f"is {why}" if why else "")
 
 
 def pull_config(tokens: Sequence[str], start: Optional[ServerStart]) -> tuple[list[str], Optional[ConfigRead]]:
@@ -442,8 +442,9 @@ def vllm_bound(tokens: Sequence[str], start: Optional[ServerStart], version: Opt
     if doubtful:
         return Bound(UNKNOWN, source="unknown", why=f"{doubtful[0]} abbreviates one of several vLLM options "
                                                      "across releases", knob="--gpu-memory-utilization")
-    seqs = cli.get("seqs") or from_config.get("seqs")
-    notes = (f"--max-num-seqs {seqs[0]}",) if seqs else ()
+    seqs, seqs_where = (cli.get("seqs"), "") if cli.get("seqs") else (from_config.get("seqs"), config.path if config
+                                                                       else "")
+    notes = (_as_set(seqs[1], seqs_where, f"--max-num-seqs {seqs[0]}"),) if seqs else ()
 
     def pick(dest: str) -> tuple[Optional[tuple[Optional[str], str]], str]:
         if dest in cli.values:
@@ -460,7 +461,7 @@ def vllm_bound(tokens: Sequence[str], start: Optional[ServerStart], version: Opt
         if size is None or size <= 0:
             return Bound(UNKNOWN, source="unknown", knob="--kv-cache-memory-bytes", where=kv_where,
                          why=f"{kv[1]!r} is no size vLLM accepts (it would not have started with it)")
-        return Bound(KV_BYTES, size, f"{kv[1]}{_in(kv_where)}: a {_gb(size)} KV cache beside its weights",
+        return Bound(KV_BYTES, size, f"{_as_set(kv[1], kv_where, kv[1])}: a {_gb(size)} KV cache beside its weights",
                      "config" if kv_where else "flag", knob="--kv-cache-memory-bytes", where=kv_where, notes=notes)
     if config_unread:  # the config may set either; the command line set neither
         return Bound(UNKNOWN, source="unknown", knob="--gpu-memory-utilization", where=config.path,
@@ -470,7 +471,7 @@ def vllm_bound(tokens: Sequence[str], start: Optional[ServerStart], version: Opt
         if value is None:
             return Bound(UNKNOWN, source="unknown", knob="--gpu-memory-utilization", where=gmu_where,
                          why=f"{gmu[1]!r} is no fraction vLLM accepts (it would not have started with it)")
-        return Bound(FRACTION, value, f"--gpu-memory-utilization {value:g}{_in(gmu_where)}",
+        return Bound(FRACTION, value, _as_set(gmu[1], gmu_where, f"--gpu-memory-utilization {value:g}"),
                      "config" if gmu_where else "flag", knob="--gpu-memory-utilization", where=gmu_where,
                      notes=notes)
     default = _vllm_default(version, Found({**from_config.values, **cli.values}), _version_unread(start))
@@ -480,6 +481,15 @@ def vllm_bound(tokens: Sequence[str], start: Optional[ServerStart], version: Opt
 
 def _in(where: str) -> str:
     return f" in {where}" if where else ""
+
+
+def _as_set(spelled: str, where: str, canonical: str) -> str:
+    """How a setting was written: ``--gpu-memory-utilization 0.5`` on the command line, ``kv_cache_memory_bytes:
+    20G in serve.yaml`` (as its key is spelled there) in a config."""
+    if not where:
+        return canonical
+    key, _, value = spelled.removeprefix("--").partition(" ")
+    return f"{key}: {value} in {where}"
 
 
 # -- trl vllm-serve (its own parser, before it became a vLLM process) -----------------------------------
@@ -504,7 +514,8 @@ def trl_bound(tokens: Sequence[str], start: Optional[ServerStart]) -> Bound:
     if value is None:
         return Bound(UNKNOWN, source="unknown", knob="--gpu_memory_utilization",
                      why=f"{gmu[1]!r} is no fraction trl accepts")
-    return Bound(FRACTION, value, f"--gpu_memory_utilization {value:g}{_in(where)}", "config" if where else "flag",
+    return Bound(FRACTION, value, f"gpu_memory_utilization: {value:g} in {where}" if where else
+                 f"--gpu_memory_utilization {value:g}", "config" if where else "flag",
                  knob="--gpu_memory_utilization", where=where)
 
 
@@ -529,7 +540,8 @@ def sglang_bound(tokens: Sequence[str], start: Optional[ServerStart], version: O
         if value is None:
             return Bound(UNKNOWN, source="unknown", knob="--mem-fraction-static",
                          why=f"{mfs[1]!r} is no fraction SGLang accepts")
-        return Bound(FRACTION, value, f"--mem-fraction-static {value:g}{_in(where)}", "config" if where else "flag",
+        return Bound(FRACTION, value, _as_set(mfs[1], where, f"--mem-fraction-static {value:g}"),
+                     "config" if where else "flag",
                      knob="--mem-fraction-static", where=where, notes=notes)
     release = f"SGLang {version}" if version else "SGLang 0.4.6 to 0.5.10 (its version not read)"
     return Bound(FRACTION, None, f"--mem-fraction-static unset: sized by {release} from the GPU's memory, less "
@@ -629,8 +641,9 @@ def llama_cpp_bound(tokens: Sequence[str], start: Optional[ServerStart]) -> tupl
             settings[dest] = f"{var}={env}"
         if dest in found.values:
             settings[dest] = found.values[dest][1]
-    router = any(k in settings for k in ("models_dir", "models_preset")) or not any(
-        t in ("-m", "--model", "-hf", "--hf-repo", "-mu", "--model-url", "-dr", "--docker-repo") for t in tokens)
+    model_env = any(_env(start, v) for v in ("LLAMA_ARG_MODEL", "LLAMA_ARG_HF_REPO", "LLAMA_ARG_MODEL_URL"))
+    router = any(k in settings for k in ("models_dir", "models_preset")) or not (model_env or _env_unread(start) or any(
+        t in ("-m", "--model", "-hf", "--hf-repo", "-mu", "--model-url", "-dr", "--docker-repo") for t in tokens))
     shown = ", ".join(settings[k] for k in ("ngl", "ctx", "fit", "parallel", "models_max") if k in settings)
     unset = "unset, all layers and the model's trained context, fitted to the free memory less 1 GiB (--fit, on " \
             "since late 2025)"
@@ -638,7 +651,8 @@ def llama_cpp_bound(tokens: Sequence[str], start: Optional[ServerStart]) -> tupl
     if router:
         return Bound(ON_REQUEST, setting=f"router mode: loads models on request ({settings.get('models_max') or 'up to 4 at once by default'})",
                      knob="--models-max"), True
-    return Bound(AT_LOAD, setting=text, knob="-c/--ctx-size"), False
+    knob = "LLAMA_ARG_CTX_SIZE" if settings.get("ctx", "").startswith("LLAMA_ARG_") else "-c/--ctx-size"
+    return Bound(AT_LOAD, setting=text, knob=knob), False
 
 
 LLAMA_PY_OPTIONS = (Option("ngl", ("--n_gpu_layers",), shortest=len("--n_g")),

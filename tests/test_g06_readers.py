@@ -117,7 +117,7 @@ def test_a_hostile_server_config_is_a_reason_not_a_hang(tmp_path, monkeypatch, c
     assert read.text is None and read.error == reason
     argv = ["vllm", "serve", "m", "--config", "/etc/vllm.yaml"]
     bound = classify(argv, start=ServerStart(environ={}, configs=[read], version="0.20.0")).bound
-    assert bound.kind == UNKNOWN and bound.why == f"its config /etc/vllm.yaml {reason}"
+    assert bound.kind == UNKNOWN and bound.why == f"its config /etc/vllm.yaml could not be read: {reason}"
 
 
 def test_a_yaml_alias_bomb_or_a_deep_nest_parses_small_or_is_refused():
@@ -142,7 +142,7 @@ def test_a_relative_config_is_read_from_the_process_working_folder_and_masked(tm
     (fs / "srv" / "llm" / "serve.yaml").write_text("kv-cache-memory-bytes: 30g\napi-key: sk-live-abcdef123456\n")
     read = reader.read_config(PID, "serve.yaml")
     assert read.error is None and read.text == "kv-cache-memory-bytes: 30g\napi-key: ***\n"
-    assert reader.read_config(PID, "missing.yaml").error == "no config (it exited, or no such file as the process sees it)"
+    assert reader.read_config(PID, "missing.yaml").error == "no such file as the process sees it"
 
 
 def test_the_version_is_read_from_the_dist_info_beside_the_python_the_process_runs(tmp_path, monkeypatch):
@@ -184,7 +184,7 @@ def test_a_snapshot_of_an_older_suite_without_the_start_still_replays():
 def test_a_kv_cache_size_in_a_recorded_config_is_what_bounds_vllm():
     start = ServerStart(configs=[reader.ServerConfig("v.yaml", "kv_cache_memory_bytes: 20G\nmax-num-seqs: 8\n")])
     bound = classify(["vllm", "serve", "m", "--config", "v.yaml"], start=start).bound
-    assert (bound.kind, bound.value, bound.where, bound.notes) == (KV_BYTES, 20 * 2**30, "v.yaml", ("--max-num-seqs 8",))
+    assert (bound.kind, bound.value, bound.where, bound.notes) == (KV_BYTES, 20 * 2**30, "v.yaml", ("max-num-seqs: 8 in v.yaml",))
     # the command line wins over its config, as vLLM inserts the config's options before it
     cli = classify(["vllm", "serve", "m", "--config", "v.yaml", "--kv-cache-memory-bytes", "8g"], start=start).bound
     assert (cli.value, cli.where) == (8e9, "")

@@ -74,7 +74,7 @@ from ..profiles import SAME, Machine, Profile
 from ..readings.gpu import OUTSIDE_FIX, GpuInventory, GpuProcess, GpuProcesses, Outside
 from ..readings.mem import MemInfo
 from ..units import GB, gb
-from ..verdict import LINE_COLUMNS, Status, Verdict, format_line
+from ..verdict import LINE_COLUMNS, Status, Verdict, fitting, format_line
 from ..workloads import (
     FREE_FRACTION,
     KV_BYTES,
@@ -104,6 +104,7 @@ class Group:
     members: list[GpuProcess] = field(default_factory=list)
     outside: Optional[Outside] = None  # the processes outside this container: pids not visible here, or none listed
     pool: Optional[int] = None  # the memory its bound is a share of (set when it is judged)
+    room: Optional[float] = None  # what it may claim with the others as they are: half the pool, or what the plan leaves
 
     @property
     def held_bytes(self) -> Optional[int]:
@@ -289,6 +290,8 @@ def _brief(group: Group, pool: Optional[int], why: str, alone: bool, status: Sta
         if pool and alone:
             cap += f" = {gb(fraction * pool)} of {gb(pool)}"
         bits.append(cap)
+        if pool and group.held_bytes is not None and group.held_bytes > fraction * pool:
+            bits.append(f"holds {gb(group.held_bytes)}")
     elif bound.kind == KV_BYTES and bound.value is not None:
         bits.append(f"KV cache {gb(bound.value)}" + (f", holds {gb(group.held_bytes)}"
                                                      if alone and group.held_bytes is not None else ""))
@@ -400,6 +403,11 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
                      "outside": group.outside.text if group.outside is not None else None, "status": status.value})
     claims = sum(item[0] for item in by_claim)
     peak = plan.peak_bytes(unified=kind != "discrete")
+    for claim, _, _, group in by_claim:  # the fix's figures: what each may claim beside the others' claims
+        limit = [NEAR_CAPACITY_FRACTION * (group.pool or pool_all or 0)]
+        if peak is not None and pool_all and peak <= pool_all:
+            limit.append(pool_all - peak)
+        group.room = max(0.0, min(limit) - (claims - claim)) if limit[0] else None
     readings = {"memory": kind, "pool_bytes": pool_all, "claims_bytes": claims, "planned_peak_bytes": peak,
                 "workloads": rows, "elsewhere": [g.pids for g in elsewhere], "nvml_error": reading.nvml_error,
                 "scanned": reading.scanned, "scan_denied": reading.scan_denied, "own_excluded": reading.own_excluded}
@@ -458,7 +466,9 @@ def _named(status: Status, head: str, groups: list[Group], briefs: dict[int, str
     if len(format_line(G, status, full)) <= LINE_COLUMNS:
         return full
     more = f" +{len(groups) - 2} more" if len(groups) > 2 else ""
-    return (short_head or head) + ", ".join(g.name for g in groups[:2]) + more
+    head = short_head or head
+    return fitting(G, status, head + ", ".join(g.name for g in groups[:2]) + more,
+                   head + groups[0].name + (f" +{len(groups) - 1} more" if len(groups) > 1 else ""))
 
 
 def _workloads(n: int) -> str:
@@ -519,20 +529,21 @@ def _stop(groups: list[Group]) -> str:
 def _step(group: Group) -> str:
     """The setting that bounds this workload as it was started, turned down: the one it reads, never one
     it ignores ('' for a program the suite does not know)."""
-    w, b, pool, pid = group.workload, group.bound, group.pool, group.root.pid
+    w, b, pid = group.workload, group.bound, group.root.pid
     if w is None:
         return ""
     if w.kind == "trainer":
         return "let the other training job finish first"
     if w.kind == "ollama":
-        return f"{OLLAMA_STOP}; {OLLAMA_KEEP}"
+        return _ollama_step(group)
     if w.program == "llama-swap":
         return "stop llama-swap while training, or let it run one model at a time (its models in one group, swap: true)"
     if w.kind == "llama.cpp":
         if b.kind == ON_REQUEST:
             return "stop the llama.cpp server while training, or restart it with --models-max 1"
-        return ("stop the llama.cpp server while training, or restart it with a smaller -c/--ctx-size (it keeps what "
-                "it took when it loaded)")
+        ctx = b.knob if b.knob.startswith("LLAMA_ARG_") else "-c/--ctx-size"
+        return (f"stop the llama.cpp server while training, or restart it with a smaller {ctx} (it keeps what it takes "
+                "when it loads) and run this check again")
     name = "trl vllm-serve" if "trl" in w.program else RESTART.get(w.kind, w.program)
     if b.kind == UNKNOWN:
         if b.source == "child":
@@ -544,48 +555,62 @@ def _step(group: Group) -> str:
         if w.kind == "tgi":
             return ("run this check as root to read its environment (sudo spark-gotchas -m fast -k g06), or restart TGI "
                     "with --cuda-memory-fraction 0.5 or lower")
+        if b.knob == "--kv-cache-memory-bytes":
+            return ("restart vLLM with a --kv-cache-memory-bytes it accepts (a whole number of bytes, or 20g for 20 GB) "
+                    "or with --gpu-memory-utilization 0.5 or lower")
         return f"restart {name} with {b.knob} 0.5 or lower"
     if b.kind == KV_BYTES and b.value is not None:
-        return _kv_step(b, group.held_bytes, pool, pid)
+        return _kv_step(b, group.held_bytes, group.room, pid)
     if b.kind == FREE_FRACTION:
-        return _free_fraction_step(b, group.held_bytes, pool)
+        value = f"lower (now {b.value:g}, the share of the memory still free after its weights it takes for its KV " \
+                "cache)"
+        where = f"set kv_cache_config.free_gpu_memory_fraction {value} in {b.where}" if b.where else \
+            f"set --kv_cache_free_gpu_memory_fraction {value}"
+        return f"{where} or cap kv_cache_config.max_tokens, restart trtllm-serve and run this check again"
+    share = _share(group.room, group.pool)
+    if share is None:
+        return f"stop {name} pid {pid} while training: the others leave it no room"
     if b.where == "environment":
-        return f"set {b.knob.lstrip('-').upper().replace('-', '_')}=0.5 or lower in its environment and restart {name}"
+        return f"set {b.knob.lstrip('-').upper().replace('-', '_')}={share} or lower in its environment and restart {name}"
     if b.where:
-        return f"set {b.knob.lstrip('-')}: 0.5 or lower in {b.where} and restart {name}"
-    return f"restart {name} with {b.knob} 0.5 or lower"
+        return f"set {b.knob.lstrip('-')}: {share} or lower in {b.where} and restart {name}"
+    return f"restart {name} with {b.knob} {share} or lower"
 
 
-def _kv_step(b: Bound, held: Optional[int], pool: Optional[int], pid: int) -> str:
-    """A --kv-cache-memory-bytes that keeps vLLM within half of the pool, from what its weights and
-    buffers take beside its KV cache (what it holds, less the cache); unknown before it has loaded."""
+def _share(room: Optional[float], pool: Optional[int]) -> Optional[str]:
+    """The fraction to set: 0.5, or less where the others' claims or the plan leave less (None: none left)."""
+    if room is None or not pool:
+        return "0.5"
+    share = min(NEAR_CAPACITY_FRACTION, int(room / pool * 100) / 100)
+    return None if share < 0.05 else f"{share:g}"
+
+
+def _ollama_step(group: Group) -> str:
+    """Stop Ollama, or bound it: the variables it reads, each only where it is not set so already."""
+    env = (group.root.start.environ if group.root.start is not None else None) or {}
+    settings = [f"{k}={v}" + (f" (it is {env[k]})" if k in env else "")
+                for k, v in (("OLLAMA_MAX_LOADED_MODELS", "1"), ("OLLAMA_KEEP_ALIVE", "0")) if env.get(k) != v]
+    keep = (f"to keep it beside training, set {' and '.join(settings)} in its service's environment (sudo systemctl "
+            "edit ollama) and see what it holds with ollama ps") if settings else \
+        "it already loads one model at a time and unloads it after each request: see what it holds with ollama ps"
+    return f"{OLLAMA_STOP}; {keep}"
+
+
+def _kv_step(b: Bound, held: Optional[int], room: Optional[float], pid: int) -> str:
+    """A --kv-cache-memory-bytes that keeps vLLM within its room (half of the pool, or what the plan and
+    the others leave), from what its weights and buffers take beside its KV cache (what it holds, less
+    the cache); unknown before it has loaded."""
     kv = int(b.value or 0)
     where = f"kv-cache-memory-bytes in {b.where}" if b.where else "--kv-cache-memory-bytes"
-    if held is None or not pool or held < kv:
+    if held is None or room is None or held < kv:
         return (f"restart vLLM with a smaller {where} (its KV cache is {gb(kv)}; its weights and buffers come on top: "
                 "see what it holds with nvidia-smi once it has loaded)")
     beside = held - kv
-    target = int((NEAR_CAPACITY_FRACTION * pool - beside) // 1e9)
+    target = int((room - beside) // 1e9)
     if target < 1:
-        return f"stop vLLM pid {pid} while training: its weights and buffers ({gb(beside)}) alone take half the pool"
+        return f"stop vLLM pid {pid} while training: its weights and buffers ({gb(beside)}) alone take its room"
     size = f"{target}g or less"
     change = f"set kv-cache-memory-bytes: {size} in {b.where}" if b.where else f"restart vLLM with " \
         f"--kv-cache-memory-bytes {size}"
     return f"{change} (its KV cache is {gb(kv)}; its weights and buffers take {gb(beside)} beside it)" + \
         (" and restart vLLM" if b.where else "")
-
-
-def _free_fraction_step(b: Bound, held: Optional[int], pool: Optional[int]) -> str:
-    """A kv_cache free fraction that keeps trtllm-serve within half of the pool: it takes that share of
-    the memory still free after its weights, which are estimated from what it holds."""
-    now = b.value if b.value is not None else 0.9
-    target = None
-    if held is not None and pool and now < 1.0:
-        weights = min(max((held - now * pool) / (1.0 - now), 0.0), float(held))
-        if weights < NEAR_CAPACITY_FRACTION * pool:
-            target = int((NEAR_CAPACITY_FRACTION * pool - weights) / (pool - weights) * 100) / 100
-    value = f"{target:g} or lower" if target else f"lower (it is {now:g})"
-    share = "(the share of the memory free after its weights it takes for its KV cache)"
-    if b.where:
-        return f"set kv_cache_config.free_gpu_memory_fraction: {value} in {b.where} {share} and restart trtllm-serve"
-    return f"restart trtllm-serve with --kv_cache_free_gpu_memory_fraction {value} {share}"

@@ -134,7 +134,7 @@ def pci_gpus(root: str) -> tuple[list[PciGpu], Optional[str]]:
 
 def _env(name: str) -> Optional[str]:
     value = os.environ.get(name)
-    return None if value is None else value[:SHOWN_VALUE_CHARS]
+    return None if value is None else scrub.clip(value, SHOWN_VALUE_CHARS, mark="")  # masked before it is cut
 
 
 @reader("gpu.visibility")
@@ -146,7 +146,7 @@ def read_visibility(ctx: ReadContext) -> GpuVisibility:
     nodes = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(root), "dev", "nvidia*")))[:64]
     marker = next((m for m in ("/.dockerenv", "/run/.containerenv")
                    if os.path.exists(os.path.join(root, m.lstrip("/")))), None)
-    image = scrub.scrub_env({k: os.environ[k][:SHOWN_VALUE_CHARS] for k in IMAGE_VARS if k in os.environ})
+    image = scrub.scrub_env({k: scrub.clip(os.environ[k], SHOWN_VALUE_CHARS, mark="") for k in IMAGE_VARS if k in os.environ})
     return GpuVisibility(pci_gpus=gpus, pci_error=error, dev_nodes=[f"/dev/{n}" for n in nodes],
                          nvidia_visible_devices=_env("NVIDIA_VISIBLE_DEVICES"),
                          cuda_visible_devices=_env("CUDA_VISIBLE_DEVICES"), image_vars=image, container=marker)
@@ -384,8 +384,12 @@ def read_config(pid: int, path: str) -> ServerConfig:
     where = _proc(pid, "root", path.lstrip("/")) if path.startswith("/") else _proc(pid, "cwd", path)
     try:
         text = bounded_read.read_text(where, bounded_read.SERVER_CONFIG)
+    except PermissionError:
+        return ServerConfig(path=path, error="no permission (another user's process; run as root to read it)")
+    except FileNotFoundError:
+        return ServerConfig(path=path, error="no such file as the process sees it")
     except (OSError, bounded_read.Refused) as exc:
-        return ServerConfig(path=path, error=_why_not(exc, "config").removeprefix("its config not read: "))
+        return ServerConfig(path=path, error=str(getattr(exc, "strerror", None) or exc))
     return ServerConfig(path=path, text=scrub.mask_text(text))
 
 

@@ -88,8 +88,9 @@ CASES = {
         "(another user's process; run as root to read it)"),
     "g06-vllm-kv-bytes-abc.json": (
         "G6 FAIL: 1 workload in the way: pid 6200 vLLM +1 process (holds 30.0 GB, bound unknown)",
-        "run one heavy job at a time: restart vLLM with a --kv-cache-memory-bytes it accepts (a whole number of bytes, "
-        "or 20g for 20 GB) or with --gpu-memory-utilization 0.5 or lower; or stop what you do not need (kill 6200)",
+        "run one heavy job at a time: see how vLLM pid 6200 was started (ps -o args= -p 6200: it would not have "
+        "started with what its command line reads here) and restart it with --gpu-memory-utilization 0.5 or lower; or "
+        "stop what you do not need (kill 6200)",
         "cannot tell how far pid 6200 may grow: '--kv-cache-memory-bytes=abc' is no size vLLM accepts"),
 }
 

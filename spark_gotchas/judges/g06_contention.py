@@ -555,10 +555,9 @@ def _step(group: Group) -> str:
         if w.kind == "tgi":
             return ("run this check as root to read its environment (sudo spark-gotchas -m fast -k g06), or restart TGI "
                     "with --cuda-memory-fraction 0.5 or lower")
-        if b.knob == "--kv-cache-memory-bytes":
-            return ("restart vLLM with a --kv-cache-memory-bytes it accepts (a whole number of bytes, or 20g for 20 GB) "
-                    "or with --gpu-memory-utilization 0.5 or lower")
-        return f"restart {name} with {b.knob} 0.5 or lower"
+        fraction = "--gpu-memory-utilization" if w.kind == "vllm" and "trl" not in w.program else b.knob
+        return (f"see how {name} pid {pid} was started (ps -o args= -p {pid}: it would not have started with what its "
+                f"command line reads here) and restart it with {fraction} 0.5 or lower")
     if b.kind == KV_BYTES and b.value is not None:
         return _kv_step(b, group.held_bytes, group.room, pid)
     if b.kind == FREE_FRACTION:

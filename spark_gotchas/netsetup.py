@@ -1,7 +1,9 @@
 """This node's network as NCCL would use it: RDMA devices, their interfaces, MTU, speed, NCCL variables.
 
 Read without root from /sys (and psutil for addresses). By hand: ``ibdev2netdev; ip -br addr;
-cat /sys/class/net/*/mtu; cat /sys/class/infiniband/*/ports/1/{state,rate}; env | grep NCCL_``.
+cat /sys/class/net/*/mtu; cat /sys/class/infiniband/*/ports/1/{state,phys_state,rate};
+cat /sys/class/infiniband/*/fw_ver; cat /sys/class/infiniband/*/device/{current,max}_link_{speed,width};
+env | grep NCCL_``.
 Names are reported as found: the link is described by its interface, driver and speed, never
 assumed to be a particular NIC.
 """
@@ -53,19 +55,31 @@ def read_interfaces(sys_root: str, addresses: dict[str, list[str]]) -> list[Inte
     return out
 
 
+def _after_colon(text: Optional[str]) -> Optional[str]:
+    """``4: ACTIVE`` -> ``ACTIVE``, ``5: LinkUp`` -> ``LinkUp``."""
+    return text.split(":", 1)[-1].strip() if text else None
+
+
 def read_rdma(sys_root: str) -> list[RdmaDevice]:
     base = os.path.join(sys_root, "class", "infiniband")
     out = []
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         here = os.path.join(base, name)
-        net = os.path.join(here, "device", "net")
-        state = _read(os.path.join(here, "ports", "1", "state"))  # "4: ACTIVE"
+        device = os.path.join(here, "device")  # the adapter's PCI function
+        net = os.path.join(device, "net")
         out.append(RdmaDevice(
             name=name,
             netdevs=sorted(os.listdir(net)) if os.path.isdir(net) else [],
-            state=state.split(":", 1)[-1].strip() if state else None,
+            state=_after_colon(_read(os.path.join(here, "ports", "1", "state"))),  # "4: ACTIVE"
             rate=_read(os.path.join(here, "ports", "1", "rate")),
             link_layer=_read(os.path.join(here, "ports", "1", "link_layer")),
+            phys_state=_after_colon(_read(os.path.join(here, "ports", "1", "phys_state"))),  # "5: LinkUp"
+            fw_ver=_read(os.path.join(here, "fw_ver")),
+            pci_address=os.path.basename(os.path.realpath(device)) if os.path.exists(device) else None,
+            pcie_speed=_read(os.path.join(device, "current_link_speed")),
+            pcie_width=_int(_read(os.path.join(device, "current_link_width"))),
+            pcie_max_speed=_read(os.path.join(device, "max_link_speed")),
+            pcie_max_width=_int(_read(os.path.join(device, "max_link_width"))),
         ))
     return out
 

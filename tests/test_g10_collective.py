@@ -239,3 +239,74 @@ def test_a_collective_setting_the_probe_cannot_take_is_named_before_torchrun_sta
     with pytest.raises(ValueError) as caught:
         config_from_env()
     assert str(caught.value).startswith(why)
+
+
+def link_sys(root, *, width=4, max_width=4, phys="5: LinkUp", fw="28.45.4028"):
+    """The Spark /sys above with the port's physical state, the adapter's firmware and its PCIe link
+    (each RoCE function a PCIe Gen5 x4 endpoint: NVIDIA/dgx-spark-playbooks#102)."""
+    sys_root = spark_sys(root, mtu=9000)
+    for dev in RDMA:
+        here = root / "class" / "infiniband" / dev
+        (here / "fw_ver").write_text(f"{fw}\n")
+        (here / "ports" / "1" / "phys_state").write_text(f"{phys}\n" if RDMA[dev][1] else "3: Disabled\n")
+        second = dev == "roceP2p1s0f0"
+        (here / "device" / "current_link_width").write_text(f"{width if second else max_width}\n")
+        (here / "device" / "max_link_width").write_text(f"{max_width}\n")
+        (here / "device" / "current_link_speed").write_text("32.0 GT/s PCIe\n")
+        (here / "device" / "max_link_speed").write_text("32.0 GT/s PCIe\n")
+    return sys_root
+
+
+RIGHT = {"NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0", "NCCL_SOCKET_IFNAME": "enP7s7"}
+
+
+def test_the_port_firmware_and_pcie_link_are_read_from_sys(tmp_path):
+    net = read_net_setup("192.168.100.11", link_sys(tmp_path, width=2), ADDRS, environ=RIGHT)
+    dev = next(d for d in net.rdma if d.name == "roceP2p1s0f0")
+    assert (dev.phys_state, dev.fw_ver, dev.pcie_width, dev.pcie_max_width, dev.pcie_speed) == (
+        "LinkUp", "28.45.4028", 2, 4, "32.0 GT/s PCIe")
+    assert next(d for d in net.rdma if d.name == "rocep1s0f1").phys_state == "Disabled"
+
+
+def test_set_up_right_and_still_slow_the_fix_moves_to_the_link_never_repeating_the_setup(tmp_path):
+    """Both HCAs in NCCL_IB_HCA, MTU 9000, 1.6 GB/s: the fix names no setting already in place."""
+    net = read_net_setup("192.168.100.11", link_sys(tmp_path), ADDRS, environ=RIGHT)
+    assert g10.nccl_steps(net, GB10) == []
+    slow = g10.judge_collective(multinode(1.6, net), GB10)
+    assert slow.line == "G10 FAIL: 2 nodes, nccl: 1.60 GB/s all-reduce bus bandwidth: far below the 20-24 GB/s expected"
+    assert "NCCL_IB_HCA" not in slow.fix and "mtu 9000" not in slow.fix
+    assert slow.fix.startswith("run ib_write_bw on each rail alone (roceP2p1s0f0, rocep1s0f0): ib_write_bw -d "
+                               "roceP2p1s0f0 -x 3 --report_gbits on one node")
+    assert "update the ConnectX firmware (now 28.45.4028)" in slow.fix and "power-cycle both machines fully" in slow.fix
+    assert "NCCL's setup on this node is right" in slow.detail
+    assert slow.readings["remedy"] == [{"kind": "measure", "target": "ib_write_bw", "value": "roceP2p1s0f0"},
+                                       {"kind": "measure", "target": "ib_write_bw", "value": "rocep1s0f0"}]
+
+
+def test_a_rail_wired_at_x2_is_named_before_any_measurement(tmp_path):
+    """An older BIOS wires the second ConnectX-7 function at Gen5 x2 (tonyd2wild/…-2x-DGX-Spark#35):
+    that rail is half the port's."""
+    net = read_net_setup("192.168.100.11", link_sys(tmp_path, width=2), ADDRS, environ=RIGHT)
+    slow = g10.judge_collective(multinode(12.0, net), GB10)
+    assert slow.status is Status.WARN
+    assert slow.fix.startswith("update the machine's firmware (sudo fwupdmgr refresh && sudo fwupdmgr update")
+    assert "/sys/class/infiniband/roceP2p1s0f0/device/current_link_width reads 4" in slow.fix
+    assert "roceP2p1s0f0's PCIe link runs x2 at 32.0 GT/s PCIe, below its x4 at 32.0 GT/s PCIe" in slow.detail
+
+
+def test_applying_the_setup_fix_moves_the_next_fix_to_the_link(tmp_path):
+    """The fix's changes (NCCL_IB_HCA, MTU, NCCL_SOCKET_IFNAME) applied to the node's setup: the setup
+    review goes quiet and the next fix is a measurement of the link."""
+    net = read_net_setup("192.168.100.11", link_sys(tmp_path), ADDRS, environ={"NCCL_IB_HCA": "rocep1s0f0"})
+    for iface in net.interfaces:
+        iface.mtu = 1500 if iface.name.startswith("en") and iface.name != "enP7s7" else iface.mtu
+    first = g10.judge_collective(multinode(3.04, net), GB10)
+    assert first.fix.startswith("name every active RoCE device: export NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0")
+    for change in g10.nccl_changes(net, GB10):
+        if change.kind == "env":
+            net.env[change.target] = change.value
+        elif change.kind == "mtu":
+            net.interface(change.target).mtu = int(change.value)
+    assert g10.nccl_findings(net, GB10) == []
+    again = g10.judge_collective(multinode(3.04, net), GB10)
+    assert again.fix.startswith("run ib_write_bw on each rail alone")

@@ -60,6 +60,14 @@ Collective probe:
   profile → **INFO**. The NCCL setup review's findings go into the fix: `NCCL_IB_HCA` unset or
   naming fewer than the active RoCE devices (or devices this node lacks), an MTU other than 9000
   on their interfaces, `NCCL_SOCKET_IFNAME` unset or matching no interface, `NCCL_IB_DISABLE=1`.
+- below the range with that setup already right (what its fix would set is set), the fix moves to
+  the link itself, read from `/sys/class/infiniband`: an active RoCE port whose physical state is
+  not LinkUp (reseat or replace the cable); an adapter whose PCIe link runs below its most
+  (`current_link_width` under `max_link_width`, or a lower speed: an older BIOS wires a Spark's
+  second ConnectX-7 function at Gen5 x2; update the firmware with `fwupdmgr`, power-cycle, check
+  the width again); none of these → measure each rail alone with `ib_write_bw`, then cable, a full
+  power cycle, the ConnectX firmware and a release NCCL (2.28.9 or later). It never repeats a
+  setting that is already in place.
 """
 
 from __future__ import annotations
@@ -70,6 +78,7 @@ from ..profiles import Profile
 from ..readings.dist import CollectiveRun, NetSetup, RankResult
 from ..readings.gpu import GpuInventory
 from ..readings.launch import MAX_FILE_BYTES, LaunchFile, LaunchReview, to_int
+from ..readings.remedies import Change, changes_json
 from ..units import describe_size
 from ..verdict import Status, Verdict
 
@@ -235,28 +244,37 @@ def _matches(name: str, patterns: list[str], exact: bool) -> bool:
 
 def nccl_findings(net: Optional[NetSetup], profile: Profile) -> list[str]:
     """What stands between this node's NCCL setup and the link's full bandwidth."""
-    return [finding for finding, _ in _nccl(net, profile)]
+    return [finding for finding, _, _ in _nccl(net, profile)]
 
 
 def nccl_steps(net: Optional[NetSetup], profile: Profile) -> list[str]:
     """What to do about each of :func:`nccl_findings`, as instructions."""
-    return [step for _, step in _nccl(net, profile)]
+    return [step for _, step, _ in _nccl(net, profile)]
 
 
-def _nccl(net: Optional[NetSetup], profile: Profile) -> list[tuple[str, str]]:
-    """(finding, what to do) for each thing between this node's NCCL setup and the link's full bandwidth."""
+def nccl_changes(net: Optional[NetSetup], profile: Profile) -> list[Change]:
+    """What :func:`nccl_steps` change, as a program would apply them (the tests do)."""
+    return [change for _, _, changes in _nccl(net, profile) for change in changes]
+
+
+def _nccl(net: Optional[NetSetup], profile: Profile) -> list[tuple[str, str, tuple[Change, ...]]]:
+    """(finding, what to do, what that changes) for each thing between this node's NCCL setup and the
+    link's full bandwidth."""
     if net is None:
         return []
     if net.error:
         return [(f"network setup unreadable: {net.error}", "check that /sys/class/net and /sys/class/infiniband "
-                                                            "are readable here (a container hides them)")]
+                                                            "are readable here (a container hides them)",
+                 (Change("measure", "/sys/class/infiniband"),))]
     env, out = net.env, []
     active = [d for d in net.rdma if d.active]
     if env.get("NCCL_IB_DISABLE") == "1":
-        out.append(("NCCL_IB_DISABLE=1: NCCL uses TCP sockets, not RoCE", "unset NCCL_IB_DISABLE so that NCCL uses RoCE"))
+        out.append(("NCCL_IB_DISABLE=1: NCCL uses TCP sockets, not RoCE", "unset NCCL_IB_DISABLE so that NCCL uses RoCE",
+                    (Change("unset", "NCCL_IB_DISABLE"),)))
     hca = env.get("NCCL_IB_HCA")
     names = [d.name for d in active]
     every = f"export NCCL_IB_HCA={','.join(names)}"
+    set_every = (Change("env", "NCCL_IB_HCA", ",".join(names)),) if names else ()
     if hca:
         patterns, exclude, exact = _names(hca)
         if not exclude:
@@ -265,14 +283,14 @@ def _nccl(net: Optional[NetSetup], profile: Profile) -> list[tuple[str, str]]:
                 out.append((f"NCCL_IB_HCA names {', '.join(unknown)}, which this node does not have "
                             f"(RDMA devices: {', '.join(d.name for d in net.rdma) or 'none'})",
                             f"name this node's RDMA devices: {every}" if names else
-                            "name this node's RDMA devices in NCCL_IB_HCA (ibv_devinfo lists them)"))
+                            "name this node's RDMA devices in NCCL_IB_HCA (ibv_devinfo lists them)", set_every))
             used = [n for n in names if _matches(n, patterns, exact)]
             if len(active) >= 2 and len(used) < len(active):
                 out.append((f"NCCL_IB_HCA={hca} uses {len(used)} of {len(active)} active RoCE devices: {every}",
-                            f"name every active RoCE device: {every}"))
+                            f"name every active RoCE device: {every}", set_every))
     elif len(active) >= 2:
         out.append((f"NCCL_IB_HCA is not set: name every active RoCE device: {every}",
-                    f"name every active RoCE device: {every}"))
+                    f"name every active RoCE device: {every}", set_every))
     for dev in active:
         if (dev.link_layer or "Ethernet") != "Ethernet":
             continue
@@ -280,21 +298,76 @@ def _nccl(net: Optional[NetSetup], profile: Profile) -> list[tuple[str, str]]:
             iface = net.interface(netdev)
             if iface is not None and iface.mtu is not None and iface.mtu != 9000:
                 out.append((f"MTU {iface.mtu} on {netdev} ({dev.name}): sudo ip link set {netdev} mtu 9000 on both nodes",
-                            f"set MTU 9000 on both nodes: sudo ip link set {netdev} mtu 9000"))
+                            f"set MTU 9000 on both nodes: sudo ip link set {netdev} mtu 9000",
+                            (Change("mtu", netdev, "9000"),)))
     if not active and profile.key == "gb10":
         out.append(("no active RDMA device: NCCL falls back to TCP sockets",
-                    "bring the link's RoCE port up (cable, driver) until ibv_devinfo shows it PORT_ACTIVE"))
+                    "bring the link's RoCE port up (cable, driver) until ibv_devinfo shows it PORT_ACTIVE",
+                    (Change("measure", "ibv_devinfo"),)))
     ifname = env.get("NCCL_SOCKET_IFNAME")
     link = net.link or "<the link's interface>"
     if not ifname:
         out.append(("NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
-                    f"export NCCL_SOCKET_IFNAME={link}"))
+                    f"export NCCL_SOCKET_IFNAME={link}", (Change("env", "NCCL_SOCKET_IFNAME", link),)))
     else:
         patterns, exclude, exact = _names(ifname)
         if not exclude and not any(_matches(i.name, patterns, exact) for i in net.interfaces):
             out.append((f"NCCL_SOCKET_IFNAME={ifname} matches no interface on this node",
-                        f"export NCCL_SOCKET_IFNAME={link}"))
+                        f"export NCCL_SOCKET_IFNAME={link}", (Change("env", "NCCL_SOCKET_IFNAME", link),)))
     return out
+
+
+# -- the link itself, once NCCL is set up for it ----------------------------------------------------------
+def link_findings(net: Optional[NetSetup]) -> list[tuple[str, str, tuple[Change, ...]]]:
+    """(finding, what to do, changes) about the link under a right NCCL setup: a RoCE port whose
+    physical link is not up, an adapter whose PCIe link runs below what it can (a Spark's second
+    ConnectX-7 function wired at Gen5 x2 by an older BIOS halves that rail)."""
+    if net is None or net.error:
+        return []
+    out = []
+    for dev in net.rdma:
+        if not dev.netdevs or (dev.link_layer or "Ethernet") != "Ethernet":
+            continue
+        if dev.active and dev.phys_state and dev.phys_state.lower() != "linkup":
+            out.append((f"{dev.name}'s port is {dev.phys_state}, not LinkUp",
+                        f"check the cable of {dev.name} ({', '.join(dev.netdevs)}): reseat or replace it until ibstat "
+                        "shows Physical state: LinkUp on both nodes", (Change("measure", "ibstat", dev.name),)))
+        if not dev.active:
+            continue
+        narrow = dev.pcie_width is not None and dev.pcie_max_width is not None and dev.pcie_width < dev.pcie_max_width
+        slow = bool(dev.pcie_speed and dev.pcie_max_speed and _gts(dev.pcie_speed) < _gts(dev.pcie_max_speed))
+        if narrow or slow:
+            now = f"x{dev.pcie_width} at {dev.pcie_speed}" if dev.pcie_width else f"{dev.pcie_speed}"
+            most = f"x{dev.pcie_max_width} at {dev.pcie_max_speed}" if dev.pcie_max_width else f"{dev.pcie_max_speed}"
+            out.append((f"{dev.name}'s PCIe link runs {now}, below its {most}",
+                        f"update the machine's firmware (sudo fwupdmgr refresh && sudo fwupdmgr update: an older BIOS "
+                        f"wires the second adapter at x2), power-cycle it fully, then check that "
+                        f"/sys/class/infiniband/{dev.name}/device/current_link_width reads {dev.pcie_max_width or 'its max'}",
+                        (Change("measure", "current_link_width", dev.name),)))
+    return out
+
+
+def _gts(speed: str) -> float:
+    """``32.0 GT/s PCIe`` -> 32.0 (0 when it says no figure)."""
+    try:
+        return float(speed.split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def per_rail(net: Optional[NetSetup]) -> tuple[str, tuple[Change, ...]]:
+    """The measurement that decides what comes next when NCCL is set up right and the link reads
+    healthy: each rail alone with ib_write_bw, then cable, power, firmware, NCCL's build."""
+    rails = [d.name for d in (net.rdma if net is not None and not net.error else []) if d.active] or ["<each RoCE device>"]
+    first = rails[0]
+    firmware = sorted({d.fw_ver for d in net.rdma if d.fw_ver}) if net is not None and not net.error else []
+    fw = f" (now {', '.join(firmware)})" if firmware else ""
+    text = (f"run ib_write_bw on each rail alone ({', '.join(rails)}): ib_write_bw -d {first} -x 3 --report_gbits on "
+            "one node, the same command with the first node's address on the other; a rail well below the other: "
+            "reseat or replace the QSFP cable, power-cycle both machines fully (AC unplugged), update the ConnectX "
+            f"firmware{fw}; every rail fast: use a release NCCL (2.28.9 or later; a development build plateaued at "
+            "3 GB/s with this setup right)")
+    return text, tuple(Change("measure", "ib_write_bw", r) for r in rails)
 
 
 def describe_link(net: Optional[NetSetup]) -> str:
@@ -387,10 +460,20 @@ def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
                        detail=more[:1000], readings=readings)
     rng = f"{expected.lo:g}-{expected.hi:g} GB/s expected"
     more += f"; {rng} for the {profile.key} profile's link set up right"
-    fix = "; ".join(steps) or ("export NCCL_IB_HCA with every active RoCE device, set MTU 9000 on the link's "
-                               "interfaces on both nodes, and use a release NCCL (2.28.9 or later)")
     if busbw >= PASS_FRACTION * expected.lo:
         return Verdict(G, Status.PASS, f"{head}, {rng}", detail=more[:1000], readings=readings)
+    if steps:  # what the setup lacks comes first: the link is judged once NCCL is set up for it
+        fix, changes = "; ".join(steps), nccl_changes(net, profile)
+    else:  # set up right and still slow: the next cause is the link itself
+        link = link_findings(net)
+        rail, measure = per_rail(net)
+        fix = "; ".join([step for _, step, _ in link] + ([] if link else [rail]))
+        changes = [c for _, _, cs in link for c in cs] or list(measure)
+        if link:
+            more += "; " + "; ".join(finding for finding, _, _ in link)
+        else:
+            more += "; NCCL's setup on this node is right (every active RoCE device in NCCL_IB_HCA, MTU 9000)"
+    readings["remedy"] = changes_json(changes)
     if busbw <= SLOW_BUSBW_GBPS:
         wrong = f"; at most {SLOW_BUSBW_GBPS:g} GB/s is the figure of a link set up wrong"
         return Verdict(G, Status.FAIL, f"{head}: far below the {rng}", detail=(more + wrong)[:1000], fix=fix,

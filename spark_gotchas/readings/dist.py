@@ -25,13 +25,24 @@ class Interface:
 
 @dataclass
 class RdmaDevice:
-    """``ibdev2netdev`` for one RDMA device (port 1)."""
+    """``ibdev2netdev`` for one RDMA device (port 1); ``ibstat`` for its port's physical state and
+    firmware; ``cat /sys/class/infiniband/<dev>/device/current_link_{speed,width}`` for its PCIe link."""
 
     name: str
     netdevs: list[str] = field(default_factory=list)
     state: Optional[str] = None  # "ACTIVE", "DOWN"
     rate: Optional[str] = None  # "200 Gb/sec (4X HDR)"
     link_layer: Optional[str] = None  # "Ethernet" for RoCE
+    # the port's physical link, the adapter's firmware, and the PCIe link the adapter sits on (the device's
+    # current_link_speed/width beside the most it can do): a Spark's QSFP port is two PCIe Gen5 x4 adapters,
+    # and a second one wired at x2 halves that rail (None: not readable, or a snapshot of an older suite)
+    phys_state: Optional[str] = None  # "LinkUp", "Disabled", "Polling"
+    fw_ver: Optional[str] = None  # "28.45.4028"
+    pci_address: Optional[str] = None  # "0000:01:00.0"
+    pcie_speed: Optional[str] = None  # "32.0 GT/s PCIe"
+    pcie_width: Optional[int] = None  # 4
+    pcie_max_speed: Optional[str] = None
+    pcie_max_width: Optional[int] = None
 
     @property
     def active(self) -> bool:

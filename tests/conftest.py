@@ -12,6 +12,18 @@ pytest_plugins = ["pytester"]
 if importlib.util.find_spec("numpy") is not None:
     import numpy  # noqa: F401
 
+# hypothesis draws the same examples on every machine and every run (derandomized: from each test's
+# own code), with no example database: a machine's .hypothesis folder would replay what it once
+# found there and nowhere else, so a property would pass on one box and fail on another. A test's
+# own settings (tests/test_fuzz.py) say the same; SPARK_GOTCHAS_FUZZ_RANDOM=1 draws new examples.
+if importlib.util.find_spec("hypothesis") is not None:
+    import os
+
+    from hypothesis import settings
+
+    settings.register_profile("spark-gotchas", derandomize=True, database=None, print_blob=True)
+    settings.register_profile("spark-gotchas-random", database=None, print_blob=True)
+    settings.load_profile("spark-gotchas-random" if os.environ.get("SPARK_GOTCHAS_FUZZ_RANDOM") else "spark-gotchas")
 
 
 def pytest_configure(config):

@@ -287,3 +287,50 @@ def test_the_warm_up_never_raises_and_says_what_each_backend_did():
     assert isinstance(took["math"], float)  # the math backend runs anywhere, CPU tensors included
     if not torch.cuda.is_available():
         assert took["flash"] == "not for this problem"  # torch's own test: flash needs CUDA tensors
+
+
+# -- where SDPA is judged, and torch that runs no GPU attention -----------------------------------------
+def test_a_cpu_only_torch_is_no_pass_about_gpu_attention():
+    """A CPU-only torch (torch 2.13.0+cpu, as pip gives it without the CUDA index): no attention runs on a GPU."""
+    from spark_gotchas.readings.torch import TorchBuild
+
+    cpu = TorchBuild(installed=True, version="2.13.0+cpu", cuda=None)
+    sdpa = Sdpa(torch_installed=True, torch="2.13.0+cpu", problem="torch sees no CUDA device")
+    v = g02.judge_flash_attn(FlashAttn(installed=False), Unsloth(installed=False), sdpa, cpu)
+    assert v.line == "G2 INFO: torch 2.13.0+cpu is a CPU build: no attention runs on a GPU here; flash-attn not installed"
+    assert v.detail.startswith("G1's torch line names the build to install")
+    none = g02.judge_flash_attn(FlashAttn(installed=False), None, Sdpa(torch_installed=False),
+                                TorchBuild(installed=False))
+    assert none.line == "G2 INFO: flash-attn and torch are not installed: no attention runs here"
+
+
+def test_a_conda_environment_is_not_called_bare_pip():
+    from spark_gotchas.readings.env import ContainerEvidence
+    from spark_gotchas.readings.torch import TorchBuild
+
+    cuda = TorchBuild(installed=True, version="2.5.1", cuda="12.6")
+    conda = ContainerEvidence(python_prefix="/home/u/miniforge3/envs/train", conda_meta=True, venv=False,
+                              conda_prefix="/home/u/miniforge3/envs/train", conda_torch="pytorch-2.5.1-cuda126_py312h1")
+    v = g02.judge_flash_attn(FlashAttn(installed=False), None, SDPA_H200, cuda, conda)
+    assert v.line == "G2 PASS: flash-attn is not installed: attention uses torch SDPA, the right choice in this conda environment"
+    venv = ContainerEvidence(python_prefix="/home/u/.venv", conda_meta=False, venv=True)
+    assert g02.judge_flash_attn(FlashAttn(installed=False), None, SDPA_H200, cuda, venv).line.endswith(
+        "the right choice on bare pip")
+    ngc = ContainerEvidence(python_prefix="/usr", conda_meta=False, venv=False, ngc_vars={"NVIDIA_PYTORCH_VERSION": "25.10"})
+    assert g02.judge_flash_attn(FlashAttn(installed=False), None, SDPA_H200, cuda, ngc).line.endswith(
+        "the right choice here")
+    # a snapshot of an older suite, without these fields: the line it had
+    old = ContainerEvidence(python_prefix="/usr")
+    assert g02.judge_flash_attn(FlashAttn(installed=False), None, SDPA_H200, cuda, old).line.endswith(
+        "the right choice on bare pip")
+
+
+def test_a_broken_flash_attn_gets_its_one_remedy_in_machine_form():
+    from spark_gotchas.readings import remedies
+
+    broken = FlashAttn(installed=True, version="2.8.3", probe=FlashAttnProbe(attempted=True, imported=False,
+                                                                            import_error="undefined symbol"))
+    v = g02.judge_flash_attn(broken, None, SDPA_H200)
+    assert v.fix == remedies.FLASH_ATTN.text
+    assert v.readings["remedy"] == [{"kind": "uninstall", "target": "flash-attn"},
+                                    {"kind": "setting", "target": "attn_implementation", "value": "sdpa"}]

@@ -454,3 +454,29 @@ def test_cap_ipc_lock_is_read_from_the_effective_set(lines, expected):
 def test_this_processs_status_parses():
     with open("/proc/self/status") as fh:
         assert envr.has_cap_ipc_lock(fh.read().splitlines()) in (True, False)
+
+
+# -- conda is conda, not bare pip ----------------------------------------------------------------------
+def test_a_conda_environment_is_named_so_with_where_its_torch_came_from(tmp_path):
+    """A miniforge env (a conda-meta/ folder in sys.prefix) whose torch conda installed, and one whose
+    torch pip put in: neither is 'bare pip'."""
+    from spark_gotchas.readers.env import python_environment
+    from spark_gotchas.readings.env import ContainerEvidence
+
+    prefix = tmp_path / "envs" / "train"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "pytorch-2.5.1-cuda126_py312h1234567_303.json").write_text("{}")
+    (prefix / "conda-meta" / "python-3.12.8-h9e4cc4f_1_cpython.json").write_text("{}")
+    found = python_environment(str(prefix), str(prefix))
+    assert found["conda_meta"] is True and found["venv"] is False
+    assert found["conda_torch"] == "pytorch-2.5.1-cuda126_py312h1234567_303"
+    ev = ContainerEvidence(proc1_cgroup=["0::/init.scope"], python_prefix=str(prefix), **found)
+    verdict = g09.judge_environment(ev, dists(torch="2.5.1"))
+    assert verdict.line == "G9 WARN: a bare host (no container marker); conda: torch 2.5.1 from conda (pytorch-2.5.1-cu…"
+    assert verdict.fix == g09.CONDA_FIX and "bare pip" not in verdict.line
+    by_pip = ContainerEvidence(proc1_cgroup=["0::/init.scope"], python_prefix=str(prefix),
+                               **{**found, "conda_torch": None})
+    assert g09.judge_environment(by_pip, dists(torch="2.11.0+cu130")).line == (
+        "G9 WARN: a bare host (no container marker); conda: torch 2.11.0+cu130 from pip")
+    venv = python_environment(str(tmp_path / "venv"), "/usr")
+    assert venv == {"conda_meta": False, "conda_prefix": venv["conda_prefix"], "venv": True, "conda_torch": None}

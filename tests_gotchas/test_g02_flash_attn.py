@@ -11,4 +11,5 @@ pytestmark = pytest.mark.fast
 def test_g2_flash_attn_and_unsloth(spark):
     """flash-attn"""
     spark.report(g02.judge_flash_attn(spark.read("attention.flash_attn"), spark.try_read("attention.unsloth"),
-                                      spark.try_read("attention.sdpa")))
+                                      spark.try_read("attention.sdpa"), spark.try_read("torch.build"),
+                                      spark.try_read("env.container")))

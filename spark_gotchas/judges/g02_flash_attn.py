@@ -2,12 +2,18 @@
 
 Rules:
 
-- flash-attn not installed → **PASS**: SDPA is the right choice on bare pip.
-- installed but broken → **FAIL** with "uninstall flash-attn, use SDPA". Broken: the import
-  raises, crashes (the signal is named) or hangs; the interface Unsloth imports does not load;
-  the causal call raises; or its output is not finite or differs from an fp32 SDPA reference by
-  more than max(2 × torch SDPA's own error in the same dtype, 1e-3) — the rule flash-attn's own
-  tests use. A crash on import adds that `import unsloth` will crash the same way.
+- flash-attn not installed → **PASS**: SDPA is the right choice, said of where this Python is: on
+  bare pip (a venv or the system's pip), in this conda environment (a `conda-meta/` folder in
+  `sys.prefix`), here (an NGC PyTorch image). But with torch a CPU build → **INFO** "no attention runs
+  on a GPU here" (G1's torch line names the build to install), and with no torch → **INFO**: never
+  a PASS about GPU attention where none can run.
+- installed but broken → **FAIL** with "uninstall flash-attn, use SDPA": flash-attn's one remedy
+  (`readings/remedies.py`), the one G1 gives too for a flash-attn whose kernels do not reach this
+  GPU. Broken: the import raises, crashes (the signal is named) or hangs; the interface Unsloth
+  imports does not load; the causal call raises; or its output is not finite or differs from an
+  fp32 SDPA reference by more than max(2 × torch SDPA's own error in the same dtype, 1e-3) — the
+  rule flash-attn's own tests use. A crash on import adds that `import unsloth` will crash the
+  same way.
 - installed and working, Unsloth installed beside it, and the GPU at or above Unsloth's
   capability gate → **WARN**: Unsloth will ignore `attn_implementation="sdpa"`.
 - installed and working, no Unsloth (or a GPU below its gate) → **PASS**.
@@ -19,13 +25,15 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..readings import remedies
 from ..readings.attention import FlashAttn, Sdpa, Unsloth
+from ..readings.env import ContainerEvidence
+from ..readings.torch import TorchBuild
 from ..verdict import TAIL_ROOM, Status, Verdict, fitting
 
 G = 2
 UNSLOTH_MIN_MAJOR = 8  # unsloth.models._utils: "if major_version >= 8"
-FIX_BROKEN = ('run pip uninstall -y flash-attn and load models with attn_implementation="sdpa" (bare pip has no '
-              "working flash-attn for this GPU; NGC containers ship one that works)")
+FIX_BROKEN = remedies.FLASH_ATTN.text  # flash-attn's one remedy: G1 gives the same for a flash-attn without kernels here
 FIX_UNSLOTH = ("call spark_gotchas.fixes.force_sdpa() before `import unsloth` (it hides flash_attn, so Unsloth "
                'sets HAS_FLASH_ATTENTION = False), then check that model.config._attn_implementation == "sdpa"; '
                "or run pip uninstall -y flash-attn")
@@ -98,7 +106,18 @@ def _broken(flash: FlashAttn) -> Optional[tuple[str, str]]:
     return None
 
 
-def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: Optional[Sdpa] = None) -> Verdict:
+def _where(env: Optional[ContainerEvidence]) -> str:
+    """Where SDPA without flash-attn is the right choice: ``on bare pip`` (a venv or the system's pip),
+    ``in this conda environment``, ``here`` (an NVIDIA image); ``on bare pip`` where it was not recorded."""
+    if env is None or env.python_env is None:
+        return "on bare pip"
+    if env.ngc_vars.get("NVIDIA_PYTORCH_VERSION") or env.ngc_vars.get("PYTORCH_BUILD_VERSION"):
+        return "here"
+    return "in this conda environment" if env.python_env == "conda" else "on bare pip"
+
+
+def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: Optional[Sdpa] = None,
+                     build: Optional[TorchBuild] = None, env: Optional[ContainerEvidence] = None) -> Verdict:
     p = flash.probe
     readings = {
         "flash_attn": flash.version if flash.installed else None,
@@ -114,8 +133,19 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
         after = ""
         if unsloth is not None and unsloth.installed:
             after = f"; {_unsloth_name(unsloth)} falls back to {'xformers' if unsloth.xformers_installed else 'SDPA'}"
+        no_torch = (build is not None and not build.installed) or (sdpa is not None and not sdpa.torch_installed)
+        if no_torch:
+            return Verdict(G, Status.INFO, "flash-attn and torch are not installed: no attention runs here",
+                           detail=(after + note)[2:], readings=readings)
+        if build is not None and build.installed and not build.import_error and not build.worker_problem \
+                and build.cuda_major is None:
+            return Verdict(G, Status.INFO, fitting(G, Status.INFO, f"torch {build.version} is a CPU build: no attention "
+                                                               "runs on a GPU here; flash-attn not installed",
+                                                   "torch is a CPU build: no attention runs on a GPU here; flash-attn "
+                                                   "not installed"),
+                           detail=("G1's torch line names the build to install" + after + note), readings=readings)
         return Verdict(G, Status.PASS, "flash-attn is not installed: attention uses torch SDPA, the right choice "
-                                       "on bare pip", detail=(after + note)[2:], readings=readings)
+                                       f"{_where(env)}", detail=(after + note)[2:], readings=readings)
     name = f"flash-attn {flash.version or '(no metadata)'}"
     if p is None:
         return Verdict(G, Status.SKIP, f"{name} is installed but was not tried: the reading holds no probe",
@@ -129,7 +159,7 @@ def judge_flash_attn(flash: FlashAttn, unsloth: Optional[Unsloth] = None, sdpa: 
             why += "; `import unsloth` will crash too"
             more += f"; {_unsloth_name(unsloth)} imports flash_attn"
         return Verdict(G, Status.FAIL, f"{name} is installed but broken: {why}", detail=more[:400], fix=FIX_BROKEN,
-                       readings=readings)
+                       readings={**readings, "remedy": remedies.changes_json(remedies.FLASH_ATTN.changes)})
     picks = unsloth_picks_flash(flash, unsloth)
     if picks:
         where = "unsloth.models._utils" if unsloth is None or unsloth.flag_decided_there else (

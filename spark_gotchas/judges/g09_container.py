@@ -45,6 +45,10 @@ evidence → bare host; `/proc/1/cgroup` unreadable and no other marker → unkn
 - consistent, in any other container → **WARN** "not an NGC or Unsloth container" with the image
   or marker that told, and torch's version (`bare pip: torch 2.11.0`);
 - consistent, on a bare host (or unknown) → **WARN** with the container advice.
+- a conda environment (a `conda-meta/` folder in `sys.prefix`) is named so, never "bare pip":
+  `conda: torch 2.5.1 from conda (pytorch-2.5.1-cuda126_…)` when conda's own record of torch is
+  there, `conda: torch 2.11.0 from pip` when pip put it in; the fix then says to install torch and
+  what pins to it from one conda channel, never some of them with pip.
 
 **How the container was started** (`test_g9_shm_and_ulimits`; in containers only: on a bare host
 `/dev/shm` is a tmpfs of half the RAM and the limits are the login's):
@@ -217,12 +221,27 @@ def _priority(problem) -> tuple[int, str]:
     return (0 if names & set(KEY_PACKAGES) else 1, problem.distribution.lower())
 
 
-def _pip_tail(dists: Distributions, pinned: bool = False) -> str:
-    """``bare pip: torch 2.11.0`` (``, nothing pins it to this GPU`` on a bare host)."""
+def _pip_tail(dists: Distributions, pinned: bool = False, ev: Optional[ContainerEvidence] = None) -> str:
+    """``bare pip: torch 2.11.0`` (``, nothing pins it to this GPU`` on a bare host); in a conda
+    environment ``conda: torch 2.5.1 from conda (pytorch-2.5.1-cuda126_…)`` or ``conda: torch 2.11.0
+    from pip``: conda solves its own packages together, pip's beside them drift."""
     torch = dists.versions.get("torch")
     what = f"torch {_short(torch)}" if torch else f"{len(dists.versions)} distributions"
+    if ev is not None and ev.python_env == "conda":
+        if torch and ev.conda_torch:
+            return f"conda: {what} from conda ({_short(ev.conda_torch)})"
+        return f"conda: {what} from pip" if torch else f"conda: {what}"
     pins = (", nothing pins it to this GPU" if torch else ", nothing pins them to this GPU") if pinned else ""
     return f"bare pip: {what}{pins}"
+
+
+CONDA_FIX = ("run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); "
+             "staying in conda, install torch and what pins to it (triton, xformers, flash-attn) from one channel "
+             "with conda, never some of them with pip, and keep a --spark-baseline snapshot of the working set")
+
+
+def _fix_for(ev: ContainerEvidence) -> str:
+    return CONDA_FIX if ev.python_env == "conda" else CONTAINER_FIX
 
 
 def _image_fix(image: Image, dists: Distributions) -> str:
@@ -274,13 +293,15 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
     if image is not None and image.replaced:
         return Verdict(G, Status.WARN, f"{image.label}, but {image.replaced}", fix=_image_fix(image, dists),
                        readings=readings)
+    readings["python_env"] = ev.python_env
     if kind == "container":
         why = image.label if image else evidence[0]
-        return Verdict(G, Status.WARN, f"not an NGC or Unsloth container ({why}); {_pip_tail(dists)}",
-                       detail=f"a container: {', '.join(evidence)}", fix=CONTAINER_FIX, readings=readings)
+        return Verdict(G, Status.WARN, f"not an NGC or Unsloth container ({why}); {_pip_tail(dists, ev=ev)}",
+                       detail=f"a container: {', '.join(evidence)}", fix=_fix_for(ev), readings=readings)
     host = "a bare host" if kind == "bare" else "container status unknown"
-    return Verdict(G, Status.WARN, f"{host} ({evidence[0]}); {_pip_tail(dists, pinned=True)}",
-                   fix=CONTAINER_FIX, readings=readings)
+    return Verdict(G, Status.WARN, f"{host} ({evidence[0]}); {_pip_tail(dists, pinned=True, ev=ev)}",
+                   detail=f"conda environment {ev.python_prefix}" if ev.python_env == "conda" else "",
+                   fix=_fix_for(ev), readings=readings)
 
 
 # -- how the container was started ---------------------------------------------------------------------

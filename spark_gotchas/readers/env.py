@@ -145,7 +145,28 @@ def read_container(ctx: ReadContext) -> ContainerEvidence:
         stack=stack,
         cap_ipc_lock=has_cap_ipc_lock(status),
         limits_error=limits_error,
+        **python_environment(),
     )
+
+
+def python_environment(prefix: Optional[str] = None, base_prefix: Optional[str] = None) -> dict:
+    """What kind of environment this Python is: conda (a conda-meta/ folder in sys.prefix, as conda,
+    mamba and micromamba make), a venv (sys.prefix is not sys.base_prefix), or the system's; and
+    the conda record of torch (pytorch-*.json, or torch-*.json from another channel) when conda
+    installed it."""
+    prefix = sys.prefix if prefix is None else prefix
+    base = sys.base_prefix if base_prefix is None else base_prefix
+    meta = os.path.join(prefix, "conda-meta")
+    conda = os.path.isdir(meta)
+    record = None
+    if conda:
+        try:
+            names = sorted(os.listdir(meta))[:20000]
+        except OSError:
+            names = []
+        record = next((n[:-5] for n in names if n.endswith(".json") and re.match(r"(py)?torch-\d", n)), None)
+    return {"conda_meta": conda, "conda_prefix": os.environ.get("CONDA_PREFIX"),
+            "venv": os.path.realpath(prefix) != os.path.realpath(base), "conda_torch": record}
 
 
 def installed_versions() -> dict[str, str]:

@@ -46,6 +46,23 @@ class ContainerEvidence:
     stack: Optional[Rlimit] = None  # RLIMIT_STACK (docker run --ulimit stack=67108864)
     cap_ipc_lock: Optional[bool] = None  # CAP_IPC_LOCK in /proc/self/status CapEff: memlock does not bind
     limits_error: Optional[str] = None  # why the limits could not be read
+    # What kind of Python environment this is (None: a snapshot of an older suite): sys.prefix holds a
+    # conda-meta/ folder (conda, mamba, micromamba, miniforge), CONDA_PREFIX as set, sys.prefix differs
+    # from sys.base_prefix (a venv), and the conda record of torch when conda installed it
+    # (conda-meta/pytorch-2.5.1-cuda126_….json: ``conda list pytorch``)
+    conda_meta: Optional[bool] = None
+    conda_prefix: Optional[str] = None
+    venv: Optional[bool] = None
+    conda_torch: Optional[str] = None
+
+    @property
+    def python_env(self) -> Optional[str]:
+        """``conda`` / ``venv`` / ``system`` (pip into the system's Python); None when not recorded."""
+        if self.conda_meta is None and self.venv is None:
+            return None
+        if self.conda_meta:
+            return "conda"
+        return "venv" if self.venv else "system"
 
 
 # -- env.distributions ----------------------------------------------------------------------------

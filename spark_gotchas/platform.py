@@ -12,10 +12,9 @@ import importlib.metadata
 import sys
 from typing import Any, Optional, Protocol
 
-from . import __version__
+from . import __version__, outward
 from .profiles import GENERIC, NONE, PROFILES, SAME, Machine, Profile, beyond, by_pci, match, resolve
-
-NOT_RECORDED = "not recorded"
+from .snapshot import NOT_RECORDED
 
 
 class Readings(Protocol):
@@ -154,25 +153,27 @@ def describe(provider: Readings, requested: str = "auto") -> dict[str, Any]:
 def one_line(desc: dict[str, Any], replayed_from: Optional[str] = None) -> str:
     """The platform in a line. ``desc`` may come from a document someone else wrote (``diff`` of
     two reports): a field of an unforeseen type is shown as text, a capability that is no pair
-    is left out."""
-    gpu = str(desc.get("gpu") or (f"NVIDIA GPU present but not visible here ({desc['gpu_hidden']})"
-                                  if desc.get("gpu_hidden") else f"no GPU ({desc.get('nvml_error') or 'none found'})"))
+    is left out. Each field from outside is bounded where it is printed (:func:`outward.field`: a
+    GPU named ``H200`` and 141 spaces and ``G4 PASS: …`` starts no row of its own)."""
+    field = outward.field
+    gpu = field(desc.get("gpu") or (f"NVIDIA GPU present but not visible here ({desc['gpu_hidden']})"
+                                    if desc.get("gpu_hidden") else f"no GPU ({desc.get('nvml_error') or 'none found'})"), 100)
     cap = desc.get("capability")
     pair = isinstance(cap, (list, tuple)) and len(cap) == 2
-    parts = [gpu + (f" (cc {cap[0]}.{cap[1]})" if pair else "")]
+    parts = [gpu + (f" (cc {field(cap[0], 6)}.{field(cap[1], 6)})" if pair else "")]
     if desc.get("gpu") and desc.get("nvml_error") and not desc.get("driver"):  # the GPU as torch sees it
-        parts.append(f"NVML unavailable: {desc['nvml_error']}")
+        parts.append(f"NVML unavailable: {field(desc['nvml_error'], 100)}")
     if desc.get("driver"):
-        parts.append(f"driver {desc['driver']} / CUDA {desc.get('cuda_driver') or '?'}")
+        parts.append(f"driver {field(desc['driver'], 40)} / CUDA {field(desc.get('cuda_driver') or '?', 20)}")
     if desc.get("torch"):
-        parts.append(f"torch {desc['torch']}")
+        parts.append(f"torch {field(desc['torch'], 60)}")
     if desc.get("machine_is_profile") is False and isinstance(desc.get("profile"), str) and desc["profile"] in PROFILES:
         parts.append(f"not {PROFILES[desc['profile']].a_name}: its live state not judged")
     elif isinstance(desc.get("beyond_envelope"), str) and isinstance(desc.get("profile"), str) \
             and desc["profile"] in PROFILES:  # an x86_64 "GB10": no such machine
-        parts.append(f"{desc['beyond_envelope']}: not {PROFILES[desc['profile']].a_name}, its live state not judged")
-    parts.append(f"profile {desc['profile']}")
-    head = "replayed " + replayed_from + ": " if replayed_from else ""
+        parts.append(f"{field(desc['beyond_envelope'], 100)}: not {PROFILES[desc['profile']].a_name}, its live state not judged")
+    parts.append(f"profile {field(desc['profile'], 40)}")
+    head = "replayed " + field(replayed_from, 160) + ": " if replayed_from else ""
     return head + ", ".join(parts)
 
 

@@ -134,9 +134,9 @@ class Beyond:
                        readings={**(readings or {}), "beyond_envelope": f"{self.what} is {self.how}"})
 
 
-FIX_BEYOND = ("a replayed snapshot: take it again on the machine it names (spark-gotchas -m fast --spark-snapshot "
-              "FILE there); live: the GPU is not what the profile describes: check its name (nvidia-smi -L) and "
-              "judge it with --spark-profile generic, which takes NVML's own figures")
+FIX_BEYOND = ("re-run on the machine the snapshot names (spark-gotchas -m fast --spark-snapshot FILE there) and replay "
+              "that; if this was a live run, the GPU is not what the profile describes: check its name (nvidia-smi -L) "
+              "and judge it with --spark-profile generic, which takes NVML's own figures")
 
 
 @dataclass(frozen=True)
@@ -246,6 +246,18 @@ GB10 = Profile(
     ),
 )
 
+H200_ENVELOPE = Envelope(
+    arch=("x86_64", "aarch64"),  # HGX boards in x86 servers; the NVL card also in Arm (Grace) servers
+    capability=(9, 0),
+    device_memory_bytes=144 * GIB,  # six 24 GB HBM3e stacks; 141 GB usable (NVML 150.75e9 B here)
+    bandwidth_gbps=4800.0,
+    peak_tflops={"bf16": 989.0, "fp8": 1979.0},
+    power_limit_w=700.0,
+    max_sm_clock_mhz=1980.0,  # any Hopper's (GH100's) clock bound
+    source="NVIDIA H200 datasheet: 141 GB HBM3e, 4.8 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, up "
+           "to 700 W (SXM); NVL 600 W, BF16 1,671, FP8 3,341",
+)
+
 H200 = Profile(
     key="h200",
     title="NVIDIA H200",
@@ -271,25 +283,26 @@ H200 = Profile(
         "fp8": Range(1290.0, 1290.0, "torch._scaled_mm 8192^3, one H200 measured here"),
     },
     short="H200",
-    envelope=Envelope(
-        arch=("x86_64", "aarch64"),  # HGX boards in x86 servers; the NVL card also in Arm (Grace) servers
-        capability=(9, 0),
-        device_memory_bytes=144 * GIB,  # six 24 GB HBM3e stacks; 141 GB usable (NVML 150.75e9 B here)
-        bandwidth_gbps=4800.0,
-        peak_tflops={"bf16": 989.0, "fp8": 1979.0},
-        power_limit_w=700.0,
-        max_sm_clock_mhz=1980.0,
-        source="NVIDIA H200 datasheet: 141 GB HBM3e, 4.8 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, up "
-               "to 700 W (SXM); NVL 600 W, BF16 1,671, FP8 3,341",
-    ),
+    envelope=H200_ENVELOPE,
     variants=(
-        Variant(r"\bNVL\b", "NVIDIA H200 NVL", "an H200 NVL", "H200 NVL", Envelope(
-            arch=("x86_64", "aarch64"), capability=(9, 0), device_memory_bytes=144 * GIB, bandwidth_gbps=4800.0,
-            peak_tflops={"bf16": 835.0, "fp8": 1671.0}, power_limit_w=600.0, max_sm_clock_mhz=1980.0,
+        Variant(r"\bNVL\b", "NVIDIA H200 NVL", "an H200 NVL", "H200 NVL", replace(
+            H200_ENVELOPE, peak_tflops={"bf16": 835.0, "fp8": 1671.0}, power_limit_w=600.0,
             source="NVIDIA H200 datasheet, H200 NVL: 141 GB, 4.8 TB/s, BF16 1,671 and FP8 3,341 TFLOPS with "
                    "sparsity, up to 600 W"),
             {"rated_power_w": 600.0, "gemm_tflops": {}, "bandwidth_gbps": {}}),  # the ranges are an SXM's
     ),
+)
+
+H100_ENVELOPE = Envelope(  # any H100: the widest of its forms
+    arch=("x86_64", "aarch64"),  # x86 servers mostly; the PCIe and NVL cards also in Arm servers
+    capability=(9, 0),
+    device_memory_bytes=96 * GIB,  # NVL: 94 GB HBM3
+    bandwidth_gbps=3900.0,  # NVL
+    peak_tflops={"bf16": 989.0, "fp8": 1979.0},  # SXM
+    power_limit_w=700.0,  # SXM
+    max_sm_clock_mhz=1980.0,
+    source="NVIDIA H100 datasheet: SXM 80 GB, 3.35 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, up to "
+           "700 W; NVL 94 GB, 3.9 TB/s, 1,671 / 3,341, 350-400 W; PCIe 80 GB, 2 TB/s, 1,513 / 3,026, 350 W",
 )
 
 H100 = Profile(
@@ -306,37 +319,37 @@ H100 = Profile(
     rated_power_w=700.0,
     notes=("bandwidth ranges not measured by this suite: judged against NVML's theoretical peak",),
     short="H100",
-    envelope=Envelope(  # any H100: the widest of its forms
-        arch=("x86_64", "aarch64"),  # x86 servers mostly; the PCIe and NVL cards also in Arm servers
-        capability=(9, 0),
-        device_memory_bytes=96 * GIB,  # NVL: 94 GB HBM3
-        bandwidth_gbps=3900.0,  # NVL
-        peak_tflops={"bf16": 989.0, "fp8": 1979.0},  # SXM
-        power_limit_w=700.0,  # SXM
-        max_sm_clock_mhz=1980.0,
-        source="NVIDIA H100 datasheet: SXM 80 GB, 3.35 TB/s, BF16 1,979 and FP8 3,958 TFLOPS with sparsity, up to "
-               "700 W; NVL 94 GB, 3.9 TB/s, 1,671 / 3,341, 350-400 W; PCIe 80 GB, 2 TB/s, 1,513 / 3,026, 350 W",
-    ),
+    envelope=H100_ENVELOPE,
     variants=(
-        Variant(r"\bPCIe\b", "NVIDIA H100 PCIe", "an H100 PCIe", "H100 PCIe", Envelope(
-            arch=("x86_64", "aarch64"), capability=(9, 0), device_memory_bytes=80 * GIB, bandwidth_gbps=2039.0,
-            peak_tflops={"bf16": 756.0, "fp8": 1513.0}, power_limit_w=350.0, max_sm_clock_mhz=1980.0,
+        Variant(r"\bPCIe\b", "NVIDIA H100 PCIe", "an H100 PCIe", "H100 PCIe", replace(
+            H100_ENVELOPE, device_memory_bytes=80 * GIB, bandwidth_gbps=2039.0, peak_tflops={"bf16": 756.0, "fp8": 1513.0},
+            power_limit_w=350.0,
             source="NVIDIA H100 PCIe product brief: 80 GB HBM2e, more than 2,000 GB/s (1593 MHz x 5120 bit: 2039), "
-                   "350 W maximum TDP; datasheet: BF16 1,513 and FP8 3,026 TFLOPS with sparsity; boost 1755 MHz (any "
-                   "Hopper's clock bound stays GH100's 1980)"),
+                   "350 W maximum TDP; datasheet: BF16 1,513 and FP8 3,026 TFLOPS with sparsity; boost 1755 MHz"),
             {"datasheet_bandwidth_gbps": 2039.0, "max_sm_clock_mhz": 1755.0, "rated_power_w": 350.0}),
-        Variant(r"\bNVL\b", "NVIDIA H100 NVL", "an H100 NVL", "H100 NVL", Envelope(
-            arch=("x86_64", "aarch64"), capability=(9, 0), device_memory_bytes=96 * GIB, bandwidth_gbps=3900.0,
-            peak_tflops={"bf16": 835.0, "fp8": 1671.0}, power_limit_w=400.0, max_sm_clock_mhz=1980.0,
+        Variant(r"\bNVL\b", "NVIDIA H100 NVL", "an H100 NVL", "H100 NVL", replace(
+            H100_ENVELOPE, peak_tflops={"bf16": 835.0, "fp8": 1671.0}, power_limit_w=400.0,
             source="NVIDIA H100 datasheet, H100 NVL: 94 GB HBM3, 3.9 TB/s, BF16 1,671 and FP8 3,341 TFLOPS with "
                    "sparsity, 350-400 W"),
             {"datasheet_bandwidth_gbps": 3900.0, "rated_power_w": 400.0}),
-        Variant(r"\bSXM|\bHBM3\b", "NVIDIA H100 SXM", "an H100 SXM", "H100 SXM", Envelope(
-            arch=("x86_64", "aarch64"), capability=(9, 0), device_memory_bytes=80 * GIB, bandwidth_gbps=3350.0,
-            peak_tflops={"bf16": 989.0, "fp8": 1979.0}, power_limit_w=700.0, max_sm_clock_mhz=1980.0,
+        Variant(r"\bSXM|\bHBM3\b", "NVIDIA H100 SXM", "an H100 SXM", "H100 SXM", replace(
+            H100_ENVELOPE, device_memory_bytes=80 * GIB, bandwidth_gbps=3350.0,
             source="NVIDIA H100 datasheet, H100 SXM (NVML: NVIDIA H100 80GB HBM3): 80 GB, 3.35 TB/s, BF16 1,979 "
                    "and FP8 3,958 TFLOPS with sparsity, up to 700 W")),
     ),
+)
+
+GH200_ENVELOPE = Envelope(
+    arch=("aarch64",),  # the Grace CPU
+    capability=(9, 0),
+    device_memory_bytes=144 * GIB,  # HBM3e; 96 GB HBM3 on the first version
+    host_memory_bytes=(480 + 144) * GIB,  # LPDDR5X, with the HBM where the driver onlines it as a NUMA node
+    bandwidth_gbps=4900.0,
+    peak_tflops={"bf16": 989.0, "fp8": 1979.0},
+    power_limit_w=1000.0,
+    max_sm_clock_mhz=1980.0,
+    source="NVIDIA GH200 datasheet: 96 GB HBM3 at 4 TB/s or 144 GB HBM3e at 4.9 TB/s, up to 480 GB LPDDR5X, "
+           "BF16 1,979 and FP8 3,958 TFLOPS with sparsity, 450-1000 W configurable",
 )
 
 GH200 = Profile(
@@ -354,24 +367,11 @@ GH200 = Profile(
     max_sm_clock_mhz=1980.0,
     notes=("bandwidth ranges not measured by this suite: judged against NVML's theoretical peak",),
     short="GH200",
-    envelope=Envelope(
-        arch=("aarch64",),  # the Grace CPU
-        capability=(9, 0),
-        device_memory_bytes=144 * GIB,  # HBM3e; 96 GB HBM3 on the first version
-        host_memory_bytes=(480 + 144) * GIB,  # LPDDR5X, with the HBM where the driver onlines it as a NUMA node
-        bandwidth_gbps=4900.0,
-        peak_tflops={"bf16": 989.0, "fp8": 1979.0},
-        power_limit_w=1000.0,
-        max_sm_clock_mhz=1980.0,
-        source="NVIDIA GH200 datasheet: 96 GB HBM3 at 4 TB/s or 144 GB HBM3e at 4.9 TB/s, up to 480 GB LPDDR5X, "
-               "BF16 1,979 and FP8 3,958 TFLOPS with sparsity, 450-1000 W configurable",
-    ),
+    envelope=GH200_ENVELOPE,
     variants=(
-        Variant(r"144G|HBM3e", "NVIDIA GH200 144GB HBM3e", "a GH200 144GB", "GH200 144GB", Envelope(
-            arch=("aarch64",), capability=(9, 0), device_memory_bytes=144 * GIB, host_memory_bytes=(480 + 144) * GIB,
-            bandwidth_gbps=4900.0, peak_tflops={"bf16": 989.0, "fp8": 1979.0}, power_limit_w=1000.0,
-            max_sm_clock_mhz=1980.0, source="NVIDIA GH200 datasheet: 144 GB HBM3e at 4.9 TB/s"),
-            {"datasheet_bandwidth_gbps": 4900.0}),
+        Variant(r"144G|HBM3e", "NVIDIA GH200 144GB HBM3e", "a GH200 144GB", "GH200 144GB",
+                replace(GH200_ENVELOPE, source="NVIDIA GH200 datasheet: 144 GB HBM3e at 4.9 TB/s"),
+                {"datasheet_bandwidth_gbps": 4900.0}),
     ),
 )
 

@@ -24,6 +24,7 @@ FORMAT = "spark-gotchas-snapshot"
 VERSION = 1
 MAX_BYTES = bounded_read.SNAPSHOT.limit
 MOST = "the most this suite reads as a snapshot"  # after "larger than 64 MiB", wherever a snapshot is refused
+NOT_RECORDED = "not recorded"  # the platform section's machine, kernel or python where no reading holds it
 
 
 class SnapshotError(Exception):
@@ -90,7 +91,7 @@ def from_data(data: Any, p: Path) -> Snapshot:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError(f"{p} is not a spark-gotchas snapshot (no \"format\": \"{FORMAT}\")")
     version = data.get("version")
-    if not isinstance(version, int) or version > VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:  # true is no version
         raise SnapshotError(f"snapshot {p} has version {version!r}; this suite reads up to {VERSION}")
     readings = data.get("readings")
     if not isinstance(readings, dict):
@@ -117,11 +118,11 @@ def recorded_host(platform: dict[str, Any]) -> dict[str, Any] | None:
     """The ``host.platform`` reading an older snapshot holds only in its platform section (its
     ``machine`` and ``python``, written on the machine it recorded), else None: its kernel is not recorded."""
     machine = platform.get("machine")
-    if not isinstance(machine, str) or not machine:
+    if not isinstance(machine, str) or not machine or machine == NOT_RECORDED:
         return None
     python = platform.get("python")
-    return {"machine": arch_name(machine), "python": python if isinstance(python, str) else None,
-            "source": "the snapshot's platform section"}
+    return {"machine": arch_name(machine), "python": python if isinstance(python, str) and python != NOT_RECORDED
+            else None, "source": "the snapshot's platform section"}
 
 
 def save(snapshot: Snapshot, path: str | os.PathLike) -> Path:

@@ -8,9 +8,9 @@ import pytest
 from replay_run import REPO, replay
 
 FIXTURES = REPO / "tests" / "fixtures" / "envelope"
-NOT_JUDGED = ("a replayed snapshot: take it again on the machine it names (spark-gotchas -m fast --spark-snapshot "
-              "FILE there); live: the GPU is not what the profile describes: check its name (nvidia-smi -L) and "
-              "judge it with --spark-profile generic, which takes NVML's own figures")
+NOT_JUDGED = ("re-run on the machine the snapshot names (spark-gotchas -m fast --spark-snapshot FILE there) and replay "
+              "that; if this was a live run, the GPU is not what the profile describes: check its name (nvidia-smi -L) "
+              "and judge it with --spark-profile generic, which takes NVML's own figures")
 
 
 def fix_of(r, gotcha: int) -> list[str]:
@@ -34,7 +34,7 @@ def test_swap_in_use_is_counted_in_a_pass_too(tmp_path):
 def test_a_spark_container_limited_to_64_gib_fails_a_load_the_pool_would_hold(tmp_path):
     r = replay(FIXTURES / "spark-container-64g.json", tmp_path, "--spark-model-gb", "50")
     assert r.of(3)[0] == "G3 FAIL: 50 GB of weights need ~50.0 GB of host memory; the container's limit leaves 38.7 GB"
-    assert fix_of(r, 3)[0].startswith("fix: raise this container's memory limit to at least 80.0 GB (docker run "
+    assert fix_of(r, 3)[0].startswith("fix: give this container a memory limit of at least 80.0 GB (docker run "
                                       "--memory, a Kubernetes memory limit, Slurm --mem)")
     detail = r.detail(r.of(3)[0])
     assert "68.7 GB (/sys/fs/cgroup/memory.max), 30.0 GB of it in use: 38.7 GB left" in detail
@@ -47,7 +47,7 @@ def test_a_spark_container_limited_to_64_gib_fails_a_load_the_pool_would_hold(tm
 def test_the_recorded_h200_in_a_64_gib_container_fails_the_host_side_of_a_load(tmp_path):
     r = replay(FIXTURES / "h200-container-64g.json", tmp_path, "--spark-model-gb", "70")
     assert r.of(3)[0] == "G3 FAIL: the load's host side (~70.0 GB) exceeds the container's 66.7 GB left: 3.3 GB short"
-    assert fix_of(r, 3)[0].startswith("fix: raise this container's memory limit to at least 72.0 GB")
+    assert fix_of(r, 3)[0].startswith("fix: give this container a memory limit of at least 72.0 GB")
 
 
 # -- readings no machine of their platform can give -------------------------------------------------------

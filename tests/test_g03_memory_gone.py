@@ -56,7 +56,7 @@ def test_a_container_limit_bounds_the_host_side_of_the_load_not_the_cuda_copy_on
     assert fits.detail.endswith("; the container's room covers the load's host side (~38.0 GB)")
     short = g03.judge_headroom(info, GB10, Plan(model_gb=50), cgroup=room)
     assert short.line == "G3 FAIL: 50 GB of weights need ~50.0 GB of host memory; the container's limit leaves 38.7 GB"
-    assert short.fix.startswith("raise this container's memory limit to at least 80.0 GB")
+    assert short.fix.startswith("give this container a memory limit of at least 80.0 GB")
     assert short.readings["cgroup_room_bytes"] == 64 * GIB - 30_000_000_000
 
 
@@ -79,7 +79,7 @@ def test_a_discrete_gpu_in_a_container_needs_the_host_side_in_the_container():
     room = cgroup(64 * GIB, usage=3_000_000_000, inactive=1_000_000_000)
     v = g03.judge_headroom(info, H200, Plan(model_gb=70), cuda, cgroup=room)
     assert v.line == "G3 FAIL: the load's host side (~70.0 GB) exceeds the container's 66.7 GB left: 3.3 GB short"
-    assert v.fix.startswith("raise this container's memory limit to at least 72.0 GB")
+    assert v.fix.startswith("give this container a memory limit of at least 72.0 GB")
     ok = g03.judge_headroom(info, H200, Plan(model_gb=60), cuda, cgroup=room)
     assert ok.status is Status.PASS and "the container's 66.7 GB left cover the load's host side (~60.0 GB)" in ok.detail
 

@@ -12,6 +12,7 @@ import no_nvml
 import pytest
 from bench_fakes import WallClock
 from gline_block import glines
+from sysfs_fakes import GB10_PCI, make_root
 
 from spark_gotchas import profiles
 from spark_gotchas.judges import g07_nvfp4 as g07
@@ -303,6 +304,9 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
     # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
     no_nvml.pin(monkeypatch)
+    # and the machine is a Spark's (aarch64, its GPU on the bus), live as in the replay of what it recorded
+    monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(pytester.path / "root", pci=[GB10_PCI],
+                                                               dev=("nvidia0", "nvidiactl"))))
     pytester.makepyfile(test_g07_check=(ROOT / "tests_gotchas" / "test_g07_nvfp4.py").read_text())
 
     def run(*args):

@@ -47,9 +47,10 @@ counting memory already gone:
   `hierarchical_memory_limit`), where it is below MemTotal (`/proc/meminfo` inside a container is
   the host's), leaves the limit less its working set (usage less inactive page cache, as kubelet
   and `docker stats` count). The load's host side, N × (F − 1) (the page cache's copy; with no GPU
-  the whole N × F), must fit that room → else **FAIL** `… but the container's limit leaves 24.0 GB: 16.0 GB short`, fix:
-  raise the limit (`docker run --memory`, a Kubernetes limit, Slurm `--mem`). The CUDA copy is no
-  charge on the container on a unified-memory GPU (a GB10's cgroup read 16.7 GiB while its engine
+  the whole N × F), must fit that room → else **FAIL** `50 GB of weights need ~50.0 GB of host
+  memory; the container's limit leaves 38.7 GB`, fix: give the container a larger limit (`docker
+  run --memory`, a Kubernetes limit, Slurm `--mem`). The CUDA copy is no charge on the container
+  on a unified-memory GPU (a GB10's cgroup read 16.7 GiB while its engine
   held 77 GiB, vllm #54200; sglang #35860): the whole peak is weighed against the pool instead.
   A cgroup that cannot be read is named in the detail;
 - unified (and no GPU): MemAvailable (less swap in use) below N × F → **FAIL** naming the
@@ -183,7 +184,7 @@ def gone(info: MemInfo, cgroup: Optional[MemCgroup]) -> Gone:
 
 def _container_fix(need: float, gone_: Gone) -> str:
     more = need - (gone_.room or 0) + (gone_.limit or 0)
-    return (f"raise this container's memory limit to at least {gb(more)} (docker run --memory, a Kubernetes memory "
+    return (f"give this container a memory limit of at least {gb(more)} (docker run --memory, a Kubernetes memory "
             "limit, Slurm --mem), or plan a smaller or quantized model. " + QLORA_NOTE)
 
 

@@ -13,6 +13,15 @@ nothing listed at all: see G6) → **INFO** `not at rest: a process outside this
 GPU (100% busy, 700.8 W)`; with a reason or temperature as above → **WARN** `throttling at rest,
 the GPU in use by …`, fix: stop it (or find it from the host), then re-run; never the cooling.
 
+Readings no machine of the profile's platform can give (its envelope, `profiles.py`), at rest,
+under load and in the soak: a power limit above the platform's maximum (H100 PCIe 350 W, SXM
+700 W), on a GB10 a power limit or a draw of 240 W or more (NVML reports no limit there, and 240 W
+feeds the whole box), an SM clock or max clock above its maximum (GB10 3003 MHz, Hopper 1980 MHz),
+the load's TFLOP/s more than 10 % above the dense datasheet peak (GB10 BF16 125), or a recorded CPU
+architecture or capability it has none of → **WARN** `BF16 181 TFLOP/s is 1.4x GB10's 125 TFLOP/s:
+not a GB10 reading; clocks not judged`: the snapshot, or the profile taken for this GPU, is wrong,
+so nothing is judged from it (never a PASS, never a FAIL).
+
 Under load (spot check):
 - a profile asked for on a machine that is not that platform (`--spark-profile gb10` on a CI box
   or an H200; a replay decides from the GPU the snapshot recorded) → **INFO**
@@ -310,8 +319,9 @@ def judge_spot_check(spot: SpotCheck, profile: Profile, processes: Optional[GpuP
         return here.beyond.verdict(G, "clocks")
     if not spot.attempted:
         return Verdict(G, Status.SKIP, f"no load spot check: {spot.reason}")
-    spoiled = _spoiled(spot, profile) or (_spoiled(spot.again, profile) if spot.again is not None else None)
-    if spoiled is not None:
+    spoiled = None if spot.load_problem else \
+        _spoiled(spot, profile) or (_spoiled(spot.again, profile) if spot.again is not None else None)
+    if spoiled is not None:  # (a load that crashed is a finding whatever its figures: judged below)
         return spoiled.verdict(G, "clocks", {"tflops": spot.tflops, "precision": spot.dtype,
                                              "power_limit_w": spot.power_limit_w})
     share = sharing(spot.window, processes)

@@ -4,7 +4,8 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 (GB10), MemTotal. Figures are in GB (10^9 bytes). On a GPU with its own memory no neighbour can
 grow into the host's, so an uncapped one is in the way only of a plan it leaves too little for.
 A process in another pid namespace has no pid here: it is found from the device's own figures
-(:meth:`spark_gotchas.readings.gpu.GpuProcesses.outside`).
+(:meth:`spark_gotchas.readings.gpu.GpuProcesses.outside`). What bounds each server is read by
+:mod:`spark_gotchas.workloads` as the server itself reads it.
 
 Rules:
 
@@ -25,8 +26,24 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 - Processes of one program are judged together: a process joins its topmost recorded
   ancestor that is a recognised workload (an engine child joins `vllm serve`, a torchrun
   worker joins torchrun), adding its memory to the group's.
-- Capped above 0.5 of the pool, or holding more than 0.5 of it → **FAIL**. An engine process
-  whose launcher is not visible is taken at its program's default cap.
+- A server is bounded by every setting it reads, read as its own parser reads it (docs/checks/g06.md
+  lists them with their sources): a flag however it may be spelled (`--flag=v`, `_` for `-` where the server takes it,
+  an abbreviation argparse accepts), the config file its command line names, the variables of
+  its environment, and the default of its installed release where none is set (vLLM: 0.9 to
+  0.19, 0.92 from 0.20, all of the GPU from 0.34; a release the snapshot does not hold is taken
+  at 0.9, the least any takes, and said so). The bound is one of: a share of the pool; a share of
+  the memory free after its weights (TensorRT-LLM); a KV cache of a set size beside its weights
+  (vLLM `--kv-cache-memory-bytes`, which leaves `--gpu-memory-utilization` out of it); what its
+  model and context need when it loads (llama.cpp); models loaded on request (Ollama,
+  llama-swap, llama-server's router mode).
+- Bounded above 0.5 of the pool, holding more than 0.5 of it, or a KV cache that with what it
+  holds beside it comes to more than 0.5 → **FAIL**. A KV cache set but nothing held yet →
+  **WARN** `cannot tell how far pid N may grow: its weights come on top of its KV cache …`.
+- A bound the recorded facts cannot settle (an engine whose launcher is not visible, a config
+  file that could not be read, an environment not read where the server reads its bound there,
+  a value the server would not have started with) is said, `cannot tell how far pid N may grow:
+  …` with the reason, and no default takes its place: it is judged by what it holds, as a
+  process without a cap is (below), and named `bound unknown`.
 - No cap and holding more than 4 GB → **FAIL** on a unified-memory GPU (GB10, GH200: an uncapped
   process grows into the pool the run needs). On a GPU with its own memory (H100, H200, a GPU
   without a profile whose memory NVML reads) → **WARN** naming it and what it leaves, e.g.
@@ -44,8 +61,8 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
   **WARN** `another process outside this container uses the GPU: 2 pids NVML lists are not visible
   here` (or `…: NVML lists no pid for it`), its figures in the detail; the fix says to find it from
   the host.
-- All workloads together claiming more than 0.5 of the pool (a cap claims cap × pool, an
-  uncapped process what it holds) → **FAIL**. With `--spark-model-gb N`, claiming more than
+- All workloads together claiming more than 0.5 of the pool (a cap claims cap × pool, a KV cache
+  its size or what it holds, an uncapped process what it holds) → **FAIL**. With `--spark-model-gb N`, claiming more than
   the pool minus the planned load peak (N × `--spark-load-factor` on unified memory, N on a
   discrete GPU) → **FAIL** naming the shortfall.
 - A server that loads models on request (Ollama, llama-swap) holding 4 GB or less, or an
@@ -59,8 +76,13 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
 The line names the workloads in the way (two at most): pid, program, and its cap or what it
 holds (pid and program alone where that does not fit in 100 columns; a total claim leads with
 the total, e.g. `together they claim 111.5 GB of 130.7 GB, more than half: pid 6001 vLLM, pid
-44700 vLLM`); the detail names each with its cap (and where the cap came from: flag, default,
-auto), what it holds and its owner. The fix is tailored to what was found.
+44700 vLLM`); the detail names each with its cap (and where the cap came from: flag, config,
+environment, default), what it holds and its owner. The fix names the setting that bounds each
+server as it was started (its flag, the key in the config file it read, its variable; never one
+it ignores) with the figure that fits: 0.5, or the share the other claims and the planned load
+peak leave; a KV cache size from what its weights take beside it. Where only the next reading
+can tell (TensorRT-LLM's share of free memory, a llama-server's context, Ollama, an engine's
+launcher, a config this run may not read), it says what to look at or to run the check again.
 """
 
 from __future__ import annotations

@@ -141,7 +141,10 @@ def test_a_relative_config_is_read_from_the_process_working_folder_and_masked(tm
     fs = fake_proc(tmp_path, monkeypatch, cwd="/srv/llm")
     (fs / "srv" / "llm" / "serve.yaml").write_text("kv-cache-memory-bytes: 30g\napi-key: sk-live-abcdef123456\n")
     read = reader.read_config(PID, "serve.yaml")
-    assert read.error is None and read.text == "kv-cache-memory-bytes: 30g\napi-key: ***\n"
+    assert read.error is None and read.text == 'kv-cache-memory-bytes: 30g\napi-key: "***"\n'
+    # the masked value quoted, the file still parses (bare, *** is a YAML alias)
+    bound = classify(["vllm", "serve", "m", "--config", "serve.yaml"], start=ServerStart(configs=[read])).bound
+    assert (bound.kind, bound.value) == (KV_BYTES, 30e9)
     assert reader.read_config(PID, "missing.yaml").error == "no such file as the process sees it"
 
 
@@ -191,3 +194,10 @@ def test_a_kv_cache_size_in_a_recorded_config_is_what_bounds_vllm():
     # --config=PATH is an option vLLM parses but never pulls: its file bounds nothing
     ignored = classify(["vllm", "serve", "m", "--config=v.yaml"], start=ServerStart(version="0.20.0", configs=[])).bound
     assert (ignored.kind, ignored.value, ignored.source) == ("fraction", 0.92, "default")
+
+
+@pytest.mark.parametrize("masked", ["api-key: ***\n", "{api-key: ***, gpu-memory-utilization: 0.5}\n",
+                                    "keys:\n- ***\n- ***  # two\n", "url: https://u:***@host\n"])
+def test_a_masked_config_still_parses(masked):
+    data, why = parse_yaml(reader.yaml_safe_mask(masked))
+    assert why == "" and "***" in json.dumps(data)

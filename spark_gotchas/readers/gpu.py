@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import re
 from typing import Any, Callable, Iterable, Optional
 
 from .. import bounded_read, nvml, scrub, workloads
@@ -390,7 +391,16 @@ def read_config(pid: int, path: str) -> ServerConfig:
         return ServerConfig(path=path, error="no such file as the process sees it")
     except (OSError, bounded_read.Refused) as exc:
         return ServerConfig(path=path, error=str(getattr(exc, "strerror", None) or exc))
-    return ServerConfig(path=path, text=scrub.mask_text(text))
+    return ServerConfig(path=path, text=yaml_safe_mask(scrub.mask_text(text)))
+
+
+_BARE_MASK = re.compile(r"(?<![\w*\"'])" + re.escape(scrub.MASK) + r"(?![\w*])")
+
+
+def yaml_safe_mask(text: str) -> str:
+    """A masked value that begins a YAML scalar quoted (``api-key: "***"``): bare, ``***`` reads as an
+    alias and the whole file would no longer parse."""
+    return _BARE_MASK.sub(f'"{scrub.MASK}"', text)
 
 
 def _prefixes(pid: int, argv: list[str], every: dict[str, str]) -> list[str]:

@@ -226,3 +226,17 @@ def test_the_checks_run_inside_a_real_2_gib_cgroup_fail_a_load_it_cannot_hold(tm
         assert verdict["readings"]["cgroup_limit_bytes"] == 2 * GIB
     finally:
         child.rmdir()
+
+
+def test_a_cgroup_file_this_user_may_not_read_is_said_not_raised(tmp_path, monkeypatch):
+    proc, mounts = v2_tree(tmp_path, "/", {"memory.max": f"{GIB}\n"})
+    real = open
+
+    def refusing(path, *args, **kwargs):
+        if str(path).endswith("memory.max"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+    cg = read_cgroup(proc, mounts)
+    assert cg.error.startswith("cannot read the cgroup: Permission denied (") and cg.limit_bytes is None

@@ -240,3 +240,11 @@ def test_a_cgroup_file_this_user_may_not_read_is_said_not_raised(tmp_path, monke
     monkeypatch.setattr("builtins.open", refusing)
     cg = read_cgroup(proc, mounts)
     assert cg.error.startswith("cannot read the cgroup: Permission denied (") and cg.limit_bytes is None
+
+
+def test_nvml_memory_on_a_gb10_within_its_pool_is_judged_and_said_to_be_unconfirmed():
+    inventory = GpuInventory(devices=[GpuDevice(0, "NVIDIA GB10", capability=(12, 1), memory_total_bytes=130_662_936_576,
+                                                memory_free_bytes=110_000_000_000, memory_used_bytes=20_662_936_576)])
+    v = g03.judge_gpu_memory_view(parse_meminfo(AT_REST), GB10, inventory, None)
+    assert v.line == "G3 INFO: NVML reports 110.0 GB free of 130.7 GB (the shared pool)"
+    assert v.detail.startswith("no GB10 driver measured so far reports device memory (NotSupported); this one does")

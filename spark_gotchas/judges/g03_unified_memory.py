@@ -454,6 +454,9 @@ def judge_gpu_memory_view(info: MemInfo, profile: Profile, inventory: Optional[G
                       "(read /proc/meminfo or free); ")
         else:
             nvml_part = f"NVML reports {gb(first.memory_free_bytes)} free of {gb(first.memory_total_bytes)} (the shared pool)"
+            if not profile.envelope.nvml_memory:  # within the pool (the envelope ruled out more): unconfirmed, not impossible
+                why_na = (f"no {profile.name} driver measured so far reports device memory (NotSupported); this one "
+                          "does, within the pool; ")
         gap = ""
         if cuda_dev is not None and cuda.mem_available_bytes and cuda_dev.free_bytes is not None:
             missing = cuda.mem_available_bytes - cuda_dev.free_bytes

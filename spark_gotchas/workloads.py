@@ -17,7 +17,8 @@ Each server is read as its own parser reads it (docs/checks/g06.md cites each pr
 - ``trl vllm-serve``: HfArgumentParser (``--gpu_memory_utilization`` or ``--gpu-memory-utilization``,
   abbreviations, ``--config`` YAML under the command line), default 0.9 in every release.
 - SGLang: argparse with abbreviations, ``--config`` YAML; ``--mem-fraction-static`` unset is sized from
-  the GPU's memory: the memory less a reserve of about 13 GiB on a GPU over 80 GiB (0.4.6 to 0.5.10).
+  the GPU's memory: the memory less what it leaves for activations and CUDA graphs (about 13 GiB on a
+  GPU of 90 to 160 GiB, 0.4.6 to 0.5.10).
 - TensorRT-LLM ``trtllm-serve``: click (exact names, ``=v``): ``--kv_cache_free_gpu_memory_fraction`` or
   ``--free_gpu_memory_fraction`` (of the memory free after the weights, default 0.9); a YAML given with
   ``--config`` / ``--extra_llm_api_options`` whose ``kv_cache_config`` replaces the command line's.
@@ -56,7 +57,18 @@ NONE = "none"  # no bound at all (a trainer, an unknown program)
 UNKNOWN = "unknown"  # bounded, but by a setting the recorded facts cannot tell
 
 VLLM_NEWEST_CHECKED = "0.34.0"
-SGLANG_RESERVE_BYTES = 13 * GIB  # the memory SGLang leaves for activations and CUDA graphs on a GPU over 80 GiB
+MIB = 1 << 20
+# The memory SGLang 0.5.x leaves for activations and CUDA graphs with its defaults (TP 1): 512 MiB + 1.5 x its
+# chunked prefill + 2 x its CUDA-graph batch + TP x PP / 8 GiB, at least 10 GiB on a GPU over 60 GiB; by GPU size
+# (below 20, 35, 60, 160 GiB, then above). SGLang 0.4.6 left 13 GiB on a GPU over 80 GiB, within 1 %.
+SGLANG_RESERVES = ((20 * GIB, 3728 * MIB), (35 * GIB, 3760 * MIB), (60 * GIB, 6848 * MIB), (160 * GIB, 13440 * MIB),
+                   (None, 26240 * MIB))
+
+
+def sglang_fraction(pool: float) -> float:
+    """--mem-fraction-static as SGLang sizes it unset, for a GPU of ``pool`` bytes."""
+    reserve = next(r for limit, r in SGLANG_RESERVES if limit is None or pool < limit)
+    return round(max(pool - reserve, 0.0) / pool, 3)
 
 
 @dataclass(frozen=True)
@@ -70,17 +82,15 @@ class Bound:
     why: str = ""  # UNKNOWN (or a range of releases): why it cannot be told exactly
     knob: str = ""  # the setting to turn, as the server was started: "--kv-cache-memory-bytes"
     where: str = ""  # where that setting lives: "" (the command line), a config file's path, "environment"
-    auto_reserve: Optional[int] = None  # FRACTION sized by the server from the GPU: (memory - reserve) / memory
+    auto: bool = False  # a FRACTION the server sizes from the GPU's memory (SGLang): (memory - reserve) / memory
     notes: tuple[str, ...] = ()  # other settings read that bound it in part (max_tokens, OLLAMA_MAX_LOADED_MODELS)
 
     def fraction_for(self, pool: Optional[float]) -> Optional[float]:
         """The fraction of ``pool`` it may take (FRACTION, FREE_FRACTION); None when not a fraction."""
         if self.kind not in (FRACTION, FREE_FRACTION):
             return None
-        if self.auto_reserve is not None:
-            if not pool or pool <= 80 * GIB:
-                return 0.84  # the least any release checked sizes it to on a GPU of 80 GiB or less
-            return round((pool - self.auto_reserve) / pool, 3)
+        if self.auto:
+            return sglang_fraction(pool) if pool else None
         return self.value
 
 
@@ -103,7 +113,7 @@ class Workload:
     def cap_fraction(self) -> Optional[float]:
         """The fraction it was started with, where that is one figure (not one sized from the GPU)."""
         b = self.bound
-        return b.value if b.kind in (FRACTION, FREE_FRACTION) and b.auto_reserve is None else None
+        return b.value if b.kind in (FRACTION, FREE_FRACTION) and not b.auto else None
 
     @property
     def capped(self) -> bool:
@@ -544,9 +554,9 @@ def sglang_bound(tokens: Sequence[str], start: Optional[ServerStart], version: O
                      "config" if where else "flag",
                      knob="--mem-fraction-static", where=where, notes=notes)
     release = f"SGLang {version}" if version else "SGLang 0.4.6 to 0.5.10 (its version not read)"
-    return Bound(FRACTION, None, f"--mem-fraction-static unset: sized by {release} from the GPU's memory, less "
-                                 "about 13 GiB for activations and CUDA graphs", "default", knob="--mem-fraction-static",
-                 where=config.path if config else "", auto_reserve=SGLANG_RESERVE_BYTES, notes=notes)
+    return Bound(FRACTION, None, f"--mem-fraction-static unset: sized by {release} from the GPU's memory, less what "
+                                 "it leaves for activations and CUDA graphs", "default", knob="--mem-fraction-static",
+                 where=config.path if config else "", auto=True, notes=notes)
 
 
 # -- TensorRT-LLM -----------------------------------------------------------------------------------------

@@ -77,8 +77,8 @@ CASES = {
     "g06-sglang-auto-fraction.json": (
         "G6 FAIL: 1 workload in the way: pid 5300 SGLang",
         "run one heavy job at a time: restart SGLang with --mem-fraction-static 0.5 or lower; or stop what you do not "
-        "need (kill 5300)", "sized by SGLang 0.5.10.post1 from the GPU's memory, less about 13 GiB for activations and "
-                            "CUDA graphs: 0.893 = 116.7 GB of 130.7 GB"),
+        "need (kill 5300)", "sized by SGLang 0.5.10.post1 from the GPU's memory, less what it leaves for activations "
+                            "and CUDA graphs: 0.892 = 116.6 GB of 130.7 GB"),
     # from outside
     "g06-vllm-config-unreadable.json": (
         "G6 FAIL: 1 workload in the way: pid 6100 vLLM +1 process (holds 40.0 GB, bound unknown)",

@@ -279,7 +279,7 @@ def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     elif bound.setting:
         cap = bound.setting
         if fraction is not None and pool:
-            cap += f" = {gb(fraction * pool)} of {gb(pool)}" if bound.auto_reserve is None else \
+            cap += f" = {gb(fraction * pool)} of {gb(pool)}" if not bound.auto else \
                 f": {fraction:g} = {gb(fraction * pool)} of {gb(pool)}"
             if bound.kind == FREE_FRACTION:
                 cap += " free at its start"

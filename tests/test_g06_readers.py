@@ -201,3 +201,23 @@ def test_a_kv_cache_size_in_a_recorded_config_is_what_bounds_vllm():
 def test_a_masked_config_still_parses(masked):
     data, why = parse_yaml(reader.yaml_safe_mask(masked))
     assert why == "" and "***" in json.dumps(data)
+
+
+def test_a_config_its_servers_own_user_may_not_read_is_not_read(tmp_path, monkeypatch):
+    """A run as root reads a file a command line names only where the server's own user could."""
+    fs = fake_proc(tmp_path, monkeypatch)
+    (fs / "etc").mkdir()
+    secret = fs / "etc" / "shadow"
+    secret.write_text("root:$6$secret:19000:0:99999:7:::\n")
+    secret.chmod(0o640)
+    if os.geteuid() == 0:
+        os.chown(secret, 0, 0)
+    proc = tmp_path / "proc" / str(PID)
+    (proc / "status").write_text("Name:\ttrtllm-serve\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n"
+                                 "Groups:\t27 1000\n")
+    if os.stat(secret).st_uid == 1000:  # pragma: no cover - only when the test runs as uid 1000
+        pytest.skip("the file is the server user's own here")
+    read = reader.read_config(PID, "/etc/shadow")
+    assert (read.text, read.error) == (None, "its own user may not read it: not read")
+    secret.chmod(0o644)
+    assert reader.read_config(PID, "/etc/shadow").text is not None

@@ -383,6 +383,9 @@ def read_config(pid: int, path: str) -> ServerConfig:
     if scrub.MASK in path:
         return ServerConfig(path=path, error="its path holds a masked value: not read")
     where = _proc(pid, "root", path.lstrip("/")) if path.startswith("/") else _proc(pid, "cwd", path)
+    refused = owner_may_not_read(pid, where)
+    if refused:
+        return ServerConfig(path=path, error=refused)
     try:
         text = bounded_read.read_text(where, bounded_read.SERVER_CONFIG)
     except PermissionError:
@@ -392,6 +395,40 @@ def read_config(pid: int, path: str) -> ServerConfig:
     except (OSError, bounded_read.Refused) as exc:
         return ServerConfig(path=path, error=str(getattr(exc, "strerror", None) or exc))
     return ServerConfig(path=path, text=yaml_safe_mask(scrub.mask_text(text)))
+
+
+def _ids(pid: int) -> Optional[tuple[int, set[int]]]:
+    """(effective uid, every gid) of ``pid`` from /proc/PID/status; None when unreadable."""
+    try:
+        with open(_proc(pid, "status"), "rb") as fh:
+            text = fh.read(16384).decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    try:
+        uid = int(fields["Uid"].split()[1])
+        gids = {int(g) for g in fields["Gid"].split()[:2] + fields.get("Groups", "").split()}
+    except (KeyError, IndexError, ValueError):
+        return None
+    return uid, gids
+
+
+def owner_may_not_read(pid: int, where: str) -> Optional[str]:
+    """Why the owner of ``pid`` could not read ``where`` (None: it could): a run as root reads a config
+    only where the server's own user could, so a command line naming another user's file (``--config
+    /etc/shadow``) puts nothing of it in a report."""
+    ids = _ids(pid)
+    try:
+        info = os.stat(where)
+    except OSError:
+        return None  # the read says why
+    if ids is None:
+        return None if info.st_mode & 0o004 else "its owner's rights could not be read: not read"
+    uid, gids = ids
+    if uid == 0:
+        return None
+    bit = 0o400 if info.st_uid == uid else 0o040 if info.st_gid in gids else 0o004
+    return None if info.st_mode & bit else "its own user may not read it: not read"
 
 
 _BARE_MASK = re.compile(r"(?<![\w*\"'])" + re.escape(scrub.MASK) + r"(?![\w*])")

@@ -320,15 +320,20 @@ def config_named(start: Optional[ServerStart], path: str) -> ConfigRead:
     return ConfigRead(path, data, f"is {why}" if why else "")
 
 
-def pull_config(tokens: Sequence[str], start: Optional[ServerStart]) -> tuple[list[str], Optional[ConfigRead]]:
+def pull_config(tokens: Sequence[str], start: Optional[ServerStart], yaml_only: bool = True
+                ) -> tuple[list[str], Optional[ConfigRead]]:
     """(the other tokens, the config) of ``--config PATH``, as vLLM, SGLang and trl take it out of a command
-    line before parsing the rest (only that exact token)."""
+    line before parsing the rest (only that exact token); vLLM and SGLang refuse a file not named .yaml/.yml."""
     tokens = list(tokens)
     if "--config" not in tokens:
         return tokens, None
     at = tokens.index("--config")
-    config = config_named(start, tokens[at + 1] if at + 1 < len(tokens) else "")
-    return tokens[:at] + tokens[at + 2:], config
+    path = tokens[at + 1] if at + 1 < len(tokens) else ""
+    rest = tokens[:at] + tokens[at + 2:]
+    if yaml_only and not path.endswith((".yaml", ".yml")):
+        return rest, ConfigRead(path, problem="is no .yaml or .yml file, which the server refuses (it would not have "
+                                              "started with it)")
+    return rest, config_named(start, path)
 
 
 def _env(start: Optional[ServerStart], name: str) -> Optional[str]:
@@ -507,7 +512,7 @@ TRL_OPTIONS = (Option("gmu", ("--gpu_memory_utilization", "--gpu-memory-utilizat
 
 
 def trl_bound(tokens: Sequence[str], start: Optional[ServerStart]) -> Bound:
-    tokens, config = pull_config(tokens, start)
+    tokens, config = pull_config(tokens, start, yaml_only=False)
     cli = read_options(tokens, TRL_OPTIONS, ARGPARSE)
     where = ""
     gmu = cli.get("gmu")
@@ -726,7 +731,8 @@ def config_paths(argv: Sequence[str] | None, name: str = "", environ: Mapping[st
     tokens = argv[at:]
     if kind in ("vllm", "trl", "sglang") and "--config" in tokens:
         i = tokens.index("--config")
-        return [tokens[i + 1]] if i + 1 < len(tokens) else []
+        path = tokens[i + 1] if i + 1 < len(tokens) else ""
+        return [path] if path and (kind == "trl" or path.endswith((".yaml", ".yml"))) else []
     if kind == "trtllm":
         found = read_options(tokens, TRTLLM_OPTIONS, EXACT).get("config")
         return [found[0]] if found and found[0] else []

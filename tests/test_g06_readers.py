@@ -221,3 +221,11 @@ def test_a_config_its_servers_own_user_may_not_read_is_not_read(tmp_path, monkey
     assert (read.text, read.error) == (None, "its own user may not read it: not read")
     secret.chmod(0o644)
     assert reader.read_config(PID, "/etc/shadow").text is not None
+
+
+def test_a_config_vllm_would_refuse_is_not_read_and_its_bound_is_unknown():
+    argv = ["vllm", "serve", "m", "--config", "/etc/passwd"]
+    assert reader.workloads.config_paths(argv) == []
+    bound = classify(argv, start=ServerStart(version="0.20.0")).bound
+    assert bound.kind == UNKNOWN and bound.why == ("its config /etc/passwd is no .yaml or .yml file, which the server "
+                                                   "refuses (it would not have started with it)")

@@ -94,7 +94,7 @@ FIXES = [
     ("g07_nvfp4", "FIX_CRASH",
      'run the G1 checks (first CUDA launch) and look for Xid errors in dmesg, then re-run'),
     ("g09_container", "CONDA_FIX",
-     "run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); staying in conda, install torch and what pins to it (triton, xformers, flash-attn) from one channel with conda, never some of them with pip, and keep a --spark-baseline snapshot of the working set"),
+     "run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); staying in conda, take torch and what pins to it (triton, xformers) from one installer, PyTorch's index with pip (as G1 says), none of them from a conda channel beside it, and keep a --spark-baseline snapshot of the working set"),
     ("g09_container", "CONTAINER_FIX",
      "run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); if bare pip is unavoidable, follow NVIDIA's install order and install Unsloth with --no-deps"),
     ("g10_parallelism", "FIX_TP",

@@ -10,6 +10,7 @@ import pytest
 
 from spark_gotchas.judges import g01_cuda_abi as g01
 from spark_gotchas.profiles import PROFILES
+from spark_gotchas.readings import remedies
 from spark_gotchas.readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension
 from spark_gotchas.readings.gpu import GpuInventory
 from spark_gotchas.readings.torch import FirstLaunch, TorchBuild
@@ -202,8 +203,8 @@ def resolved(*linked: LinkedExtension, dists: tuple[CudaDistribution, ...] = (),
 def test_a_cu12_extension_on_a_spark_fails_naming_its_distribution_and_the_missing_libraries():
     verdict = g01.judge_extensions(scan("sgl_kernel_cu12_gb10"), inventory("gb10_580.142"), GB10)
     assert verdict.line == "G1 FAIL: sgl-kernel: CUDA 12 libraries not found: libcudart.so.12, libnvrtc.so.12"
-    assert verdict.fix == (BUILD13.format(name="sgl-kernel") + "; or keep this build and add its libraries (pip "
-                           "install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12): it then runs beside CUDA 13")
+    # sgl-kernel's one remedy: SGLang's own cu130 index has the CUDA 13 build with sm_121a (MEDS_EIC_AR#163)
+    assert verdict.fix == remedies.SGL_KERNEL.text
     assert verdict.readings["packages"]["sgl-kernel"]["not_found"] == ["libcudart.so.12", "libnvrtc.so.12"]
     assert verdict.readings["mismatched"][0]["distribution"] == "sgl-kernel"
 
@@ -454,7 +455,11 @@ def test_faiss_on_an_h200_runs_its_sm_80_kernels_through_nothing_either():
      "install its CUDA 13 build instead: pip uninstall -y nvidia-nvimgcodec-cu12 && pip install "
      "nvidia-nvimgcodec-cu13; as it is, its kernels include sm_120, which runs on sm_121"),
     # a CUDA 12 package of a project PyPI has no CUDA 13 build of, kernels only for Hopper
-    ("sgl-kernel", "0.3.9", ["sm_90a"], BUILD13.format(name="sgl-kernel")),
+    ("widget-cu12", "0.3.9", ["sm_90a"], BUILD13.format(name="widget-cu12")),
+    # sgl-kernel: its one remedy, SGLang's own cu130 index (PyPI has no CUDA 13 build of it)
+    ("sgl-kernel", "0.3.9", ["sm_90a"], "reinstall sgl-kernel's CUDA 13 build from SGLang's own index, which carries "
+     "sm_121a kernels: pip install --force-reinstall --no-deps --index-url https://docs.sglang.ai/whl/cu130/ sgl-kernel "
+     "(the release your sglang pins, with its +cu130 tag)"),
 ])
 def test_a_cuda_12_build_is_sent_to_a_cuda_13_project_only_when_pypi_has_it(name, version, kernels, fix):
     found = lib("libcudart.so.12", "/sp/nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia wheel")

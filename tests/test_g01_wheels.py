@@ -238,3 +238,15 @@ def test_names_and_paths_read_from_records_reach_the_line_escaped():
     assert verdict.status is Status.FAIL
     assert "\x1b" not in verdict.line + verdict.fix and "\x07" not in verdict.line
     assert "libx.so.1" in verdict.line and "nvidia-x-cu13" in verdict.fix
+
+
+def test_pypi_sgl_kernel_with_kernels_up_to_sm_120a_fails_on_a_spark_with_sglangs_own_cu130_build():
+    """sgl-kernel 0.3.21 from PyPI (x86_64, the version sglang 0.5.9 pins): "PyPI sgl-kernel wheels carry
+    kernel images only up to sm_120a … The +cu130 builds from SGLang's own index do contain sm_121a"
+    (mmcdermott/MEDS_EIC_AR#163). Expected before the run: a FAIL for no kernel for sm_121; printed: the
+    majority rule's FAIL (10 of 341 general units hold code for sm_121)."""
+    verdict = spark("sgl-kernel")
+    assert verdict.line == ("G1 FAIL: sgl-kernel is built for CUDA 12 with kernels for sm_121 in 10 of 341 units only "
+                            "(it has sm_80, sm_86, sm_89 +6)")
+    assert verdict.fix.startswith("reinstall sgl-kernel's CUDA 13 build from SGLang's own index")
+    assert "https://docs.sglang.ai/whl/cu130/" in verdict.fix

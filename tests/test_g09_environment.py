@@ -472,7 +472,8 @@ def test_a_conda_environment_is_named_so_with_where_its_torch_came_from(tmp_path
     assert found["conda_torch"] == "pytorch-2.5.1-cuda126_py312h1234567_303"
     ev = ContainerEvidence(proc1_cgroup=["0::/init.scope"], python_prefix=str(prefix), **found)
     verdict = g09.judge_environment(ev, dists(torch="2.5.1"))
-    assert verdict.line == "G9 WARN: a bare host (no container marker); conda: torch 2.5.1 from conda (pytorch-2.5.1-cu…"
+    assert verdict.line == ("G9 WARN: a bare host (no container marker); conda: torch 2.5.1 from conda "
+                            "(pytorch-2.5.1-cuda126_py312h1234567_303)")
     assert verdict.fix == g09.CONDA_FIX and "bare pip" not in verdict.line
     by_pip = ContainerEvidence(proc1_cgroup=["0::/init.scope"], python_prefix=str(prefix),
                                **{**found, "conda_torch": None})

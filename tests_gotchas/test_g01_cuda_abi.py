@@ -11,7 +11,8 @@ pytestmark = pytest.mark.fast
 @pytest.mark.gpu
 def test_g1_torch_cuda_matches_driver(spark):
     """torch build"""
-    spark.report(g01.judge_torch(spark.read("torch.build"), spark.try_read("gpu.inventory"), spark.profile))
+    spark.report(g01.judge_torch(spark.read("torch.build"), spark.try_read("gpu.inventory"), spark.profile,
+                                 spark.try_read("env.container")))
 
 
 @pytest.mark.scan

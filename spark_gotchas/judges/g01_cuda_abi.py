@@ -5,7 +5,9 @@ Rules:
 - The expected CUDA major is the driver's (NVML `nvmlSystemGetCudaDriverVersion`, 13000 -> 13);
   without a driver, the profile's (gb10 -> 13), and the line then says "the gb10 profile expects
   CUDA 13", never "the driver's".
-- torch's CUDA major (`torch.version.cuda`) must equal the expected major: PASS. Built for a newer
+- torch's CUDA major (`torch.version.cuda`) must equal the expected major: PASS. A fix that reinstalls
+  torch from PyTorch's index first removes a torch conda installed (`conda remove --force pytorch`),
+  where `env.container` recorded conda's own record of it. Built for a newer
   CUDA than the driver: FAIL everywhere. Built for an older one: FAIL under the gb10 profile (the
   Spark failure), WARN elsewhere (the driver's backward compatibility usually carries it). The
   `+cuXXX` tag is not used: NGC builds carry none.
@@ -154,7 +156,15 @@ from typing import Optional
 
 from ..profiles import Profile
 from ..readings import cuda_builds, cuda_libs, gpu_code, remedies
-from ..readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension, SharedFile, entry_from_target
+from ..readings.env import (
+    ContainerEvidence,
+    CudaDistribution,
+    CudaLibrary,
+    ExtensionScan,
+    LinkedExtension,
+    SharedFile,
+    entry_from_target,
+)
 from ..readings.gpu import GpuInventory
 from ..readings.host import HostPlatform
 from ..readings.torch import FirstLaunch, TorchBuild
@@ -223,7 +233,31 @@ def _expected_short(inventory: Optional[GpuInventory], profile: Profile) -> str:
     return f"the {profile.key} profile's CUDA {profile.cuda_major} (no driver read)"
 
 
-def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
+def conda_first(env: Optional[ContainerEvidence], fix: str) -> str:
+    """A torch conda installed is removed by conda before pip puts the right one in (two torches in one
+    environment, the last installed winning, is what G9 warns of)."""
+    if env is not None and env.python_env == "conda" and env.conda_torch:
+        name = env.conda_torch.split("-", 1)[0]
+        return f"remove conda's {env.conda_torch.rsplit('-', 1)[0]} first (conda remove --force {name}), then " + fix
+    return fix
+
+
+def judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: Profile,
+                env: Optional[ContainerEvidence] = None) -> Verdict:
+    verdict = _judge_torch(build, inventory, profile)
+    if not verdict.status.needs_fix:
+        return verdict
+    major = expected_major(inventory, profile)[0] or 13
+    changes = [remedies.Change("install", "torch", f"https://download.pytorch.org/whl/{INDEX_OF_MAJOR.get(major, 'cu130')}")]
+    if env is not None and env.python_env == "conda" and env.conda_torch:
+        changes.insert(0, remedies.Change("uninstall", env.conda_torch.split("-", 1)[0], "conda"))
+    fix = conda_first(env, verdict.fix) if "download.pytorch.org" in verdict.fix else verdict.fix
+    return Verdict(G, verdict.status, verdict.summary, fix=fix, detail=verdict.detail,
+                   readings={**verdict.readings, "remedy": remedies.changes_json(changes)}
+                   if "download.pytorch.org" in verdict.fix else verdict.readings)
+
+
+def _judge_torch(build: TorchBuild, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
     major, source = expected_major(inventory, profile)
     readings = {"torch": build.version, "torch_cuda": build.cuda, "expected_cuda_major": major, "source": source}
     if not build.installed:

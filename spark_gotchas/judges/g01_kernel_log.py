@@ -116,11 +116,14 @@ def judge_kernel_log(log: KernelLog, profile: Profile) -> Verdict:
         last = max((e for x in faults for e in by_xid.get(x, [])), key=lambda e: e.uptime_s or 0.0,
                    default=XidEvent(faults[0]))
         listed = ", ".join(f"Xid {x} x{counts[x]}" if counts[x] > 1 else f"Xid {x}" for x in faults)
-        summary = fitting(G, Status.WARN, f"a CUDA program faulted on the GPU since boot: {listed}, last{_who(last)}",
+        who = f", last{_who(last)}" if _who(last) else ""
+        summary = fitting(G, Status.WARN, f"a CUDA program faulted on the GPU since boot: {listed}{who}",
                           f"a CUDA program faulted on the GPU since boot: {listed}",
                           f"CUDA programs faulted since boot: {len(faults)} kinds of Xid")
+        also = [f"Xid {x} x{n} ({IGNORED.get(x, 'see the catalogue')})" for x, n in sorted(counts.items())
+                if x not in APP_FAULT]
         detail = "; ".join(f"Xid {x} ({APP_FAULT[x]}) x{counts[x]}" for x in faults) + \
-            f"; the last{_when(last)}{_who(last)}: {last.text}" + cut
+            f"; the last{_when(last)}{_who(last)}: {last.text}" + (f"; also {', '.join(also)}" if also else "") + cut
         return Verdict(G, Status.WARN, summary, detail=detail, fix=FIX_APP_FAULT,
                        readings={**readings, "remedy": [remedies.Change("measure", "CUDA_LAUNCH_BLOCKING", "1")
                                                         .to_json()]})

@@ -47,8 +47,9 @@ evidence → bare host; `/proc/1/cgroup` unreadable and no other marker → unkn
 - consistent, on a bare host (or unknown) → **WARN** with the container advice.
 - a conda environment (a `conda-meta/` folder in `sys.prefix`) is named so, never "bare pip":
   `conda: torch 2.5.1 from conda (pytorch-2.5.1-cuda126_…)` when conda's own record of torch is
-  there, `conda: torch 2.11.0 from pip` when pip put it in; the fix then says to install torch and
-  what pins to it from one conda channel, never some of them with pip.
+  there, `conda: torch 2.11.0 from pip` when pip put it in; the fix then says to take torch and what
+  pins to it from one installer, PyTorch's index with pip as G1's fix does, none of them from a conda
+  channel beside it.
 
 **How the container was started** (`test_g9_shm_and_ulimits`; in containers only: on a bare host
 `/dev/shm` is a tmpfs of half the RAM and the limits are the login's):
@@ -236,8 +237,9 @@ def _pip_tail(dists: Distributions, pinned: bool = False, ev: Optional[Container
 
 
 CONDA_FIX = ("run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); "
-             "staying in conda, install torch and what pins to it (triton, xformers, flash-attn) from one channel "
-             "with conda, never some of them with pip, and keep a --spark-baseline snapshot of the working set")
+             "staying in conda, take torch and what pins to it (triton, xformers) from one installer, PyTorch's index "
+             "with pip (as G1 says), none of them from a conda channel beside it, and keep a --spark-baseline "
+             "snapshot of the working set")
 
 
 def _fix_for(ev: ContainerEvidence) -> str:

@@ -58,6 +58,16 @@ def _jit_cache(capability: Optional[tuple[int, int]]) -> Remedy:
         (Change("uninstall", "flashinfer-jit-cache"), Change("env", "FLASHINFER_CUDA_ARCH_LIST", arch)))
 
 
+# SGLang serves CUDA 13 builds of sgl-kernel with sm_121a kernels from its own index; PyPI's stop at
+# sm_120a (mmcdermott/MEDS_EIC_AR#163: "uv pip install --index-url https://docs.sglang.ai/whl/cu130/
+# sgl-kernel==0.3.21+cu130")
+SGL_KERNEL = Remedy(
+    "reinstall sgl-kernel's CUDA 13 build from SGLang's own index, which carries sm_121a kernels: pip install "
+    "--force-reinstall --no-deps --index-url https://docs.sglang.ai/whl/cu130/ sgl-kernel (the release your sglang "
+    "pins, with its +cu130 tag)",
+    (Change("install", "sgl-kernel", "https://docs.sglang.ai/whl/cu130/"),))
+
+
 def for_package(name: str, capability: Optional[tuple[int, int]] = None) -> Optional[Remedy]:
     """The one remedy for a package that cannot run here, where this module names one; else None."""
     key = name.lower().replace("_", "-")
@@ -65,6 +75,8 @@ def for_package(name: str, capability: Optional[tuple[int, int]] = None) -> Opti
         return FLASH_ATTN
     if key == "flashinfer-jit-cache":
         return _jit_cache(capability)
+    if key == "sgl-kernel" and capability is not None and capability[0] == 12:
+        return SGL_KERNEL
     return None
 
 

@@ -118,6 +118,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("give the command to watch after -- (spark-gotchas watch -- python train.py), or --pid N")
     if args.prometheus_textfile and importlib.util.find_spec("prometheus_client") is None:
         parser.error(PROMETHEUS_MISSING)
+    if args.prometheus_textfile and os.path.exists(args.prometheus_textfile) and \
+            not os.path.isfile(args.prometheus_textfile):
+        parser.error(f"--prometheus-textfile {args.prometheus_textfile}: not a regular file (node_exporter's textfile "
+                     "collector reads *.prom files)")
     if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
         parser.error(f"--pid {args.pid}: no such process")
     out_dir, why = make_out_dir(args.out)

@@ -184,6 +184,9 @@ class Engine:
         ooms = self._ooms(cg.oom_kills, members)
         self._say_all(self.tracker.add(s, others, ooms, rates))
         self.recorder.sample(s)
+        if self.recorder.failed and self.recorder.failed not in self.reading.notes:
+            self._note(self.recorder.failed)
+            self.say(self.recorder.failed)
         self._aggregate(s)
         self.last = s
         self.reading.samples += 1

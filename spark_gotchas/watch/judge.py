@@ -36,10 +36,12 @@ how long it lasted; nothing is said while it lasts, however its sign comes and g
   the last 30 samples' time (5 values at least) more than `--max-drop` (default 10 %) below the
   highest such median so far is a fall (time the job spent stopped, Ctrl-Z, is left out). It is
   blamed, when it begins, on:
-  - throttling: a G4 state open or ended within that window, or the busy SM clock's median 5 % or
-    more below where it was at the best rate → **G4 FAIL** `rate 412 -> 331 it/s (-20%) with …`;
+  - throttling: a G4 state open or ended within that window → **G4 FAIL** `rate 412 -> 331 it/s
+    (-20%) with …`;
   - else another process on the GPU, there when it began → **G6 WARN** (**FAIL** where G6's judge
-    fails that process) `rate … since pid 5123 python3 joined the GPU`;
+    fails that process) `rate … since pid 5123 python3 joined the GPU`: its load also explains an
+    SM clock that fell with it (two loads reach the power cap sooner);
+  - else the busy SM clock's median 5 % or more below where it was at the best rate → **G4 FAIL**;
   - else → **G4 WARN** `rate … with no clock or throttle sign: not the cooling`.
 - **G6** (NVML's compute and graphics lists every sample, the job's own processes, its whole tree,
   left out): a process listed in 2 samples in a row is judged with G6's preflight judge (its cap,
@@ -217,7 +219,7 @@ class Tracker:
         return f"G{gotcha} {status} {hms(event.start_s)} {text}"
 
     def _step(self, kind: str, on: bool, gotcha: int, status: str, text: str, end_text: str, key: str = "",
-              at_once: bool = False, **extra) -> list[str]:
+              at_once: bool = False, onset: Optional[float] = None, **extra) -> list[str]:
         """Advance one state by a sample (``on``: its sign shows in it): the line to say when it begins or ends."""
         state = self.states.setdefault((kind, key), _State(kind, key))
         state.recent.append((self.t, on))
@@ -226,6 +228,8 @@ class Tracker:
             signs = [t for t, on in state.recent if on]
             if state.event is None and (at_once or len(signs) >= self.hold_samples):
                 state.since = signs[0] if not at_once else self.t
+                if onset is not None:
+                    state.since = min(state.since, onset)
                 line = self._open(gotcha, status, kind, text, key, start=state.since, **extra)
                 state.event = self.events[-1]
                 state.event.end_text = end_text
@@ -403,11 +407,24 @@ class Tracker:
         if self.clock_at_best is not None and self.clock_now is not None:
             figures.update({"sm_clock_at_best_mhz": self.clock_at_best, "sm_clock_then_mhz": self.clock_now})
         lines = self._step("rate_drop", falling, gotcha, status, text,
-                           f"rate back to {_rate(now)} (best {_rate(ref)})", cause=cause, figures=figures)
+                           f"rate back to {_rate(now)} (best {_rate(ref)})", cause=cause, figures=figures,
+                           onset=self._fell_from(ref * (1 - self.ctx.max_drop)) if falling and ref else None)
         event = self.open_event("rate_drop")
         if event is not None and now is not None:
             event.figures["lowest_rate"] = min(event.figures.get("lowest_rate", now), now)
         return lines
+
+    def _fell_from(self, threshold: float) -> Optional[float]:
+        """When the rate went under ``threshold`` to stay (the median lags it by half a window): the
+        earliest value under it from which 80 % of the window's values are under it."""
+        values = list(self.rates)
+        under = 0
+        onset = None
+        for i in range(len(values) - 1, -1, -1):
+            under += values[i][1] < threshold
+            if values[i][1] < threshold and under >= 0.8 * (len(values) - i):
+                onset = values[i][0]
+        return onset
 
     def _blame(self) -> tuple[str, str, int, str]:
         """(cause, who or what, gotcha, status) of a rate fall beginning now."""
@@ -416,13 +433,13 @@ class Tracker:
                           and (e.end_s is None or e.end_s >= self.t - self.window_s)), None)
             if event is not None:
                 return "throttle", event.text.split(", rate ")[0], G4, "FAIL"
-        if self.clock_at_best and self.clock_now and self.clock_now < self.clock_at_best * (1 - g04.CLOCK_FALL):
-            return "throttle", f"SM clock {self.clock_at_best:.0f} -> {self.clock_now:.0f} MHz", G4, "FAIL"
         joined = [e for e in self.events if e.kind in ("gpu_process", "outside") and e.end_s is None]
-        if joined:
+        if joined:  # its load explains a clock that fell with it (two loads meet the power cap sooner)
             event = joined[-1]
             status = "FAIL" if event.status == "FAIL" else "WARN"
             return "gpu_process", event.text.split(" joined the GPU")[0].split(" was on the GPU")[0], G6, status
+        if self.clock_at_best and self.clock_now and self.clock_now < self.clock_at_best * (1 - g04.CLOCK_FALL):
+            return "throttle", f"SM clock {self.clock_at_best:.0f} -> {self.clock_now:.0f} MHz", G4, "FAIL"
         if not self.ctx.nvml_ok:
             return "unknown", "", G4, "WARN"
         return "none", "", G4, "WARN"
@@ -600,12 +617,12 @@ def cause_of(drop: WatchEvent, reading: WatchReading) -> str:
         if e.kind in ("throttle", "stuck") and e.start_s <= end and \
                 (e.end_s is None or e.end_s >= drop.start_s - window):
             return "throttle"
-    if drop.cause == "throttle":
-        return "throttle"
     for e in reading.events:
         if e.kind in ("gpu_process", "outside") and e.start_s <= drop.start_s + HOLD_SAMPLES * reading.every_s and \
                 (e.end_s is None or e.end_s >= drop.start_s):
             return "gpu_process"
+    if drop.cause == "throttle":  # the SM clock fell with it, and nobody else was on the GPU
+        return "throttle"
     return "unknown" if reading.nvml_error else "none"
 
 

@@ -44,7 +44,7 @@ def _series(reading: WatchReading) -> dict[str, tuple[list[float], list[float]]]
     span = max(reading.elapsed_s, 1.0)
     width = span / POINTS
     sums: dict[str, dict[int, list[float]]] = {name: {} for name, *_ in SERIES}
-    extra = {"job_rss_mb": {}, "cgroup_limit_mb": {}}
+    extra: dict[str, dict[int, list[float]]] = {"job_rss_mb": {}, "cgroup_limit_mb": {}, "cgroup_used_mb": {}}
     for row in read_rows(Path(reading.csv_path)):
         if row["event"] != "sample":
             continue
@@ -69,8 +69,9 @@ def _draw(Figure, reading: WatchReading, lines: list[str], path: Path) -> str:
     data = _series(reading)
     span = max(reading.elapsed_s, 1.0)
     scale, unit = (3600.0, "hours") if span >= 7200 else (60.0, "minutes") if span >= 120 else (1.0, "seconds")
-    fig = Figure(figsize=(11, 11), dpi=100, layout="constrained")
-    axes = fig.subplots(len(SERIES), 1, sharex=True)
+    heights = [1.0 if data[name][0] else 0.3 for name, *_ in SERIES]  # a series not read: a short panel saying why
+    fig = Figure(figsize=(11, 3.2 + 1.6 * sum(heights)), dpi=100, layout="constrained")
+    axes = fig.subplots(len(SERIES), 1, sharex=True, height_ratios=heights)
     for ax, (name, label, colour, factor) in zip(axes, SERIES, strict=True):
         xs, ys = data[name]
         ax.plot([x / scale for x in xs], [y * factor for y in ys], color=colour, linewidth=1.0)
@@ -81,7 +82,10 @@ def _draw(Figure, reading: WatchReading, lines: list[str], path: Path) -> str:
                 "nothing read" if name != "rate" else "the log printed no rate"
             if name in ("sm_clock_mhz", "power_w", "temperature_c") and reading.nvml_error:
                 why = f"NVML unavailable: {reading.nvml_error}"[:90]
-            ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", color="gray")
+            ax.text(0.5, 0.5, f"{label.split(' (')[0]}: {why}", transform=ax.transAxes, ha="center", va="center",
+                    color="gray")
+            ax.set_yticks([])
+            ax.set_ylabel("")
         if name == "rate" and reading.rate_reference:
             limit = reading.rate_reference * (1 - reading.max_drop_fraction)
             ax.axhline(reading.rate_reference, color="gray", linestyle=":", linewidth=1)
@@ -89,11 +93,21 @@ def _draw(Figure, reading: WatchReading, lines: list[str], path: Path) -> str:
             ax.text(0.005, limit, f" best - {reading.max_drop_fraction:.0%}: below = the rate fell", va="top",
                     transform=ax.get_yaxis_transform(), fontsize=8, color="#c62828")
         if name == "mem_available_mb":
-            rx, ry = data["job_rss_mb"]
-            if rx:
-                ax.plot([x / scale for x in rx], [y * factor for y in ry], color="#8d6e63", linewidth=1.0,
-                        linestyle="--", label="the job's RSS (GB)")
-                ax.legend(loc="upper right", fontsize=8)
+            if ys:
+                ax.set_ylim(0, max(ys) * factor * 1.08)  # from 0: how near the host came to running out
+            job = ax.twinx()  # the job's own memory, on its own scale (GB beside a 128 GB host)
+            for extra, label, style in (("job_rss_mb", "the job's RSS", "--"), ("cgroup_used_mb", "its cgroup's use", "-"),
+                                        ("cgroup_limit_mb", "its cgroup's limit", ":")):
+                rx, ry = data[extra]
+                if rx:
+                    job.plot([x / scale for x in rx], [y * factor for y in ry], color="#8d6e63", linewidth=1.0,
+                             linestyle=style, label=label)
+            if any(data[e][0] for e in ("job_rss_mb", "cgroup_used_mb")):
+                job.set_ylabel("the job (GB)", fontsize=9, color="#8d6e63")
+                job.set_ylim(bottom=0)
+                job.legend(loc="lower right", fontsize=8)
+            else:
+                job.set_yticks([])
     shaded: set[int] = set()
     for event in reading.events:
         group = 0 if event.kind == "rate_drop" else event.gotcha

@@ -89,6 +89,7 @@ class Recorder:
         self._fh = open(self.path, "w", encoding="utf-8", newline="")
         self._last_sync = time.monotonic()
         self.rows = 0
+        self.failed = ""  # why a line could not be written, once
         self._write({c: c for c in COLUMNS})
         self._write({"event": "start", "t_s": 0, "epoch_s": round(time.time(), 1),
                      "note": ";".join(f"{k}={_cell(v)}" for k, v in meta.items() if v not in (None, ""))})
@@ -101,8 +102,8 @@ class Recorder:
         try:
             self._fh.write(buf.getvalue())
             self._fh.flush()
-        except OSError:
-            pass  # a full disk: the watch goes on, the job is not its to stop
+        except OSError as exc:  # a full disk: the watch goes on, the job is not its to stop
+            self.failed = self.failed or f"cannot write {self.path}: {exc.strerror or exc} (the watch goes on)"
         self.rows += 1
         if time.monotonic() - self._last_sync >= FSYNC_EVERY_S:
             self._last_sync = time.monotonic()

@@ -39,6 +39,9 @@ LINE_LIMIT = 1 << 16  # a line longer than this is read for its first 64 KiB onl
 TAIL_LIMIT = 4 << 20  # the most of a log file read in one poll (a burst beyond it is skipped)
 POLL_S = 0.25  # how often a terminal's size and a log file are looked at
 DRAIN_S = 2.0  # after the job exits: how long what its leftovers still write is copied
+BATCH_S = 0.05  # a chatty log is copied at most 20 times a second (its lines wait 50 ms at most) ...
+BATCH_BELOW = 4096  # ... while it writes less than this between two copies; more flows at once
+PIPE_BYTES = 1 << 20  # the job's pipe holds this much while the watch waits (Linux's unprivileged maximum)
 
 
 class RateScanner:
@@ -164,6 +167,10 @@ def open_routes(routes: list[Route]) -> list[str]:
                 _open_pty(route)
             elif route.kind == "pipe":
                 route.read_end, route.child_end = os.pipe()
+                try:
+                    fcntl.fcntl(route.read_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+                except OSError:
+                    pass
             elif route.kind == "file":
                 route.read_end = os.open(f"/proc/self/fd/{route.dest}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
                 route.offset = os.fstat(route.read_end).st_size
@@ -271,9 +278,9 @@ class Copier:
                     break
             else:
                 time.sleep(timeout)
-            for route in live:
-                if route.read_end in ready:
-                    self._copy(route)
+            copied = sum(self._copy(route) for route in live if route.read_end in ready)
+            if 0 < copied < BATCH_BELOW and self._exited_at is None:
+                time.sleep(BATCH_S)  # let a chatty log's next lines come: one copy for several
             if time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + POLL_S
                 for route in streams:
@@ -286,7 +293,8 @@ class Copier:
             route.read_end = None
         self._done.set()
 
-    def _copy(self, route: Route) -> None:
+    def _copy(self, route: Route) -> int:
+        """Copy what one stream holds now; the bytes copied."""
         try:
             data = os.read(route.read_end, CHUNK)
         except OSError as exc:
@@ -295,7 +303,7 @@ class Copier:
             data = b""
         if not data:
             route.open = False
-            return
+            return 0
         self.copied += len(data)
         if not write_all(route.dest, data):
             # the reader of the watch's own output left (``| head``): the job learns it as it would
@@ -303,9 +311,10 @@ class Copier:
             route.open = False
             _close(route.read_end)
             route.read_end = None
-            return
+            return len(data)
         if self.scanner is not None:
             self.scanner.feed(data)
+        return len(data)
 
     def _poll_files(self, files: list[Route]) -> None:
         for route in files:

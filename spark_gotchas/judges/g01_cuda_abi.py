@@ -742,10 +742,12 @@ def _judge_files(pkg: Package, files: list[LinkedExtension], ctx: Context, picke
     mismatched = ctx.expected is not None and bool(majors) and ctx.expected not in majors
     if ok_kernels is False and ctx.resolved:  # no kernel for this GPU: its libraries would not help, say it first
         built = f"is built for CUDA {major} with {note}" if mismatched else f"has {note}"
+        sm = f"sm_{ctx.capability[0]}{ctx.capability[1]}" if ctx.capability else ""
         return Finding(pkg.name, Status.FAIL, major, f"{label} {built}",
                        f"{pkg.name} ({f'CUDA {major}, ' if mismatched else ''}{note.split(' (')[0]})",
                        fix=_remedy(pkg, ctx.expected, ctx.capability) if mismatched else
-                       build_for_gpu(_top(pkg), ctx.capability, major), detail=detail)
+                       build_for_gpu(_top(pkg), ctx.capability, major), detail=detail,
+                       changes=() if mismatched else (remedies.Change("build", _top(pkg), sm),))
     if missing and binary:
         of = f"CUDA {major} " if major else "CUDA "
         what = f"{of}libraries it loads" if mode != "links" else f"{of}libraries"
@@ -829,7 +831,7 @@ def _parts_finding(pkg: Package, label: str, major: Optional[int], report: dict,
                + (f" ({', '.join(users[:3])} load{'s' if len(users) == 1 else ''} "
                   f"{'them' if len(names) > 1 else 'it'})" if users else "")
                + "; to use them, " + build_for_gpu(top, ctx.capability, major))
-        changes = ()
+        changes = (remedies.Change("build", top, sm),)
     short = f"{pkg.name} ({names[0]}{' +' + str(len(names) - 1) if len(names) > 1 else ''} without a kernel for {sm})"
     return Finding(pkg.name, status, major, clause, short, fix=fix, detail=detail, more=more, changes=changes)
 

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..readings.env import UNLIMITED, Baseline, ContainerEvidence, Distributions, Rlimit
+from ..readings.remedies import Change, changes_json
 from ..verdict import Status, Verdict
 
 G = 9
@@ -296,6 +297,7 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
         return Verdict(G, Status.WARN, f"{image.label}, but {image.replaced}", fix=_image_fix(image, dists),
                        readings=readings)
     readings["python_env"] = ev.python_env
+    readings["remedy"] = changes_json([Change("use", "container", "nvcr.io/nvidia/pytorch")])
     if kind == "container":
         why = image.label if image else evidence[0]
         return Verdict(G, Status.WARN, f"not an NGC or Unsloth container ({why}); {_pip_tail(dists, ev=ev)}",
@@ -380,6 +382,7 @@ def judge_start(ev: ContainerEvidence) -> Verdict:
     if ev.kubernetes:
         hints.append("in Kubernetes, mount an emptyDir with medium: Memory at /dev/shm")
     hint = f" ({'; '.join(hints)})" if hints else ""
+    readings["remedy"] = changes_json([Change("setting", "docker run", flag) for flag in missing])
     return Verdict(G, Status.WARN, f"container started without NGC's flags: {', '.join(shown)}",
                    fix=f"start the container with {NGC_RUN} IMAGE (missing here: {', '.join(missing)}){hint}: "
                        + "; ".join(harms),

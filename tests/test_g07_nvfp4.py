@@ -350,3 +350,24 @@ def test_a_result_outside_its_tolerance_gets_no_rate(torch, monkeypatch):
     monkeypatch.setitem(gemm.TOLERANCE, "bf16", 0.0)
     r = gemm._one(torch, "bf16", 128, 1, 3, False, 1 << 20, WallClock(), device="cpu")
     assert r.supported and r.tflops is None and r.check.startswith("relative error ") and "over the 0 tolerance" in r.check
+
+
+def test_tritons_ptxas_that_cannot_build_sm121a_keeps_fp4_on_fp8_with_g1s_remedy():
+    """triton 3.5.0's ptxas 12.8 (triton-lang/triton#8539), read from the real wheel (tests/fixtures/cases33):
+    Triton's FP4 kernels cannot target sm_121a; the fix adds the remedy G1 gives for that ptxas."""
+    from spark_gotchas.readings.env import Fp4KernelScan
+    from spark_gotchas.readings.triton import TritonPtxas
+    from spark_gotchas.serial import from_jsonable
+
+    cases = Path(__file__).parent / "fixtures" / "cases33"
+    old = from_jsonable(TritonPtxas, json.loads((cases / "b1-triton-3.5-ptxas-12.8.json").read_text())["readings"]
+                        ["triton.ptxas"])
+    new = from_jsonable(TritonPtxas, json.loads((cases / "b2-triton-3.9-ptxas-blackwell.json").read_text())["readings"]
+                        ["triton.ptxas"])
+    v = g07.judge_kernel_targets(Fp4KernelScan(), fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None), old)
+    assert v.line == "G7 WARN: Triton's ptxas cannot build sm_121a kernels: stay on FP8"
+    assert "triton 3.5.0's ptxas (CUDA 12.8) cannot compile for sm_121a" in v.detail
+    assert v.fix.endswith("; for Triton's kernels: export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas (CUDA 13.0's "
+                          "ptxas, found here): Triton then compiles for sm_121a with it, whatever ptxas it bundles")
+    fine = g07.judge_kernel_targets(Fp4KernelScan(), fk.gb10_inventory(), None, profiles.GB10, Plan(precision=None), new)
+    assert fine.status is Status.INFO  # no FP4 library installed, and Triton's ptxas-blackwell 13.4 knows sm_121a

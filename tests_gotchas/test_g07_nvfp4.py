@@ -11,7 +11,8 @@ pytestmark = pytest.mark.fast
 def test_g7_fp4_kernels_target_sm121a(spark):
     """FP4 kernels"""
     spark.report(g07.judge_kernel_targets(spark.read("env.fp4_kernels"), spark.try_read("gpu.inventory"),
-                                          spark.try_read("torch.build"), spark.profile, spark.plan))
+                                          spark.try_read("torch.build"), spark.profile, spark.plan,
+                                          spark.try_read("triton.ptxas")))
 
 
 @pytest.mark.gpu

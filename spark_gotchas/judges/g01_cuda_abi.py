@@ -168,7 +168,8 @@ from ..readings.env import (
 from ..readings.gpu import GpuInventory
 from ..readings.host import HostPlatform
 from ..readings.torch import FirstLaunch, TorchBuild
-from ..readings.triton import TritonPtxas
+from ..readings.triton import PTXAS_FIRST, TritonPtxas
+from ..readings.triton import release as _release
 from ..scrub import mask_text
 from ..text import printable
 from ..verdict import Status, Verdict, fitting
@@ -1186,20 +1187,6 @@ def judge_first_launch(launch: FirstLaunch) -> Verdict:
 
 
 # -- Triton's ptxas ---------------------------------------------------------------------------------
-# The CUDA release whose ptxas first compiles for an SM (the CUDA toolkit's release notes and features
-# archive: 12.8 added sm_100 and sm_120, 12.9 sm_103 and sm_121, 13.0 sm_110).
-PTXAS_FIRST = {121: (12, 9), 120: (12, 8), 103: (12, 9), 100: (12, 8), 110: (13, 0), 101: (12, 8),
-               90: (11, 8), 89: (11, 8), 87: (11, 4), 86: (11, 1), 80: (11, 0), 75: (10, 0)}
-
-
-def _release(text: Optional[str]) -> Optional[tuple[int, int]]:
-    try:
-        major, minor = str(text).split(".")[:2]
-        return int(major), int(minor)
-    except (ValueError, AttributeError):
-        return None
-
-
 def judge_triton_ptxas(ptxas: TritonPtxas, inventory: Optional[GpuInventory], profile: Profile) -> Verdict:
     """Can Triton compile kernels for this GPU with the ptxas it runs (rules above)?"""
     device = inventory.first if inventory is not None else None
@@ -1221,8 +1208,8 @@ def judge_triton_ptxas(ptxas: TritonPtxas, inventory: Optional[GpuInventory], pr
     target = f"sm_{sm}a" if capability[0] >= 9 else f"sm_{sm}"
     tool = ptxas.tool_for(sm)
     if tool is None or tool.used is None:
-        return Verdict(G, Status.FAIL, f"{name} has no ptxas: it cannot compile a kernel", fix=_ptxas_fix(
-            ptxas, "TRITON_PTXAS_PATH", PTXAS_FIRST.get(sm), target), readings=readings)
+        return Verdict(G, Status.FAIL, f"{name} has no ptxas: it cannot compile a kernel", fix=remedies.ptxas(
+            ptxas, "TRITON_PTXAS_PATH", PTXAS_FIRST.get(sm), target).text, readings=readings)
     used = tool.used
     which = f"{tool.name}" + (f" ({tool.env_var})" if used is tool.from_env else "")
     needed = PTXAS_FIRST.get(sm)
@@ -1230,17 +1217,15 @@ def judge_triton_ptxas(ptxas: TritonPtxas, inventory: Optional[GpuInventory], pr
     if release is None:
         return Verdict(G, Status.FAIL, fitting(G, Status.FAIL, f"{name}'s {which} does not run here: {used.error}",
                                                f"{name}'s {which} does not run here"),
-                       detail=f"{used.path}: {used.error}", fix=_ptxas_fix(ptxas, tool.env_var, needed, target),
+                       detail=f"{used.path}: {used.error}", fix=remedies.ptxas(ptxas, tool.env_var, needed, target).text,
                        readings=readings)
     if needed is None:
         return Verdict(G, Status.INFO, f"{name} compiles with {which} (CUDA {used.release}); sm_{sm} is not in "
                                        "this suite's table", readings=readings)
     if release < needed:
-        fix = _ptxas_fix(ptxas, tool.env_var, needed, target)
-        env = [o for o in ptxas.others if (_release(o.release) or (0, 0)) >= needed]
-        changes = [remedies.Change("env", tool.env_var, env[0].path)] if env else []
-        if changes:
-            readings = {**readings, "remedy": remedies.changes_json(changes)}
+        remedy = remedies.ptxas(ptxas, tool.env_var, needed, target)
+        fix = remedy.text
+        readings = {**readings, "remedy": remedies.changes_json(remedy.changes)}
         return Verdict(G, Status.FAIL, fitting(G, Status.FAIL, f"{name}'s {which} is CUDA {used.release}: it cannot "
                                                               f"compile for {target} (CUDA {needed[0]}.{needed[1]} can)",
                                                f"{name}'s ptxas is CUDA {used.release}: it cannot compile for {target}"),
@@ -1250,12 +1235,3 @@ def judge_triton_ptxas(ptxas: TritonPtxas, inventory: Optional[GpuInventory], pr
     return Verdict(G, Status.PASS, f"{name} compiles for {target} with {which} (CUDA {used.release})",
                    detail=used.path, readings=readings)
 
-
-def _ptxas_fix(ptxas: TritonPtxas, var: str, needed: Optional[tuple[int, int]], target: str) -> str:
-    """Point Triton at a ptxas that knows ``target``: one found on this machine, else CUDA 13's."""
-    good = [o for o in ptxas.others if needed and (_release(o.release) or (0, 0)) >= needed]
-    if good:
-        return (f"export {var}={good[0].path} (CUDA {good[0].release}'s ptxas, found here): Triton then compiles "
-                f"for {target} with it, whatever ptxas it bundles")
-    return (f"install CUDA 13's toolkit (its ptxas compiles for {target}) and export {var}=/usr/local/cuda/bin/ptxas "
-            "(triton-lang/triton#8539)")

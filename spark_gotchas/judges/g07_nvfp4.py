@@ -14,7 +14,9 @@ Rules:
   `--spark-precision nvfp4` → **FAIL**. Libraries without prebuilt kernels (FlashInfer's JIT
   package) are listed, not judged. All ready → **PASS**. No FP4 kernel library → **INFO**.
   torch is listed but not required: its NVFP4 GEMM is cuBLAS's, measured below; bitsandbytes'
-  4-bit formats dequantise in software.
+  4-bit formats dequantise in software. Triton's ptxas (`triton.ptxas`, G1's reading) that cannot
+  compile for sm_121a (older than CUDA 12.9, or not running) is one more such problem: Triton's FP4
+  kernels cannot target it; the fix adds G1's remedy for it (`TRITON_PTXAS_PATH` to a newer ptxas).
 - Kernel targets elsewhere → **INFO** naming which libraries carry this GPU's `a` target.
 - Rates more than 10 % above the dense datasheet peak of the GPU that ran them (the profile its
   name matches, `profiles.py`: GB10 BF16 125, FP8 250, NVFP4 500, from NVIDIA's 1 PFLOP FP4 with
@@ -47,10 +49,12 @@ from typing import Optional
 
 from ..plan import Plan
 from ..profiles import GENERIC, NONE, SAME, Machine, Profile, beyond, match
+from ..readings import remedies
 from ..readings.bench import GemmReading
 from ..readings.env import Fp4KernelScan, LibraryKernels, entry_from_target
 from ..readings.gpu import GpuInventory, GpuProcesses, sharing
 from ..readings.torch import TorchBuild
+from ..readings.triton import PTXAS_FIRST, TritonPtxas, compiles_for
 from ..verdict import LINE_COLUMNS, TAIL_ROOM, Status, Verdict, fitting, format_line
 
 G = 7
@@ -129,8 +133,8 @@ def _not_spark(cap: tuple[int, int], source: str, listed: str) -> str:
 
 
 def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory], build: Optional[TorchBuild],
-                         profile: Profile, plan: Plan) -> Verdict:
-    """Do the installed FP4 libraries (and TORCH_CUDA_ARCH_LIST) target sm_121a? (rules above)"""
+                         profile: Profile, plan: Plan, ptxas: Optional[TritonPtxas] = None) -> Verdict:
+    """Do the installed FP4 libraries (and TORCH_CUDA_ARCH_LIST, and Triton's ptxas) target sm_121a? (rules above)"""
     precision = plan.precision
     cap, source = device_capability(inventory, build, profile)
     fp4 = [lib for lib in scan.libraries if lib.role == "fp4"]
@@ -165,7 +169,14 @@ def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory],
     problems = [f"{lib.label} {lib.version} ships {_short_targets(lib)}, none sm_121a/sm_12Xf" for lib in missing]
     if env_bad:
         problems.append(f'TORCH_CUDA_ARCH_LIST="{arch_env}" builds without sm_121a')
-    readings["not_ready"] = [lib.distribution for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else [])
+    triton_bad = ptxas is not None and compiles_for(ptxas, cap) is False
+    if triton_bad:
+        tool = ptxas.tool_for(cap[0] * 10 + cap[1])
+        used = tool.used if tool is not None else None
+        problems.append(f"triton {ptxas.version}'s ptxas " + (f"(CUDA {used.release}) cannot compile for sm_121a"
+                                                              if used is not None and used.release else "does not run"))
+    readings["not_ready"] = [lib.distribution for lib in missing] + (["TORCH_CUDA_ARCH_LIST"] if env_bad else []) + (
+        ["triton"] if triton_bad else [])
     if problems:
         planned = precision == "nvfp4"
         names = [f"{lib.label} {lib.version}" for lib in missing]
@@ -173,10 +184,17 @@ def judge_kernel_targets(scan: Fp4KernelScan, inventory: Optional[GpuInventory],
         found = [f"no sm_121a kernels from {shown}"] if names else []
         if env_bad:
             found.append("TORCH_CUDA_ARCH_LIST builds none" if names else "TORCH_CUDA_ARCH_LIST builds without sm_121a")
+        if triton_bad:
+            found.append("Triton's ptxas builds none" if found else "Triton's ptxas cannot build sm_121a kernels")
         tail = ", and this run plans NVFP4" if planned else ": stay on FP8"
+        fix = FIX_FP8
+        if triton_bad:  # Triton's one remedy, the one G1 gives for its ptxas
+            tool = ptxas.tool_for(cap[0] * 10 + cap[1])
+            fix += "; for Triton's kernels: " + remedies.ptxas(ptxas, tool.env_var if tool else "TRITON_PTXAS_PATH",
+                                                             PTXAS_FIRST.get(cap[0] * 10 + cap[1]), "sm_121a").text
         return Verdict(G, Status.FAIL if planned else Status.WARN, "; ".join(found) + tail,
                        detail=f"{'; '.join(problems)}; NVFP4 would run without cvt.e2m1x2"[:400],
-                       fix=FIX_FP8, readings=readings)
+                       fix=fix, readings=readings)
     ok = [f"{lib.label} {lib.version} ({', '.join(ready[lib.distribution][:3])})" for lib in fp4
           if ready[lib.distribution]]
     jit = f"; JIT-built at run time: {', '.join(lib.label for lib in jit_only)}" if jit_only else ""

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from .triton import TritonPtxas, release
+
 
 @dataclass(frozen=True)
 class Change:
@@ -90,3 +92,16 @@ def power_cycle(spark: bool) -> Remedy:
     return Remedy("restart the machine (the GPU alone: nvidia-smi -r where nothing uses it); if it comes back, check "
                   "the GPU's power, cooling and PCIe seating and contact the vendor",
                   (Change("power-cycle", "machine"),))
+
+
+def ptxas(found: TritonPtxas, var: str, needed: Optional[tuple[int, int]], target: str) -> Remedy:
+    """Point Triton at a ptxas that knows ``target``: one found on this machine, else CUDA 13's
+    (triton-lang/triton#8539). G1 (Triton cannot compile for the GPU) and G7 (its FP4 kernels cannot
+    target sm_121a) give this one remedy."""
+    good = [o for o in found.others if needed and (release(o.release) or (0, 0)) >= needed]
+    if good:
+        return Remedy(f"export {var}={good[0].path} (CUDA {good[0].release}'s ptxas, found here): Triton then "
+                      f"compiles for {target} with it, whatever ptxas it bundles",
+                      (Change("env", var, good[0].path),))
+    return Remedy(f"install CUDA 13's toolkit (its ptxas compiles for {target}) and export {var}=/usr/local/cuda/bin/"
+                  "ptxas (triton-lang/triton#8539)", (Change("env", var, "/usr/local/cuda/bin/ptxas"),))

@@ -69,3 +69,34 @@ class TritonPtxas:
         if self.blackwell_from_sm is not None and sm >= self.blackwell_from_sm and "ptxas-blackwell" in by_name:
             return by_name["ptxas-blackwell"]
         return by_name.get("ptxas") or (self.tools[0] if self.tools else None)
+
+
+# The CUDA release whose ptxas first compiles for an SM (the CUDA toolkit's release notes and features
+# archive: 12.8 added sm_100 and sm_120, 12.9 sm_103 and sm_121, 13.0 sm_110).
+PTXAS_FIRST = {121: (12, 9), 120: (12, 8), 103: (12, 9), 100: (12, 8), 110: (13, 0), 101: (12, 8),
+               90: (11, 8), 89: (11, 8), 87: (11, 4), 86: (11, 1), 80: (11, 0), 75: (10, 0)}
+
+
+def release(text: Optional[str]) -> Optional[tuple[int, int]]:
+    """``12.8`` -> (12, 8); None for no release."""
+    try:
+        major, minor = str(text).split(".")[:2]
+        return int(major), int(minor)
+    except (ValueError, AttributeError):
+        return None
+
+
+def compiles_for(ptxas: TritonPtxas, capability: tuple[int, int]) -> Optional[bool]:
+    """Does the ptxas Triton runs for a GPU of ``capability`` know its SM? None when it cannot be told
+    (triton not installed, an SM outside the table); False when that ptxas does not run."""
+    if not ptxas.installed:
+        return None
+    sm = capability[0] * 10 + capability[1]
+    needed = PTXAS_FIRST.get(sm)
+    if needed is None:
+        return None
+    tool = ptxas.tool_for(sm)
+    if tool is None or tool.used is None:
+        return False
+    found = release(tool.used.release)
+    return found is not None and found >= needed

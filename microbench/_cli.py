@@ -21,17 +21,27 @@ from typing import IO, Any, Callable, NoReturn, Optional
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
 _SECONDS_PER = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-# C0 and C1 controls, DEL, the Unicode line and paragraph separators, the bidirectional overrides
-# and isolates (which reorder what a terminal shows), lone surrogates (bytes that were not UTF-8,
-# kept by the surrogateescape error handler) and the noncharacters U+FFFE and U+FFFF (which XML 1.0
-# cannot hold). The suite's one escaper: spark_gotchas.text shows strings with it too.
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators; every format character
+# (Unicode's Cf: the bidirectional overrides, embeddings, isolates and marks, U+061C, zero-width
+# spaces and joiners, U+FEFF, the soft hyphen, the tag characters U+E0000-U+E007F …), which reorder
+# what a terminal shows or hide text in it, as Trojan-source checks flag them; the blank-looking
+# Hangul fillers and the variation selectors U+E0100-U+E01EF, which show nothing; lone surrogates
+# (bytes that were not UTF-8, kept by the surrogateescape error handler) and the noncharacters U+FFFE
+# and U+FFFF (which XML 1.0 cannot hold). The suite's one escaper: spark_gotchas.text shows strings
+# with it too (tests/test_outward.py checks every Cf character of the running Python is in it).
+UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ud800-\udfff\ufeff\uffa0\ufff9-\ufffb\ufffe\uffff"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 
 
 def _escaped(match: re.Match) -> str:
     code = ord(match.group())
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8: show the byte
         return f"\\x{code - 0xDC00:02x}"
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
@@ -273,7 +283,21 @@ def in_span(lo: float, hi: float, unit: str = "", integer: bool = False,
     return convert
 
 
+_WORD_END = re.compile(r"[\s,;&|)\]}]")
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word's end, never inside a word: the suite
+    masks what a measurement returns, and a token cut in two would keep its first characters in a
+    shape its masker no longer knows (this package imports nothing of the suite to mask it here)."""
+    if len(text) <= limit:
+        return text
+    ends = [m.start() for m in _WORD_END.finditer(text, 0, limit + 1)]
+    return text[:ends[-1]].rstrip() if ends else ""
+
+
 def first_line(exc: BaseException, limit: int = 240) -> str:
-    """``Type: first line of the message``, at most ``limit`` characters: an error as a result shows it."""
+    """``Type: first line of the message``, at most ``limit`` characters, cut at a word's end (:func:`cut`):
+    an error as a result shows it."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:limit]
+    return cut(f"{type(exc).__name__}: {text[0] if text else ''}", limit)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from . import _stream_cuda
-from ._cli import ArgumentParser, first_line, in_span, print_json, require_cuda, say, shown
+from ._cli import ArgumentParser, cut, first_line, in_span, print_json, require_cuda, say, shown
 from ._stream_cuda import StreamConfig
 from ._timing import Timing, TorchClock, bench
 from .quantities import Bytes, Count, GBps, Seconds
@@ -328,7 +328,7 @@ def _measure(torch: Any, method: str, label: str, fn: Callable[[], Any], bufs: _
             return result
         timing = bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, clock=clock)
     except Exception as exc:  # a Triton compile error, CUDA OOM …: a reading, not a crash
-        result.error = (f"{type(exc).__name__}: {exc}".strip().splitlines() or [""])[0][:300]
+        result.error = cut((f"{type(exc).__name__}: {exc}".strip().splitlines() or [""])[0], 300)
         return result
     result.timing = timing
     result.gbps = timing.rate(result.bytes_per_call) / 1e9
@@ -385,7 +385,7 @@ def _new_result(facts: dict, array_bytes: int, sizing: str, mode: str, backend: 
     return BandwidthResult(
         device=facts["device"], capability=facts["capability"], sms=facts["sms"], l2_bytes=facts["l2_bytes"],
         unified_memory=facts["unified_memory"], array_bytes=array_bytes, sizing=sizing, mode=mode,
-        backend=backend[:400], setup_seconds=setup)
+        backend=cut(backend, 400), setup_seconds=setup)
 
 
 def _cuda_first(backend: str, device: str, clock: Any) -> bool:
@@ -651,7 +651,7 @@ def sweep(backend: str = "auto", references: bool = True, warmup_ms: float = 10.
             facts = _device_facts(torch, unified_memory)
             use_triton, backend_text = _pick_backend("auto" if backend == "cuda" else backend)
         out = BandwidthSweep(device=facts["device"], l2_bytes=facts["l2_bytes"],
-                             unified_memory=facts["unified_memory"], backend=f"{backend_text}{note}"[:400])
+                             unified_memory=facts["unified_memory"], backend=cut(f"{backend_text}{note}", 400))
         for size in sweep_sizes(facts["l2_bytes"], facts["available"]):
             if (should_stop is not None and should_stop()) or time.perf_counter() - t0 > max_seconds:
                 out.stopped_early = True

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ._cli import ArgumentParser, first_line, in_span, json_text, say, say_now, shown
+from ._cli import ArgumentParser, cut, first_line, in_span, json_text, say, say_now, shown
 
 DEFAULT_LARGE = "64M,256M,1G"
 DEFAULT_SMALL = "8,1K,64K"
@@ -57,7 +57,7 @@ def _short_error(exc: BaseException) -> str:
     """The first line of an error without gloo's/NCCL's source location prefix."""
     lines = str(exc).strip().splitlines()
     text = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*", "", lines[0] if lines else "")
-    return text.split(" This is typically caused")[0][:300]
+    return cut(text.split(" This is typically caused")[0], 300)
 
 
 class Recorder:

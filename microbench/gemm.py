@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._cli import ArgumentParser, in_span, print_json, require_cuda, say, shown
+from ._cli import ArgumentParser, cut, in_span, print_json, require_cuda, say, shown
 from ._cublas import CublasUnavailable
 from ._timing import Timing, TorchClock, bench, l2_flusher
 from .quantities import Count, Ratio, Seconds, TFlops
@@ -262,7 +262,7 @@ def _check_then_time(result: PrecisionResult, measure_error: Callable[[], float]
 
 def _one_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
-    return " ".join(text.split())[:400]
+    return cut(" ".join(text.split()), 400)
 
 
 def probe(size: int = 8192, precisions: tuple[str, ...] | list[str] = PRECISIONS, warmup_ms: float = 25.0,

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
-from ._cli import ArgumentParser, in_span, json_text, print_json, require_torch, say
+from ._cli import ArgumentParser, cut, in_span, json_text, print_json, require_torch, say
 
 GB = 1e9
 MIB = 1 << 20
@@ -301,7 +301,7 @@ def probe(size_bytes: Optional[int] = None, directory: str = "reports", device: 
         out["ok"] = True
         return out
     except Exception as exc:
-        out["reason"] = f"{type(exc).__name__}: {exc}"[:300]
+        out["reason"] = cut(f"{type(exc).__name__}: {exc}", 300)
         return out
     finally:
         if sampler is not None:

@@ -12,9 +12,10 @@ stalled network file system blocks ``read`` in the kernel. So :func:`read_bytes`
 - does all of that in a reader thread it waits for at most the kind's seconds: a read that hangs
   in the kernel is given up (its thread is left to finish on its own) and is a :class:`Refused`.
 
-:func:`read_json` also refuses text that is not UTF-8 or JSON, nested too deeply, or holding a
-number Python will not parse; NaN and Infinity are parsed and left to the typed readings
-(:mod:`spark_gotchas.serial`) and the tools, which name the field that holds one.
+:func:`read_json` also refuses text that is not UTF-8 or JSON, nested more than :data:`MAX_DEPTH`
+levels, holding a key twice in an object, or holding a number Python will not parse; NaN and
+Infinity are parsed and left to the typed readings (:mod:`spark_gotchas.serial`) and the tools,
+which name the field that holds one.
 """
 
 from __future__ import annotations
@@ -164,23 +165,70 @@ def _utf8(data: bytes) -> str:
 
 def read_json(path: str | os.PathLike, kind: Kind) -> object:
     """The JSON document in ``path``, read as :func:`read_bytes` reads; :class:`Refused` also for
-    text that is not UTF-8 or JSON, is nested too deeply to parse, or holds a number of more
-    digits than Python parses. OSError as ``open`` gives."""
+    text that is not UTF-8 or JSON (:func:`parse_json`). OSError as ``open`` gives."""
     return read_json_sized(path, kind)[0]
 
 
 def read_json_sized(path: str | os.PathLike, kind: Kind) -> tuple[object, int]:
     """:func:`read_json`, and the file's size in bytes: a reader that learns the document's kind
     from its contents can hold it to that kind's bound without reading the file again."""
+    data = read_bytes(path, kind)
+    return parse_json(_utf8(data)), len(data)
+
+
+MAX_DEPTH = 100  # levels of nesting a JSON document may have: the suite's own are 15 deep at most
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _Duplicate(twice)
+    return obj
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON, or :class:`Refused` naming why not in a few words: not JSON; nested more
+    than :data:`MAX_DEPTH` levels (a depth is a bound like a size: every walk after this one may
+    then recurse, a document 990 levels deep ended in a RecursionError far from here); an object
+    holding a key twice (tools disagree on which value a duplicate key has: the suite reads no such
+    file rather than pick one); a number of more digits than Python parses (4300). NaN and Infinity
+    are parsed and left to the typed readings (:mod:`spark_gotchas.serial`) and the tools, which
+    name the field that holds one."""
     import json
 
-    data = read_bytes(path, kind)
-    text = _utf8(data)
     try:
-        return json.loads(text), len(data)
+        doc = json.loads(text, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         raise Refused(f"not JSON: {exc}") from None
     except RecursionError:
         raise Refused("nested too deeply to read") from None
+    except _Duplicate as exc:
+        raise Refused(f"not JSON this suite reads: an object holds the key {str(exc)[:60]!r} twice") from None
     except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
         raise Refused(f"not JSON this suite reads: {str(exc).split(';')[0]}") from None
+    if _deeper_than(doc, MAX_DEPTH):
+        raise Refused("nested too deeply to read")
+    return doc
+
+
+def _deeper_than(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` nests more than ``limit`` arrays and objects, level by level (no recursion)."""
+    level, depth = [doc], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        inner = []
+        for node in level:
+            if isinstance(node, dict):
+                inner.extend(v for v in node.values() if isinstance(v, (dict, list)))
+            elif isinstance(node, list):
+                inner.extend(v for v in node if isinstance(v, (dict, list)))
+        level = inner
+    return False

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from . import bounded_read, outward
+from . import bounded_read, outward, scrub
 from .microbench._cli import in_span
 from .microbench.quantities import Epoch, bound_of_name
 from .serial import dumps, number_problem
@@ -165,7 +165,7 @@ def _from_snapshot(path: str, data: dict[str, Any]) -> RunDoc:
         if not isinstance(entry, dict):
             continue
         status = _status_of(entry.get("status"))
-        gid = str(entry.get("id", ""))
+        gid = scrub.clip(str(entry.get("id", "")), GID_CHARS)  # a field from outside, bounded where printed
         if status is None or not gid.startswith("G"):
             continue
         by_id.setdefault(gid, []).append(GotchaState(status, str(entry.get("summary") or ""), str(entry.get("fix") or "")))
@@ -198,9 +198,9 @@ def _from_report(path: str, data: dict[str, Any]) -> RunDoc:
     for gid, entry in gotchas.items():
         status = _status_of(entry.get("status")) if isinstance(entry, dict) else None
         if status is None:
-            raise DiffInputError(f"{path}: {str(gid)[:40]}'s entry in spark_gotchas.gotchas has no status "
+            raise DiffInputError(f"{path}: {scrub.clip(str(gid), 40, mark='')}'s entry in spark_gotchas.gotchas has no status "
                                  "(FAIL, WARN, PASS, INFO or SKIP)")
-        statuses[str(gid)] = GotchaState(status, str(entry.get("summary") or ""), str(entry.get("fix") or ""))
+        statuses[scrub.clip(str(gid), GID_CHARS)] = GotchaState(status, str(entry.get("summary") or ""), str(entry.get("fix") or ""))
     platform = section.get("platform") if isinstance(section.get("platform"), dict) else {}
     readings = _platform_readings(platform)
     readings["suite"] = ("version", section.get("suite_version"))
@@ -312,9 +312,12 @@ class Diff:
                 "unusable": self.unusable}
 
 
+GID_CHARS = 12  # a gotcha id as shown: G1 … G10, and room for what no id is
+
+
 def _gid_key(gid: str) -> tuple[int, str]:
     digits = gid[1:]
-    return (int(digits), gid) if digits.isdigit() else (99, gid)
+    return (int(digits), gid) if digits.isdigit() and len(digits) <= 2 else (99, gid)  # G + 10,000 digits: no int()
 
 
 def compare_status(a: Optional[str], b: Optional[str]) -> str:

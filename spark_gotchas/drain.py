@@ -126,10 +126,10 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
     unknown = sorted(gid for gid, entry in gotchas.items()
                      if not isinstance(entry, dict) or entry.get("status") not in STATUSES)
     if unknown:  # fail closed: a status this pass cannot read might be a FAIL
-        gid, entry = outward.line(unknown[0]), gotchas[unknown[0]]
+        gid, entry = outward.field(unknown[0], 40), gotchas[unknown[0]]
         if not isinstance(entry, dict):
-            return Outcome(lines, error=f"{gid}'s entry in the report is {outward.line(repr(entry))}, not an object")
-        return Outcome(lines, error=f"{gid}'s status in the report is {outward.line(repr(entry.get('status')))}, "
+            return Outcome(lines, error=f"{gid}'s entry in the report is {outward.field(repr(entry), 80)}, not an object")
+        return Outcome(lines, error=f"{gid}'s status in the report is {outward.field(repr(entry.get('status')), 80)}, "
                                     f"not one of {', '.join(STATUSES)}")
     failing = [gid for gid, entry in gotchas.items() if entry["status"] == "FAIL"]
     printed: dict[str, str] = {}  # a report of an older suite has no line per gotcha: its FAIL lines, in one pass
@@ -137,7 +137,7 @@ def outcome(report: Any, *, require_gpu: bool = False) -> Outcome:
         head, sep, _ = x.partition(" FAIL: ")
         if sep and head not in printed:
             printed[head] = x
-    fails = [_line(gotchas[gid]) or printed.get(gid) or format_line(int(gid[1:]) if gid[1:].isdigit() else 0,
+    fails = [_line(gotchas[gid]) or printed.get(gid) or format_line(int(gid[1:]) if gid[1:].isdigit() and len(gid) <= 10 else 0,
                                                                      "FAIL", str(gotchas[gid].get("summary", "")))
              for gid in failing]
     if not fails and require_gpu:

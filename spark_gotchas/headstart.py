@@ -36,6 +36,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from . import scrub
+
 ENV = "SPARK_GOTCHAS_HEADSTART"
 PARTS = ("g4_load", "cuda_context", "g5_probe", "g7_rates", "g2_threads", "early_import")
 TORCH_FREE = ("g4_load", "g5_probe", "g7_rates")  # the parts whose GPU work runs in the load worker, without torch
@@ -96,7 +98,7 @@ class HeadStart:
                 if key not in TORCH_FREE_READINGS or self.runs_without_torch(key):
                     self.provider.prefetch(key)
             except Exception as exc:  # a head start that fails costs only the head start
-                self.errors[key] = f"{type(exc).__name__}: {exc}"[:600]
+                self.errors[key] = scrub.clip(f"{type(exc).__name__}: {exc}", 600, mark="")
 
     def runs_without_torch(self, key: str) -> bool:
         """Whether reading ``key`` runs in the load worker (its part on, and its reader says it can:

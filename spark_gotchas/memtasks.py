@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from . import scrub
 from .readers.mem import fstype_of, read_meminfo_file
 from .sampler import Sampler
 
@@ -22,7 +23,7 @@ def cuda_memory(max_devices: int = 8) -> dict[str, Any]:
             free, total = torch.cuda.mem_get_info(index)
             entry["free_bytes"], entry["total_bytes"] = int(free), int(total)
         except Exception as exc:  # one bad device must not hide the others
-            entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            entry["error"] = scrub.clip(f"{type(exc).__name__}: {exc}", 300, mark="")
         devices.append(entry)
     info = read_meminfo_file()
     return {

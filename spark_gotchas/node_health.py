@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import bounded_read, drain, outward, scontrol
+from . import bounded_read, drain, outward, scontrol, scrub
 from .drain import Do, Node, Outcome
 from .microbench._cli import in_span
 from .procs import run_bounded
@@ -58,7 +58,7 @@ _seconds = in_span(0.1, 86400, "seconds")  # a deadline: above nothing, below a 
 
 def _folder(text: str) -> str:
     if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text[:200]} is not a folder")
+        raise argparse.ArgumentTypeError(f"{scrub.clip(text, 200, mark='')} is not a folder")
     return text
 
 

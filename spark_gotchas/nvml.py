@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from . import scrub
 from .options import env_number
 
 TIMEOUT_ENV = "SPARK_GOTCHAS_NVML_TIMEOUT"
@@ -257,7 +258,7 @@ def import_pynvml(budget: Optional[float] = None) -> Imported:
         return Imported(reason=describe_error(exc))
     found = binding()
     where = f"pynvml at {found.path}" if found.path else "pynvml"
-    return Imported(reason=_blame(f"{where} raised {repr(exc)[:200]} at import", found), path=found.path)
+    return Imported(reason=_blame(f"{where} raised {scrub.clip(repr(exc), 200, mark='')} at import", found), path=found.path)
 
 
 def init() -> NotAvailable | None:
@@ -285,7 +286,7 @@ def _first_init() -> NotAvailable | None:
             raise call.error
         if type(call.error).__name__.startswith("NVMLError"):  # the driver's own answer
             return NotAvailable(describe_error(call.error))
-        return NotAvailable(_blame(f"nvmlInit raised {repr(call.error)[:200]}", binding()))
+        return NotAvailable(_blame(f"nvmlInit raised {scrub.clip(repr(call.error), 200, mark='')}", binding()))
     _STATE["module"] = imported.module
     return None
 

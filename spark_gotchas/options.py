@@ -16,6 +16,7 @@ from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, get_type_hints
 
+from . import scrub
 from .plan import DEFAULT_LOAD_FACTOR, Plan
 
 PROFILE_CHOICES = ("auto", "gb10", "h100", "h200", "gh200", "generic")
@@ -117,7 +118,7 @@ def env_number(name: str, environ: Optional[Mapping[str, str]] = None) -> Option
         why = f"must be a whole {spec.span.describe()[2:]}"
     if why:
         written = " (0.1 or 10%)" if spec.percent else ""
-        raise ValueError(f"{name}={text[:40]!r} {why}{written}")
+        raise ValueError(f"{name}={scrub.clip(text, 40, mark='')!r} {why}{written}")
     return int(number) if spec.integer else number
 
 

@@ -7,6 +7,8 @@ credentials and :mod:`spark_gotchas.text` escaped their control characters and l
 LF, U+0085, U+2028, U+2029 …): one string stays on one line and cannot forge a ``G4 PASS:`` line.
 
 - :func:`line`: one line of terminal text (a line break inside it shows as ``\\x0a``);
+- :func:`quoted`: a :func:`line` that sits inside another (a verdict's finding): white space runs
+  folded, a G-line's head in it escaped, so no row of a wrapped line reads as a G-line;
 - :func:`document`: a JSON-ready copy whose every string, key and value, is a :func:`line`;
 - :func:`record`: a JSON-ready copy with credentials masked and strings kept as read, for the files
   the suite reads back (the snapshot, the JSON report), whose JSON encoding escapes every control;
@@ -28,7 +30,7 @@ from typing import IO, Any, Iterable, Optional
 
 from . import scrub, serial
 from .microbench import _cli
-from .text import SHOWN_CHARS, printable
+from .text import SHOWN_CHARS, folded, printable
 
 LINE_CHARS = 4 * SHOWN_CHARS  # the longest line a door prints: a finding cut at SHOWN_CHARS fits whole
 _WORD_ENDS = (" ", "\t", "\n", ",", ";", "&", "}", "]", ")")  # where no credential shape goes on past
@@ -46,6 +48,20 @@ def line(text: object, secrets: Optional[Iterable[str]] = None, limit: int = LIN
         more = len(text) - end + max(0, len(shown) - limit)
         return f"{shown[:limit]}… ({more} more characters)"
     return printable(scrub.mask_text(text, secrets), limit=limit)
+
+
+def quoted(text: object, limit: int = SHOWN_CHARS) -> str:
+    """Text that quotes strings from outside, for a place inside a line (a verdict's finding, a
+    field of the platform line): a :func:`line` of at most ``limit`` characters, its white space
+    runs folded and any G-line head in it escaped (:func:`spark_gotchas.text.folded`): whatever the
+    terminal's width, no row of it reads as a G-line of its own."""
+    return folded(line(text, limit=limit))
+
+
+def field(text: object, room: int) -> str:
+    """One field from outside inside a line (a GPU's name in the platform line), bounded where it
+    is printed: :func:`quoted`, then at most ``room`` characters ending in ``…`` (masked before the cut)."""
+    return scrub.clip(quoted(text, limit=4 * room + 64), room)
 
 
 def document(obj: Any, secrets: Optional[Iterable[str]] = None) -> Any:

@@ -156,13 +156,14 @@ def one_line(desc: dict[str, Any], replayed_from: Optional[str] = None) -> str:
     is left out. Each field from outside is bounded where it is printed (:func:`outward.field`: a
     GPU named ``H200`` and 141 spaces and ``G4 PASS: …`` starts no row of its own)."""
     field = outward.field
-    gpu = field(desc.get("gpu") or (f"NVIDIA GPU present but not visible here ({desc['gpu_hidden']})"
-                                    if desc.get("gpu_hidden") else f"no GPU ({desc.get('nvml_error') or 'none found'})"), 100)
+    gpu = field(desc["gpu"], 100) if desc.get("gpu") else (
+        f"NVIDIA GPU present but not visible here ({field(desc['gpu_hidden'], 300)})" if desc.get("gpu_hidden")
+        else f"no GPU ({field(desc.get('nvml_error') or 'none found', 300)})")
     cap = desc.get("capability")
     pair = isinstance(cap, (list, tuple)) and len(cap) == 2
     parts = [gpu + (f" (cc {field(cap[0], 6)}.{field(cap[1], 6)})" if pair else "")]
     if desc.get("gpu") and desc.get("nvml_error") and not desc.get("driver"):  # the GPU as torch sees it
-        parts.append(f"NVML unavailable: {field(desc['nvml_error'], 100)}")
+        parts.append(f"NVML unavailable: {field(desc['nvml_error'], 300)}")
     if desc.get("driver"):
         parts.append(f"driver {field(desc['driver'], 40)} / CUDA {field(desc.get('cuda_driver') or '?', 20)}")
     if desc.get("torch"):

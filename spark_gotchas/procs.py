@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import IO, Optional, Sequence
 
+from . import scrub
+
 OUTPUT_LIMIT = 1 << 20  # bytes kept of each stream (the end of it)
 KILL_WAIT_S = 2.0  # after SIGKILL; a process in uninterruptible sleep (a wedged driver) takes longer
 
@@ -57,7 +59,7 @@ class BoundedRun:
             return f"{name} did not finish within {self.limit_s:g} s (killed with its process group)"
         if self.returncode != 0:
             tail = (self.stdout + "\n" + self.stderr).strip().splitlines()[-1:] or [""]
-            return f"{name} exited {self.returncode}: {tail[0][:160]}".rstrip(": ")
+            return f"{name} exited {self.returncode}: {scrub.clip(tail[0], 160, mark='')}".rstrip(": ")
         return ""
 
 

@@ -86,10 +86,14 @@ INFO_LABELS = (("version", "suite"), ("driver", "driver"), ("cuda", "cuda_driver
 PLATFORM_LABELS = (("profile", "profile"), ("gpu", "gpu"))
 
 
+LABEL_CHARS = 200  # a label value's length at most: a dashboard shows it in a legend or a table cell
+
+
 def label(value: Any) -> str:
-    """A label value from outside: credentials masked, control characters escaped (the client
-    escapes backslash, quote and newline for the exposition format)."""
-    return outward.line("" if value is None else str(value))
+    """A label value from outside: credentials masked, control and format characters escaped,
+    white space runs folded and a G-line head escaped, at most :data:`LABEL_CHARS` characters
+    (:func:`outward.field`; the client escapes backslash, quote and newline for the exposition format)."""
+    return outward.field("" if value is None else str(value), LABEL_CHARS)
 
 
 def _number(value: Any, scale: float) -> Optional[float]:

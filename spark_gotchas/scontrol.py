@@ -13,6 +13,7 @@ import re
 import shutil
 from typing import Optional
 
+from . import scrub
 from .drain import Node
 from .procs import OUTPUT_LIMIT, run_bounded
 
@@ -40,7 +41,7 @@ def _run(scontrol: str, args: list[str], timeout: float) -> str:
     if run.timed_out:
         raise SlurmError(f"scontrol {args[0]} did not answer within {timeout:g} s (killed): is slurmctld up?")
     if not run.ok:
-        words = " ".join(run.stdout.split())[:300] or f"exit status {run.returncode}"
+        words = scrub.clip(" ".join(run.stdout.split()), 300, mark="") or f"exit status {run.returncode}"
         raise SlurmError(f"scontrol {args[0]} failed: {run.error or words}")
     if run.cut:  # its start is lost: the first State= left might be a reason's text
         raise SlurmError(f"scontrol {args[0]} printed more than {OUTPUT_LIMIT >> 20} MiB: not a node's record")

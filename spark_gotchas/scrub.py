@@ -128,8 +128,8 @@ _OWN_FAMILIES = (
 )
 FAMILIES_FILE = Path(__file__).with_name("token_families.json")  # gitleaks' families (MIT), see its notice
 # A word starts after no letter or digit, or after a control character already shown escaped
-# (``\x0a``, ``\u2028``, ``\n`` as repr writes it): text escaped before it is masked keeps no token.
-_ESCAPED_BEFORE = r"(?<=\\x[0-9a-fA-F]{2})|(?<=\\u[0-9a-fA-F]{4})|(?<=\\[nrtabfv])"
+# (``\x0a``, ``\u2028``, ``\U000e0041``, ``\n`` as repr writes it): text escaped before it is masked keeps no token.
+_ESCAPED_BEFORE = r"(?<=\\x[0-9a-fA-F]{2})|(?<=\\u[0-9a-fA-F]{4})|(?<=\\U[0-9a-fA-F]{8})|(?<=\\[nrtabfv])"
 
 
 def _word_start_after(first: str) -> str:
@@ -137,18 +137,18 @@ def _word_start_after(first: str) -> str:
     pattern still opens with a literal and ``re`` skips every position that cannot start a token)."""
     c = re.escape(first)
     return (rf"(?:(?<![A-Za-z0-9]{c})|(?<=\\x[0-9a-fA-F]{{2}}{c})|(?<=\\u[0-9a-fA-F]{{4}}{c})"
-            rf"|(?<=\\[nrtabfv]{c}))")
+            rf"|(?<=\\U[0-9a-fA-F]{{8}}{c})|(?<=\\[nrtabfv]{c}))")
 
 
 def _families() -> list[tuple[tuple[str, ...], tuple, bool]]:
     found = list(_OWN_FAMILIES)
     try:
-        data = json.loads(FAMILIES_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # an install without its data file still masks the suite's own families
-        return found
-    for family in data.get("families", []):
-        body = tuple(p if isinstance(p, str) else (p[0], int(p[1])) for p in family["body"])
-        found.append((tuple(family["prefixes"]), body, bool(family["word_start"])))
+        data = json.JSONDecoder().decode(FAMILIES_FILE.read_text(encoding="utf-8"))
+        for family in data["families"]:
+            body = tuple(p if isinstance(p, str) else (p[0], int(p[1])) for p in family["body"])
+            found.append((tuple(family["prefixes"]), body, bool(family["word_start"])))
+    except Exception:  # noqa: BLE001 (the masker never fails: without its data file it masks the suite's own families)
+        return list(_OWN_FAMILIES)
     return found
 
 
@@ -169,7 +169,9 @@ def token_shapes() -> re.Pattern:
 
 
 # An escape sequence (``ESC [ 32 m``, raw or shown escaped) ends a word: what follows it starts one.
-_ESCAPE_SEQUENCE = re.compile(r"(?:\x1b|\\x1b)(?:\[[0-9;?]*+[ -/]*+[@-~]|\][^\x07\x1b\\]*+|[@-Z\\-_])")
+# ESC and one letter (``ESC A``) may be a two-character sequence or a lone ESC before a word
+# (``ESC AKIA…``): the letter starts the next stretch either way, so a token it begins is masked.
+_ESCAPE_SEQUENCE = re.compile(r"(?:\x1b|\\x1b)(?:\[[0-9;?]*+[ -/]*+[@-~]|\][^\x07\x1b\\]*+|(?=[@-Z\\-_]))")
 
 
 def _mask_tokens(text: str) -> str:
@@ -202,7 +204,7 @@ _AUTH_HEADER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:proxy
 _BEARER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
 # What may stand between a name and its value besides spaces and tabs: a no-break or other Unicode
 # space, a zero-width one (raw, or shown escaped as \u200b), none of which ends the value's text.
-_BLANK = r"(?:[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]|\\u(?:200[b-d]|2060|feff))"
+_BLANK = r"(?:[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]|\\u(?:200[b-d]|2060|feff|00a0))"
 # key=value, key: value, "key": "value", 'key'='value', password%3Dvalue (the key is checked by
 # is_secret_name). The value is read after the match, not consumed: a key that is no secret leaves
 # its value to be read again (``note="token": "…"`` is a note holding a token).
@@ -457,7 +459,7 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
 
 
 # -- whole documents ------------------------------------------------------------------------------------
-def _rebuilt(obj: Any, on_str: Callable[[str], str], secret_keys: bool = False) -> Any:
+def map_strings(obj: Any, on_str: Callable[[str], str], secret_keys: bool = False) -> Any:
     """A copy of a JSON-like ``obj`` with ``on_str`` applied to every string, keys and values alike
     (with ``secret_keys``, the value under a secret-named key masked whole instead). Iterative: a
     document nested 1,000 levels deep is copied as one nested 3 deep, never a RecursionError."""
@@ -493,7 +495,7 @@ def scrub_named(obj: Any) -> Any:
     """A copy of ``obj`` whose values under a secret-looking key (``password``, ``GITHUB_TOKEN``,
     ``api_key``) are masked whole, at any depth: for name-value tables such as pytest-metadata's
     (``--metadata password hunter2``), not for readings, whose ``key`` or ``token_count`` is data."""
-    return _rebuilt(obj, lambda s: s, secret_keys=True)
+    return map_strings(obj, lambda s: s, secret_keys=True)
 
 
 def scrub(obj: Any, secrets: Iterable[str] | None = None, then: Callable[[str], str] | None = None) -> Any:
@@ -502,5 +504,5 @@ def scrub(obj: Any, secrets: Iterable[str] | None = None, then: Callable[[str], 
     itself, at any depth."""
     values = list(secret_values() if secrets is None else secrets)
     if then is None:
-        return _rebuilt(obj, lambda s: mask_text(s, values))
-    return _rebuilt(obj, lambda s: then(mask_text(s, values)))
+        return map_strings(obj, lambda s: mask_text(s, values))
+    return map_strings(obj, lambda s: then(mask_text(s, values)))

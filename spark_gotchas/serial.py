@@ -30,6 +30,14 @@ occur, ``Any`` fields included:
 
 ``to_jsonable`` records a NaN or an infinity as ``null`` and :func:`dumps` writes only standard
 JSON (``allow_nan=False``), so no document the suite writes holds either.
+
+Every string a value is built with has its credentials masked (:func:`spark_gotchas.scrub.mask_text`):
+a judge never sees a credential, so what it cuts to fit a line (a variable's value, a GPU's name, an
+error) holds none, not even a part of one; and a live run judges what its snapshot keeps.
+
+Both walks are bounded in depth: ``to_jsonable`` copies iteratively (a value nested 1,000 levels
+deep is no RecursionError), ``from_jsonable`` follows the declared type and refuses a value nested
+deeper than :data:`MAX_DEPTH` levels (a ``SpotCheck`` holds its re-run, which could hold another …).
 """
 
 from __future__ import annotations
@@ -39,12 +47,16 @@ import enum
 import json
 import math
 import numbers
+import reprlib
 import types
 import typing
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Callable, get_args, get_origin, get_type_hints
+
+from . import scrub
 
 _HINTS: dict[type, dict[str, Any]] = {}
 INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1  # a signed or an unsigned 64-bit value
+MAX_DEPTH = 100  # levels of nesting a built value may have (bounded_read refuses deeper documents)
 
 
 class Misfit(TypeError, ValueError):
@@ -64,15 +76,20 @@ class OutOfRange(Misfit):
     outside its field's declared range. The message names the field and the value."""
 
 
-def to_jsonable(obj: Any) -> Any:
+def _container(obj: Any) -> Any:
+    """The items of ``obj`` as (key, value) pairs when it is a container to_jsonable opens, else None."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    if isinstance(obj, dict):
+        return [(str(k), v) for k, v in obj.items()]
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(enumerate(obj))
+    return None
+
+
+def _scalar_jsonable(obj: Any) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):  # NaN and infinities are not JSON
         return None
     if obj is None or isinstance(obj, (str, int, float, bool)):
@@ -87,6 +104,31 @@ def to_jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+def to_jsonable(obj: Any) -> Any:
+    """``obj`` as JSON values: dataclasses as objects, tuples and sets as arrays, enums as their
+    values, a NaN or an infinity as null. Iterative, so any depth of nesting is copied."""
+    items = _container(obj)
+    if items is None:
+        return _scalar_jsonable(obj)
+    root: Any = [] if isinstance(obj, (list, tuple, set, frozenset)) else {}
+    todo = [(items, root)]
+    while todo:
+        items, copy = todo.pop()
+        for key, value in items:
+            inner = _container(value)
+            if inner is not None:
+                child: Any = [] if isinstance(value, (list, tuple, set, frozenset)) else {}
+                todo.append((inner, child))
+                value = child
+            else:
+                value = _scalar_jsonable(value)
+            if isinstance(copy, list):
+                copy.append(value)
+            else:
+                copy[key] = value
+    return root
+
+
 def dumps(obj: Any, **kwargs: Any) -> str:
     """``json.dumps`` of standard JSON: dataclasses, tuples and enums as :func:`to_jsonable` writes
     them, a NaN or an infinity as ``null`` (``allow_nan=False`` then proves none is left)."""
@@ -94,8 +136,10 @@ def dumps(obj: Any, **kwargs: Any) -> str:
 
 
 def from_jsonable(tp: Any, data: Any) -> Any:
-    """Build a value of type ``tp`` from JSON data; :class:`Misfit` names the first value that does not fit."""
-    return _build(tp, data, "")
+    """Build a value of type ``tp`` from JSON data; :class:`Misfit` names the first value that does
+    not fit. Every string is masked (:func:`spark_gotchas.scrub.mask_text`)."""
+    values = scrub.secret_values()
+    return _build(tp, data, "", lambda text: scrub.mask_text(text, values))
 
 
 def type_name(tp: Any) -> str:
@@ -112,16 +156,20 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 2, 60, 60, 4, 4
+
+
 def _shown(data: Any) -> str:
-    """The offending value, short and printable (control characters escaped by repr)."""
+    """The offending value, short and printable (control characters escaped by repr): at most two
+    levels of it (a value nested 1,000 deep is no RecursionError), masked before it is cut."""
     if data is None:
         return "null"
     kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
             dict: "object"}.get(type(data), type(data).__name__)
-    text = repr(data)
-    if len(text) > 40:
-        text = text[:39] + "…"
-    return f"{kind} {text}"
+    if isinstance(data, int) and not isinstance(data, bool) and not INT_MIN <= data <= INT_MAX:
+        return f"{kind} of {len(str(abs(data)))} digits"
+    return f"{kind} {scrub.clip(_REPR.repr(data), 40)}"
 
 
 def _misfit(tp: Any, data: Any, path: str) -> Misfit:
@@ -132,24 +180,29 @@ def _at(path: str, key: Any) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
 
 
-def _build(tp: Any, data: Any, path: str) -> Any:
+Mask = Callable[[str], str]
+
+
+def _build(tp: Any, data: Any, path: str, mask: Mask, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise Misfit(path[:80] + ("…" if len(path) > 80 else ""), f"nested deeper than {MAX_DEPTH} levels")
     if tp is Any:
         _check_numbers(data, path)
-        return data
+        return scrub.map_strings(data, mask)
     if data is None:
         if type(None) in get_args(tp) or tp is type(None):
             return None
         raise _misfit(tp, data, path)
     origin = get_origin(tp)
     if origin is Annotated:
-        return _annotated(tp, data, path)
+        return _annotated(tp, data, path, mask, depth)
     if origin in (typing.Union, types.UnionType):
         arms = [a for a in get_args(tp) if a is not type(None)]
         if len(arms) == 1:  # Optional[X]: X's own message, which names the deeper field
-            return _build(arms[0], data, path)
+            return _build(arms[0], data, path, mask, depth)
         for arm in arms:
             try:
-                return _build(arm, data, path)
+                return _build(arm, data, path, mask, depth)
             except (TypeError, ValueError):
                 continue
         raise _misfit(tp, data, path)
@@ -158,20 +211,20 @@ def _build(tp: Any, data: Any, path: str) -> Any:
             return data
         raise _misfit(tp, data, path)
     if dataclasses.is_dataclass(tp):
-        return _dataclass(tp, data, path)
+        return _dataclass(tp, data, path, mask, depth)
     if origin in (list, typing.List, set, frozenset):
         if not isinstance(data, list):
             raise _misfit(tp, data, path)
         (arg,) = get_args(tp) or (Any,)
-        items = [_build(arg, v, _at(path, i)) for i, v in enumerate(data)]
+        items = [_build(arg, v, _at(path, i), mask, depth + 1) for i, v in enumerate(data)]
         return items if origin in (list, typing.List) else origin(items)
     if origin in (tuple, typing.Tuple):
-        return _tuple(tp, data, path)
+        return _tuple(tp, data, path, mask, depth)
     if origin in (dict, typing.Dict):
         if not isinstance(data, dict):
             raise _misfit(tp, data, path)
         _kt, vt = get_args(tp) or (Any, Any)
-        return {k: _build(vt, v, _at(path, k)) for k, v in data.items()}
+        return {k: _build(vt, v, _at(path, k), mask, depth + 1) for k, v in data.items()}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
             member = tp(data)
@@ -180,14 +233,14 @@ def _build(tp: Any, data: Any, path: str) -> Any:
         if type(member.value) is not type(data):  # True is not the enum value 1
             raise _misfit(tp, data, path)
         return member
-    return _scalar(tp, data, path)
+    return _scalar(tp, data, path, mask)
 
 
-def _annotated(tp: Any, data: Any, path: str) -> Any:
+def _annotated(tp: Any, data: Any, path: str, mask: Mask, depth: int) -> Any:
     """``Annotated[float, Bound(...)]``: the value as its type builds it, then each bound's check
     (any metadata with a ``problem(value)`` method, :class:`microbench.quantities.Bound`)."""
     inner, *metadata = get_args(tp)
-    value = _build(inner, data, path)
+    value = _build(inner, data, path, mask, depth)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         for meta in metadata:
             why = meta.problem(value) if callable(getattr(meta, "problem", None)) else None
@@ -220,7 +273,7 @@ def _check_numbers(data: Any, path: str) -> None:
                 raise OutOfRange(at, why)
 
 
-def _scalar(tp: Any, data: Any, path: str) -> Any:
+def _scalar(tp: Any, data: Any, path: str, mask: Mask) -> Any:
     if tp in (int, float) and not isinstance(data, bool):
         why = number_problem(data) if isinstance(data, (int, float)) else None
         if why:
@@ -238,7 +291,7 @@ def _scalar(tp: Any, data: Any, path: str) -> Any:
             return float(data)
     elif tp is str:
         if isinstance(data, str):
-            return data
+            return mask(data)
     elif isinstance(tp, type):
         if isinstance(data, tp):
             return data
@@ -247,20 +300,20 @@ def _scalar(tp: Any, data: Any, path: str) -> Any:
     raise _misfit(tp, data, path)
 
 
-def _tuple(tp: Any, data: Any, path: str) -> tuple:
+def _tuple(tp: Any, data: Any, path: str, mask: Mask, depth: int) -> tuple:
     args = get_args(tp)
     if not isinstance(data, list):
         raise _misfit(tp, data, path)
     if len(args) == 2 and args[1] is Ellipsis:
-        return tuple(_build(args[0], v, _at(path, i)) for i, v in enumerate(data))
+        return tuple(_build(args[0], v, _at(path, i), mask, depth + 1) for i, v in enumerate(data))
     if not args:
         return tuple(data)
     if len(data) != len(args):
         raise Misfit(path, f"needs {type_name(tp)} ({len(args)} items), got {_shown(data)}")
-    return tuple(_build(a, v, _at(path, i)) for i, (a, v) in enumerate(zip(args, data, strict=True)))
+    return tuple(_build(a, v, _at(path, i), mask, depth + 1) for i, (a, v) in enumerate(zip(args, data, strict=True)))
 
 
-def _dataclass(tp: Any, data: Any, path: str) -> Any:
+def _dataclass(tp: Any, data: Any, path: str, mask: Mask, depth: int) -> Any:
     if not isinstance(data, dict):
         raise Misfit(path, f"{tp.__name__} needs an object, got {_shown(data)}")
     hints = _HINTS.get(tp)
@@ -274,7 +327,7 @@ def _dataclass(tp: Any, data: Any, path: str) -> Any:
         if not f.init:
             continue
         if f.name in data:
-            kwargs[f.name] = _build(hints.get(f.name, Any), data[f.name], _at(path, f.name))
+            kwargs[f.name] = _build(hints.get(f.name, Any), data[f.name], _at(path, f.name), mask, depth + 1)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise Misfit(_at(path, f.name), f"missing (a {tp.__name__} always has it)")
     try:

@@ -19,4 +19,4 @@ TITLES: dict[int, str] = {
 def title(gotcha: int | str) -> str:
     """``title(4)`` or ``title("G4")`` -> ``"thermal throttling"``; unknown ids -> ``""``."""
     text = str(gotcha).upper().lstrip("G")
-    return TITLES.get(int(text), "") if text.isdigit() else ""
+    return TITLES.get(int(text), "") if text.isdigit() and len(text) <= 2 else ""  # int() of 10,000 digits is an error

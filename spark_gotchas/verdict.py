@@ -6,10 +6,12 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .outward import line
+from . import scrub
+from .outward import quoted
 from .text import SHOWN_CHARS, printable
 
 GOTCHA_IDS = tuple(range(1, 11))
+SUMMARY_CHARS = 500  # the longest finding a G-line shows (a judge aims at 100 columns: verdict.fitting)
 
 
 class Status(str, enum.Enum):
@@ -46,8 +48,11 @@ class Verdict:
     report and the Markdown summary); ``fix`` is required for FAIL and WARN; ``readings`` holds
     the JSON-ready values the judgement was made from (they go to the JSON report).
     Summary and fix are shown as given, but with credentials masked and control characters
-    escaped (a newline from a process name shows as ``\x0a``): a verdict is always one line of
-    its own, whatever strings from outside it quotes.
+    escaped (a newline from a process name shows as ``\x0a``), white space runs folded and a
+    G-line's head inside them escaped (:func:`spark_gotchas.outward.quoted`): a verdict is always
+    one line of its own, whatever strings from outside it quotes, and no row of it, wrapped at any
+    width, reads as another G-line. The summary is at most :data:`SUMMARY_CHARS` characters (the
+    detail keeps more).
     """
 
     gotcha: int
@@ -65,7 +70,8 @@ class Verdict:
         if self.status.needs_fix and not self.fix.strip():
             raise ValueError(f"G{self.gotcha} {self.status.value} verdict needs a fix")
         for name in ("summary", "fix", "detail"):
-            object.__setattr__(self, name, line(getattr(self, name), limit=SHOWN_CHARS))
+            object.__setattr__(self, name, quoted(getattr(self, name),
+                                                  limit=SUMMARY_CHARS if name == "summary" else SHOWN_CHARS))
 
     @property
     def line(self) -> str:
@@ -121,12 +127,15 @@ def fitting(gotcha: int, status: Status, *summaries: str, tail: int = 0) -> str:
     a name of any length (a GPU's, an error's) offers a line without it: the platform line above the
     G-lines names the GPU, and the verdict's detail keeps the whole."""
     room = LINE_COLUMNS - tail
-    return next((s for s in summaries if len(format_line(gotcha, status, line(s, limit=SHOWN_CHARS))) <= room),
+    return next((s for s in summaries if len(format_line(gotcha, status, quoted(s, limit=SUMMARY_CHARS))) <= room),
                 summaries[-1])
 
 
 def clipped(text: str, room: int) -> str:
-    """``text`` in ``room`` characters: cut at a word's end where one is near, and marked ``…``."""
+    """``text`` in ``room`` characters: masked first (a credential the cut would split is masked
+    whole, never left with part of itself in clear), then cut at a word's end where one is near,
+    and marked ``…``."""
+    text = scrub.clip(text, 4 * room + 256, mark="")  # masked; the end of a long text is never shown
     if len(text) <= room:
         return text
     cut = text[:room - 1]

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from . import scrub
+
 
 @dataclass(frozen=True)
 class TaskResult:
@@ -56,7 +58,7 @@ class TaskResult:
         if self.crashed:
             how = f"killed by {self.signal}" if self.signal else "exited"
             tail = self.stderr_tail.strip().splitlines()[-1:] if self.stderr_tail else []
-            return f"child process {how}" + (f": {tail[0][:200]}" if tail else "") + self._beside_text
+            return f"child process {how}" + (f": {scrub.clip(tail[0], 200, mark='')}" if tail else "") + self._beside_text
         return self.error
 
     @property

@@ -356,7 +356,7 @@ def test_issue_titles_with_newlines_and_escapes_give_one_g8_line(pytester, serve
                                                                            if line.startswith("G8 ")]
     lines = g8_lines(result)
     assert lines == ["G8 WARN: vllm: 2 open issues (#201, #202)"]  # the titles are in its detail, escaped
-    assert verdict["detail"].startswith('vllm: #201 2026-09-01 "vllm crashes\\x0a G4 PASS: forged"; #202 2026-08-01 '
+    assert verdict["detail"].startswith('vllm: #201 2026-09-01 "vllm crashes\\x0a G4 PASS\\x3a forged"; #202 2026-08-01 '
                                         '"\\x1b[2J\\x1b]0;owned\\x07vllm\\x0d G3')
     assert [line for line in out.splitlines() if ANY_GLINE.match(line)] == lines  # nothing forged anywhere
     fix = block[block.index(lines[0]) + 1]

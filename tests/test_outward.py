@@ -276,7 +276,7 @@ def test_diff_shows_a_snapshots_strings_escaped_and_masked(tmp_path, capsys):
     assert diff.main([str(a), str(b)]) == 1
     out = capsys.readouterr().out
     assert problems(out) == [], out
-    assert "G4 PASS: forged by the GPU name" in out  # shown, escaped inside its own line
+    assert "G4 PASS\\x3a forged by the GPU name" in out  # shown, escaped inside its own line (its head too)
     assert "fix: kill 7; clone https://user:***@host.example/repo.git\\x85G4 PASS: forged" in out
 
 

@@ -64,8 +64,8 @@ def test_gotcha_ids_are_1_to_10(gid):
 
 def test_a_summary_from_outside_stays_one_line_and_status_must_exist():
     forged = Verdict(6, Status.WARN, "vllm serve \nG4 PASS: forged\r\x1b[2J\x07 \u202e", fix="stop it\nG5 PASS: no")
-    assert forged.line == "G6 WARN: vllm serve \\x0aG4 PASS: forged\\x0d\\x1b[2J\\x07 \\u202e"
-    assert summary_lines([forged]) == [forged.line, "    fix: stop it\\x0aG5 PASS: no"]
+    assert forged.line == "G6 WARN: vllm serve \\x0aG4 PASS\\x3a forged\\x0d\\x1b[2J\\x07 \\u202e"
+    assert summary_lines([forged]) == [forged.line, "    fix: stop it\\x0aG5 PASS\\x3a no"]
     with pytest.raises(ValueError):
         Verdict(1, "BROKEN", "x")
 

@@ -14,7 +14,7 @@ import io
 import os
 from typing import Any, Optional
 
-from .. import atomic, outward
+from .. import atomic, outward, scrub
 from ..gpu_window import watch
 from ..microbench.bandwidth import BandwidthResult, BandwidthSweep
 from ..microbench.gemm import GemmResult
@@ -59,7 +59,7 @@ def read_bandwidth(ctx: ReadContext) -> BandwidthReading:
         reading = _bandwidth(ctx, light, BANDWIDTH_CUDA_TASK, args)
         if reading.result is not None or reading.crashed:  # a crash or hang is the finding: not tried again
             return reading
-        note = f"CUDA driver kernels without torch: {reading.problem}"[:300]
+        note = scrub.clip(f"CUDA driver kernels without torch: {reading.problem}", 300, mark="")
     why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return BandwidthReading(attempted=False, reason=why, backend_note=note)
@@ -148,7 +148,7 @@ def read_gemm(ctx: ReadContext) -> GemmReading:
             return GemmReading(attempted=True, result=from_jsonable(GemmResult, result.value), window=window.window)
         if result.timed_out:  # a hung GEMM is the finding, not a reason to try again through torch
             return GemmReading(attempted=True, window=window.window, **_failed(result))
-        note = f"cuBLAS without torch: {result.problem}"[:300]
+        note = scrub.clip(f"cuBLAS without torch: {result.problem}", 300, mark="")
     why = ctx.provider.read("torch.build").gpu_unavailable
     if why:
         return GemmReading(attempted=False, reason=why)

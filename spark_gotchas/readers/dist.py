@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .. import bounded_read
+from .. import bounded_read, scrub
 from ..microbench.collective import MAX_BYTES, parse_sizes
 from ..options import env_number
 from ..procs import run_bounded
@@ -105,7 +105,7 @@ BACKENDS = ("auto", "nccl", "gloo")
 def _one_of(name: str, choices: tuple[str, ...]) -> str:
     value = os.environ.get(name) or choices[0]
     if value not in choices:
-        raise ValueError(f"{name}={value[:40]!r} must be one of {', '.join(choices)}")
+        raise ValueError(f"{name}={scrub.clip(value, 40, mark='')!r} must be one of {', '.join(choices)}")
     return value
 
 
@@ -120,14 +120,14 @@ def _sizes(name: str) -> Optional[str]:
     except argparse.ArgumentTypeError as exc:
         raise ValueError(f"{name}: {exc}") from None
     if not sizes or max(sizes) > MAX_BYTES:
-        raise ValueError(f"{name}={value[:40]!r} must be sizes from 1 to 1G, e.g. 1M,16M")
+        raise ValueError(f"{name}={scrub.clip(value, 40, mark='')!r} must be sizes from 1 to 1G, e.g. 1M,16M")
     return value
 
 
 def _fault(name: str) -> Optional[str]:
     value = os.environ.get(name) or None
     if value is not None and not re.fullmatch(r"\d+:(exit|hang)", value):
-        raise ValueError(f"{name}={value[:40]!r} must be RANK:exit or RANK:hang")
+        raise ValueError(f"{name}={scrub.clip(value, 40, mark='')!r} must be RANK:exit or RANK:hang")
     return value
 
 
@@ -135,7 +135,7 @@ def _whole(value: object, name: str, most: int = 4096) -> int:
     """A node count, rank or port as torchrun reads it; ValueError naming the variable otherwise."""
     text = str(value).strip()
     if not text.isdigit() or int(text) > most:
-        raise ValueError(f"{name}={text[:40]!r} must be a whole number from 0 to {most}")
+        raise ValueError(f"{name}={scrub.clip(text, 40, mark='')!r} must be a whole number from 0 to {most}")
     return int(text)
 
 

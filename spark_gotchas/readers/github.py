@@ -341,7 +341,7 @@ def _get_once(session: Session, url: str) -> tuple[Any, Any]:
     except OSError as exc:  # connection reset
         raise FetchError("offline", f"{type(exc).__name__}: {exc}") from None
     try:
-        return json.loads(body.decode("utf-8")), headers
+        return bounded_read.parse_json(body.decode("utf-8")), headers  # nested 100 levels at most, no key twice
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise FetchError("malformed", f"the response is not JSON: {exc}") from None
 
@@ -390,15 +390,15 @@ def _trim(item: dict[str, Any]) -> dict[str, Any]:
     url = str(item.get("html_url") or "")
     if not _WEB_URL.fullmatch(url) or len(url) > 300:
         url = f"https://github.com/{REPO}/issues/{number}"
-    created, updated = (str(item.get(k) or "")[:40] for k in ("created_at", "updated_at"))
+    created, updated = (scrub.clip(str(item.get(k) or ""), 40, mark="") for k in ("created_at", "updated_at"))
     return {
         "number": number,
-        "title": scrub.mask_text(str(item.get("title") or "")[:1000]),
+        "title": scrub.clip(str(item.get("title") or ""), 1000, mark=""),
         "url": scrub.mask_text(url),
         "created_at": created if _DATE.fullmatch(created) else "",
         "updated_at": updated if _DATE.fullmatch(updated) else "",
-        "labels": [scrub.mask_text(str(lab)[:100]) for lab in labels],
-        "body": scrub.mask_text(str(item.get("body") or "")[:BODY_CHARS_KEPT]),
+        "labels": [scrub.clip(str(lab), 100, mark="") for lab in labels],
+        "body": scrub.clip(str(item.get("body") or ""), BODY_CHARS_KEPT, mark=""),
     }
 
 
@@ -429,7 +429,7 @@ def fetch_folders(session: Session) -> list[str]:
     data, _ = _get(session, f"{session.api}/repos/{REPO}/contents/nvidia")
     if not isinstance(data, list):
         raise FetchError("malformed", "expected a list of folder entries")
-    return sorted(scrub.mask_text(str(e["name"])[:100]) for e in data
+    return sorted(scrub.clip(str(e["name"]), 100, mark="") for e in data
                   if isinstance(e, dict) and e.get("type") == "dir" and e.get("name"))
 
 

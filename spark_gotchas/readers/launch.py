@@ -137,7 +137,7 @@ def _walk_json(obj: Any, budget: _Budget, path: tuple[str, ...] = ()
                ) -> Iterator[tuple[tuple[str, ...], Any, Optional[int]]]:
     budget.visit(len(path))
     if isinstance(obj, dict):
-        for key, value in obj.items():
+        for key, value in getattr(obj, "pairs", obj.items()):
             if isinstance(value, (dict, list)):
                 yield path + (str(key),), None, None
                 yield from _walk_json(value, budget, path + (str(key),))
@@ -265,13 +265,24 @@ def parse_yaml(path: str, text: str) -> tuple[LaunchFile, list[str]]:
     return LaunchFile(path, kind, settings=settings_from_tree(items)), _named_configs(items)
 
 
+class _Pairs(dict):
+    """A JSON object that keeps every key it was written with, a key given twice included: the walk
+    reports both values, as it does for a YAML mapping (json.loads alone keeps the last one only)."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]):
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
 def parse_json(path: str, text: str) -> tuple[LaunchFile, list[str]]:
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_Pairs)
     except json.JSONDecodeError as exc:
         return LaunchFile(path, "json", error=f"JSON error: {exc.msg} at line {exc.lineno}, column {exc.colno}"), []
     except RecursionError:
         return _over_limit(path, "json", f"too deeply nested to review: more than {MAX_DEPTH} levels")
+    except ValueError as exc:  # an integer of more digits than Python parses (4300)
+        return _over_limit(path, "json", f"too large to review: {str(exc).split(';')[0]}")
     if not isinstance(data, dict):
         return LaunchFile(path, "json", error="JSON error: the document is not an object of settings"), []
     try:

@@ -86,14 +86,16 @@ class LaunchReview:
 
 
 def to_int(raw: Any) -> Optional[int]:
-    """``2`` -> 2, ``"2"`` -> 2, torchrun's elastic ``"1:2"`` -> 2; anything else -> None."""
+    """``2`` -> 2, ``"2"`` -> 2, torchrun's elastic ``"1:2"`` -> 2; anything else -> None, a
+    number of more than 18 digits too (no count of GPUs or nodes has one; ``int()`` of 10,000
+    digits is a ValueError, and a reading holds 64-bit integers only)."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
-        return raw
+        return raw if abs(raw) < 10 ** 18 else None
     text = str(raw).strip()
-    if re.fullmatch(r"\d+", text):
+    if re.fullmatch(r"\d{1,18}", text):
         return int(text)
-    if re.fullmatch(r"\d+:\d+", text):
+    if re.fullmatch(r"\d{1,18}:\d{1,18}", text):
         return max(int(x) for x in text.split(":"))
     return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from ... import nvml
+from ... import nvml, scrub
 from ...gpu_window import watch
 from ...readings.thermal import SpotCheck
 from ...sampler import Sampler
@@ -103,7 +103,7 @@ def _run_load(ctx: ReadContext, spot: SpotCheck, handle: Any, what: str) -> tupl
             result = light.call(LOAD_TASK, {**args, "backend": "cublas"}, timeout=TIMEOUT_S)
         if result.ok or result.timed_out:  # a hung GEMM is the finding, not a reason to try again
             return result, window.window
-        spot.backend_note = f"cuBLAS without torch: {result.problem}"[:300]
+        spot.backend_note = scrub.clip(f"cuBLAS without torch: {result.problem}", 300, mark="")
     why = no_cuda_reason(ctx)
     if why:
         spot.reason = why

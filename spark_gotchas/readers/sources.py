@@ -27,7 +27,7 @@ from typing import Optional
 from ..procs import run_bounded
 
 SEARCH_TIMEOUT_S = 5.0  # one grep over a package's sources (FlashInfer's 120 MB of .py: 0.3 s warm)
-MAX_SOURCE_BYTES = 2 << 20  # a .py file larger than this is not parsed (generated tables)
+MAX_SOURCE_BYTES = 1 << 20  # a .py file larger than this is not parsed (generated tables)
 MAX_USERS = 4  # users named per part
 IMPORT_WALK_FILES = 400  # modules followed from a package's __init__.py before giving up
 IMPORT_WALK_S = 2.0
@@ -64,6 +64,17 @@ def names(part: Part) -> list[str]:
     ``<stem> import`` (``from ._C import f``), ``ops.<stem>`` (``torch.ops._C``)."""
     s = part.stem
     return [f'"{s}"', f"'{s}'", f'"{s}.so"', f"'{s}.so'", part.module, f"import {s}", f"{s} import", f"ops.{s}"]
+
+
+def may_name(text: str, part: Part, inside: bool) -> bool:
+    """Could this source name ``part`` (before its tree is parsed to be sure)? Its name quoted, its
+    absolute import name, ``ops.<name>``; ``import <name>`` / ``<name> import`` only in a file of the
+    part's own package, where a relative import can reach it (``from .moe_utils import f`` in another
+    package imports a module of that package)."""
+    s = part.stem
+    if any(q in text for q in (f'"{s}"', f"'{s}'", f'"{s}.so"', f"'{s}.so'", f"/{s}.so", part.module, f"ops.{s}")):
+        return True
+    return inside and (f"import {s}" in text or f"{s} import" in text)
 
 
 def grep(roots: list[str], needles: list[str], timeout: float = SEARCH_TIMEOUT_S) -> tuple[list[str], str]:
@@ -253,10 +264,10 @@ def find(parts: list[Part], site: str, tops: list[str], roots: list[str], own: s
     out: dict[str, Found] = {}
     at_import_candidates: dict[str, list[str]] = {}
     for part in parts:
-        needles = names(part)
         users, eager = set(), []
+        package = os.path.join(site, part.module.split(".")[0]) + os.sep
         for f, text in texts.items():
-            if not any(n in text for n in needles):
+            if not may_name(text, part, f.startswith(package)):
                 continue
             if f not in trees:
                 trees[f] = _parse(text, f)

@@ -259,3 +259,18 @@ def test_a_wrong_type_at_the_top_of_a_snapshot_loads_or_is_refused_in_one_line(t
             load_snapshot(path)
         except SnapshotError as exc:
             assert "\n" not in str(exc) and str(path) in str(exc)
+
+
+def test_g6_reads_a_cuda_visible_devices_of_10000_digits_as_naming_no_index():
+    """``int()`` of the digits raised past 4300 of them: G6's check ended in a ValueError."""
+    import test_fuzz as fuzz
+
+    from spark_gotchas.snapshot import Snapshot
+
+    readings = json.loads(H200.read_text())["readings"]
+    readings["gpu.processes"]["cuda_visible_devices"] = "9" * 10_000
+    spark = fuzz.ReplaySpark(Snapshot(readings=readings, options={}, path="cvd.json"), "auto")
+    (check,) = [c for c in fuzz.CHECKS if c.__name__ == "test_g6_other_gpu_workloads"]
+    check(spark)
+    assert spark.verdicts[-1].gotcha == 6 and len(spark.verdicts[-1].line) < 600
+

@@ -206,7 +206,7 @@ def visible_devices(reading: GpuProcesses) -> Optional[set[int]]:
         return None
     out: set[int] = set()
     for item in (t.strip() for t in text.split(",")):
-        if item.isdigit():
+        if item.isascii() and item.isdigit() and len(item) <= 6:  # int() of 10,000 digits is a ValueError
             out.add(int(item))
             continue
         match = [d.index for d in reading.devices if d.uuid and item and d.uuid.startswith(item)]

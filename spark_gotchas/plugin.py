@@ -85,6 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gpu: check that runs work in the GPU worker; runs after the CPU-only checks so the torch import "
                    "overlaps them")
+    config.addinivalue_line(
+        "markers", "reads(key, ...): the readings a check newer than some snapshots needs; a replay of a snapshot "
+                   "that holds none of them (recorded before the check existed) leaves the check out")
     config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
     try:
         options = from_config(config)
@@ -235,6 +238,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if speed in ("soak", "multinode") and speed not in markexpr:
             drop.append(item)  # hours of load or a torchrun launch only when asked for by name
             continue
+        newer = item.get_closest_marker("reads")
+        if newer is not None and state.replay is not None and not any(k in state.replay.readings for k in newer.args):
+            drop.append(item)  # the snapshot was recorded before this check: its lines stay the lines it had
+            continue
         if item.get_closest_marker("timeout") is None:
             seconds = state.options.spark_fast_timeout
             if speed == "soak":
@@ -317,15 +324,6 @@ class Spark:
 
     def try_read(self, key: str) -> Any:
         return self._state.provider.try_read(key)
-
-    def read_since(self, key: str) -> Any:
-        """The reading ``key``, for a check newer than some snapshots: a replayed snapshot that holds
-        no such key was recorded before the check existed, and the check is left out of that replay
-        (skipped, no verdict), so the recorded run's G-lines stay the lines it had. Otherwise as
-        :meth:`read` (unavailable -> SKIP)."""
-        if self._state.replay is not None and key not in self._state.replay.readings:
-            pytest.skip(f"the replayed snapshot was recorded before {key} was read")
-        return self.read(key)
 
     def say(self, text: str) -> None:
         """A progress line for the user, shown while the check runs."""

@@ -36,13 +36,14 @@ def test_g1_gpu_visible_here(spark):
 
 
 @pytest.mark.scan
+@pytest.mark.reads("triton.ptxas")
 def test_g1_triton_ptxas(spark):
     """Triton ptxas"""
-    spark.report(g01.judge_triton_ptxas(spark.read_since("triton.ptxas"), spark.try_read("gpu.inventory"),
-                                        spark.profile))
+    spark.report(g01.judge_triton_ptxas(spark.read("triton.ptxas"), spark.try_read("gpu.inventory"), spark.profile))
 
 
 @pytest.mark.scan
+@pytest.mark.reads("kernel.log")
 def test_g1_kernel_log(spark):
     """kernel log"""
-    spark.report(g01_kernel_log.judge_kernel_log(spark.read_since("kernel.log"), spark.profile))
+    spark.report(g01_kernel_log.judge_kernel_log(spark.read("kernel.log"), spark.profile))

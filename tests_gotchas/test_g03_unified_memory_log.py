@@ -8,6 +8,7 @@ pytestmark = pytest.mark.fast
 
 
 @pytest.mark.gpu  # its place in the run order: after G3's other checks (it reads the kernel log, not the GPU)
+@pytest.mark.reads("kernel.log")
 def test_g3_kernel_log(spark):
     """kernel log"""
-    spark.report(g03_log.judge_kernel_memory(spark.read_since("kernel.log"), spark.profile))
+    spark.report(g03_log.judge_kernel_memory(spark.read("kernel.log"), spark.profile))

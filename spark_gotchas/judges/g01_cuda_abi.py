@@ -116,7 +116,8 @@ Rules:
   wheel's, PATH's), else install CUDA 13's toolkit and point it there. A ptxas that does not run
   (another CPU's, missing) → **FAIL**. Recent enough → **PASS**; triton not installed → **INFO**;
   no GPU and no profile → **INFO**. A replayed snapshot recorded before this check (it holds no
-  `triton.ptxas`) leaves the check out, so that its G1 line stays what it was.
+  `triton.ptxas`: the check's `reads` marker) leaves the check out, so that its G1 line stays what
+  it was.
 - Library files that distributions of two CUDA majors both install (nvidia-cudnn-cu12 and -cu13:
   `nvidia/cudnn/lib/libcudnn.so.9`; nvidia-nccl-cu12 and -cu13: `nvidia/nccl/lib/libnccl.so.2`),
   read from the installed RECORDs: one finding per pair naming both and the one whose copy is on disk

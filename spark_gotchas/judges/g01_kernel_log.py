@@ -30,8 +30,8 @@ else `dmesg`, each bounded):
 - no Xid since boot → **PASS** naming the source and how many lines were read; a read cut at its
   bound says older lines may be missing. No line of the NVIDIA driver at all (no `NVRM:`: no GPU
   driver ran since boot) → **INFO** saying so, never a PASS about a GPU that is not there.
-- a replayed snapshot recorded before this check (it holds no `kernel.log`) leaves the check out,
-  so that its G1 line stays what it was.
+- a replayed snapshot recorded before this check (it holds no `kernel.log`: the check's `reads`
+  marker) leaves the check out, so that its G1 line stays what it was.
 """
 
 from __future__ import annotations

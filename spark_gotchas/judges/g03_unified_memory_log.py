@@ -18,8 +18,8 @@ check reads):
   how many; the same fix.
 - neither → **PASS** naming the source and how many lines were read; **INFO** where no NVIDIA driver
   ran since boot (no `NVRM:` line): nothing is said of a GPU's memory on a machine without one.
-- a replayed snapshot recorded before this check (it holds no `kernel.log`) leaves the check out,
-  so that its G3 line stays what it was.
+- a replayed snapshot recorded before this check (it holds no `kernel.log`: the check's `reads`
+  marker) leaves the check out, so that its G3 line stays what it was.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ still weighs the plan against the profile's own memory (a GB10 holds 130.7 GB in
 A reading no machine of the profile's platform can give (its envelope, `profiles.py`): MemTotal,
 NVML's or CUDA's device memory above all the platform can have (a GB10: its 128 GiB pool), or a
 recorded CPU architecture or GPU capability it has none of (an x86_64 "GB10") → every G3 check says
-**WARN** `NVML device memory 400.0 GB is 2.9x GB10's 137.4 GB: not a GB10 reading; memory not
-judged`, fix: take the snapshot again on the machine it names, or judge the GPU with
+**WARN** `NVML device memory 400.0 GB: not a GB10 reading; memory not judged` (its detail: `… is
+2.9x all GB10 can have (137.4 GB)` and the datasheet), fix: take the snapshot again on the machine it names, or judge the GPU with
 `--spark-profile generic`. Such a reading says the snapshot, or the profile taken for this GPU, is
 wrong, and nothing of the machine's memory: never a PASS, never a FAIL. NVML device memory on a GB10
 within its pool is judged as read (every driver measured says NotSupported; one report claims a

@@ -19,7 +19,8 @@ under load and in the soak: a power limit above the platform's maximum (H100 PCI
 feeds the whole box), an SM clock or max clock above its maximum (GB10 3003 MHz, Hopper 1980 MHz),
 the load's TFLOP/s more than 10 % above the dense datasheet peak (GB10 BF16 125), or a recorded CPU
 architecture or capability it has none of → **WARN** `BF16 181 TFLOP/s is 1.4x GB10's 125 TFLOP/s:
-not a GB10 reading; clocks not judged`: the snapshot, or the profile taken for this GPU, is wrong,
+not a GB10's; clocks not judged` (at rest: `power limit 240 W is no GB10's: not a GB10 reading; clocks
+not judged`): the snapshot, or the profile taken for this GPU, is wrong,
 so nothing is judged from it (never a PASS, never a FAIL).
 
 Under load (spot check):

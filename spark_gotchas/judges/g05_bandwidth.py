@@ -11,6 +11,13 @@ Rules:
   `not a GB10 (NVIDIA H200): bandwidth not judged` (its detail: `this machine is not a GB10
   (NVIDIA H200): its bandwidth cannot stand for a Spark's`), the
   sweep too, whatever was measured (the figures stay in the JSON report).
+- A figure more than 5 % above the platform's datasheet bandwidth (its envelope, `profiles.py`:
+  GB10 273 GB/s, H100 SXM 3350, PCIe 2039, NVL 3900, H200 4800, GH200 4900), or NVML's theoretical
+  peak above it: every byte the probe moves is counted (a copy's read and its write), as the
+  datasheet counts them, so no method can pass it; or a recorded CPU architecture or capability
+  the platform has none of → **WARN** `read 905 GB/s is 3.3x GB10's 273 GB/s: not a GB10's;
+  bandwidth not judged` (the sweep and the decode ceiling too; the detail gives the datasheet): the snapshot, or the
+  profile taken for this GPU, is wrong, so nothing is judged from it (never a PASS, never a FAIL).
 - Profiles with measured ranges (GB10: copy 180–210, read 231–253, write 180–253, triad
   180–210; H200: its recorded run): a method under 0.75 × the range's low end is far below,
   under 0.9 × below; otherwise **PASS** with the budget in its detail, e.g.

@@ -21,8 +21,8 @@ Rules:
 - Rates more than 10 % above the dense datasheet peak of the GPU that ran them (the profile its
   name matches, `profiles.py`: GB10 BF16 125, FP8 250, NVFP4 500, from NVIDIA's 1 PFLOP FP4 with
   sparsity; H100 SXM and H200 BF16 989, FP8 1979; H100 PCIe 756 / 1513), or a capability that
-  GPU does not have (a "GB10" of 12.0) → **WARN** `BF16 181 TFLOP/s is 1.4x GB10's 125 TFLOP/s:
-  not a GB10 reading; GEMM rates not judged`: nothing is judged from rates no such GPU can reach.
+  GPU does not have (a "GB10" of 12.0) → **WARN** `BF16 181 TFLOP/s: not a GB10 reading; GEMM rates
+  not judged` (its detail: `… is 1.4x GB10's 125 TFLOP/s dense peak`): nothing is judged from rates no such GPU can reach.
   A GPU without a profile is not bounded. A recorded CPU architecture the platform has none of
   (an x86_64 "GB10") leaves the rates unjudged the same way.
 - Rates on 12.1: NVFP4 slower than FP8 → **FAIL** with the ratio, or **WARN** "shared with …"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -167,6 +168,10 @@ def dispatch(argv: Optional[list[str]] = None) -> int:
     if argv[0] == "--version":
         outward.say(f"spark-gotchas {__version__}")
         return 0
+    gone = folder_gone()
+    if gone:
+        outward.say(f"{prog()}: {gone}", err=True)
+        return NO_FOLDER
     if argv[0].startswith("-"):
         return run_checks(argv)
     name, rest = argv[0], argv[1:]
@@ -182,6 +187,21 @@ def dispatch(argv: Optional[list[str]] = None) -> int:
 
         _cli.LINE = outward.line
     return run_tool(name, module, rest)
+
+
+NO_FOLDER = 2  # as a usage error: started where it cannot run
+
+
+def folder_gone() -> str:
+    """Why the current folder cannot be used (it was removed under the shell, or cannot be
+    searched), or "": every path given is read against it, and pytest itself asks for it first
+    (a traceback and exit 1 without this line)."""
+    try:
+        os.getcwd()
+    except OSError as exc:
+        return (f"the current folder cannot be used ({exc.strerror or exc}: removed while the shell was in it?): "
+                "cd into a folder that exists and run again")
+    return ""
 
 
 INTERNAL_ERROR = 3  # as pytest's: never 1, which the tools keep for a finding ("worse", a FAIL)

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import scrub
 from .units import describe_size
 
 MiB = 1 << 20
@@ -192,6 +193,11 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def _shown_key(key: str) -> str:
+    """A key from outside, named in a line: masked before it is cut."""
+    return repr(scrub.clip(key, 60))
+
+
 def parse_json(text: str) -> Any:
     """``text`` as JSON, or :class:`Refused` naming why not in a few words: not JSON; nested more
     than :data:`MAX_DEPTH` levels (a depth is a bound like a size: every walk after this one may
@@ -209,7 +215,7 @@ def parse_json(text: str) -> Any:
     except RecursionError:
         raise Refused("nested too deeply to read") from None
     except _Duplicate as exc:
-        raise Refused(f"not JSON this suite reads: an object holds the key {str(exc)[:60]!r} twice") from None
+        raise Refused(f"not JSON this suite reads: an object holds the key {_shown_key(str(exc))} twice") from None
     except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
         raise Refused(f"not JSON this suite reads: {str(exc).split(';')[0]}") from None
     if _deeper_than(doc, MAX_DEPTH):

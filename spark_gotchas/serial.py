@@ -156,8 +156,9 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 2, 60, 60, 4, 4
+_REPR = reprlib.Repr()  # two levels, four items of each: a value nested 1,000 deep is no RecursionError
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple = 2, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = 1 << 20  # strings whole: reprlib cuts one in its middle, before the masker sees it
 
 
 def _shown(data: Any) -> str:

@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from . import scrub
 from .readings.gpu import ServerConfig, ServerStart
 
 GIB = 1 << 30
@@ -258,7 +259,7 @@ def config_tokens(data: Mapping[str, Any], bool_flags: Mapping[str, str] = {}) -
 def _scalar(value: Any) -> str:
     """A YAML value as a server's ``str(value)`` gives it, for a scalar; a container stays unwritten (a
     document of aliases would expand exponentially in writing)."""
-    return "[...]" if isinstance(value, (list, dict, set, tuple)) else str(value)[:4096]
+    return "[...]" if isinstance(value, (list, dict, set, tuple)) else scrub.clip(str(value), 4096, mark="")
 
 
 MAX_YAML_NODES = 20_000  # a server's config holds tens of keys; a document of more is not judged
@@ -290,7 +291,7 @@ def parse_yaml(text: str) -> tuple[Optional[dict], str]:
     except RecursionError:
         return None, "nested too deeply to read"
     except (ValueError, TypeError, OverflowError) as exc:
-        return None, f"not YAML it can read: {exc}"[:160]
+        return None, scrub.clip(f"not YAML it can read: {exc}", 160, mark="")
     if data is None:
         return {}, ""
     if not isinstance(data, dict):

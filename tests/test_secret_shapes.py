@@ -233,3 +233,112 @@ def test_a_cut_through_a_token_keeps_none_of_it(token, secret):
             shown = scrub.clip(text, room)
             assert len(shown) <= room
             assert not any(secret[i:i + 6] in shown for i in range(0, len(secret) - 6)), (room, shown)
+
+
+# -- every place a string from outside is cut: one test per kind of place ------------------------------
+TOKEN = "ghp_Ab3dEf6hIj9kLm2oPq5sTu8wXy1zAb4dEf7h"
+
+
+def _no_part(text: str, secret: str = TOKEN[4:]) -> bool:
+    return not any(secret[i:i + 6] in text for i in range(len(secret) - 6))
+
+
+@pytest.mark.parametrize("room", range(20, 60))
+def test_verdict_clipped_masks_before_it_cuts(room):
+    from spark_gotchas.verdict import clipped
+
+    assert _no_part(clipped("0,1,2,3,4,5,6,7,8,9," + TOKEN + " rest", room))
+
+
+def test_a_judge_cutting_a_replayed_value_to_fit_its_line_cuts_it_masked(tmp_path):
+    """G1's visibility line cut CUDA_VISIBLE_DEVICES at 40 characters: ``ghp_`` and 14 of the
+    token's characters stayed in clear, under the 16 its shape needs (the terminal, the JSON report,
+    the JUnit XML and the drain reason sinfo -R shows every user)."""
+    import test_fuzz as fuzz
+
+    from spark_gotchas import drain
+    from spark_gotchas.snapshot import Snapshot
+
+    readings = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())["readings"]
+    readings["torch.build"].update(cuda_available=False, device_count=0, devices=[])
+    readings["gpu.visibility"] = {"pci_gpus": [], "pci_error": None, "dev_nodes": ["/dev/nvidia0"],
+                                  "nvidia_visible_devices": None, "cuda_visible_devices": "0,1,2,3,4,5,6,7,8,9,1," + TOKEN,
+                                  "image_vars": {}, "container": None}
+    spark = fuzz.ReplaySpark(Snapshot(readings=readings, options={}, path="cvd.json"), "auto")
+    (check,) = [c for c in fuzz.CHECKS if c.__name__ == "test_g1_gpu_visible_here"]
+    check(spark)
+    verdict = spark.verdicts[-1]
+    assert verdict.line == ("G1 FAIL: NVML sees 1 GPU(s) but torch sees none: "
+                            "CUDA_VISIBLE_DEVICES='0,1,2,3,4,5,6,7,8,9,1,***' hides it")
+    shown = [verdict.line, json.dumps(verdict.to_json()), drain.reason(drain.Outcome((), (verdict.line,)))]
+    assert all(_no_part(text) for text in shown), shown
+
+
+def test_a_reader_cutting_what_it_reads_masks_first(monkeypatch):
+    """The reader keeps 200 characters of CUDA_VISIBLE_DEVICES and of NGC's image variables, G8
+    1,000 of an issue's title: a token across the cut was kept in part in the snapshot."""
+    from spark_gotchas.readers import github
+    from spark_gotchas.readers.gpu import read_visibility
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0," * 95 + TOKEN)
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "x" * 190 + TOKEN)
+    vis = read_visibility(None)
+    assert _no_part(vis.cuda_visible_devices) and _no_part(json.dumps(vis.image_vars))
+    trimmed = github._trim({"number": 1, "title": "t" * 990 + TOKEN, "labels": ["l" * 90 + TOKEN],
+                            "body": "b" * (github.BODY_CHARS_KEPT - 10) + " " + TOKEN})
+    assert _no_part(json.dumps(trimmed))
+
+
+def test_an_error_text_cut_to_a_line_masks_first():
+    """A command's last line (procs), a child's stderr (the GPU worker): cut to 160 and 200."""
+    from spark_gotchas.procs import BoundedRun
+    from spark_gotchas.worker import TaskResult
+
+    run = BoundedRun(command=("nvidia-smi",), returncode=1, stderr="x" * 150 + " " + TOKEN)
+    assert _no_part(run.problem) and run.problem.startswith("nvidia-smi exited 1: ")
+    crash = TaskResult(ok=False, crashed=True, signal="SIGSEGV", stderr_tail="e" * 190 + TOKEN)
+    assert _no_part(crash.problem)
+
+
+@pytest.mark.parametrize("limit", range(20, 80, 3))
+def test_a_measurement_cuts_its_error_at_a_words_end(limit):
+    """microbench imports nothing of the suite: it cuts at a word's end, so the suite masks the whole token."""
+    from spark_gotchas.microbench import _cli
+
+    error = RuntimeError("CUDA error: an illegal memory access, token " + TOKEN + " more")
+    text = _cli.first_line(error, limit)
+    assert len(text) <= limit and (TOKEN in text or TOKEN[:4] not in text)
+    assert _no_part(scrub.mask_text(text, []))
+
+
+def test_the_doors_own_cuts_keep_no_part_of_a_token():
+    """The line cut at 16,000 characters, the drain reason at 255 bytes, a misfit's value at 40."""
+    from spark_gotchas import drain, outward, serial
+
+    for pad in range(15_990, 16_010):
+        assert _no_part(outward.line("x" * pad + TOKEN, limit=16_000))
+    for pad in range(200, 260, 2):
+        assert _no_part(drain.reason(drain.Outcome((), ("G1 FAIL: " + "y" * pad + TOKEN,))))
+    with pytest.raises(serial.Misfit) as misfit:
+        serial.from_jsonable(int, "z" * 30 + TOKEN)
+    assert _no_part(str(misfit.value))
+
+
+def test_no_module_cuts_an_f_string_from_outside_without_masking_it_first():
+    """The class, kept: a slice ``[:N]`` of an f-string, ``str()`` or ``repr()`` in the suite's
+    modules, which the masker would see cut. Judges are left out: every string of a reading they
+    judge was masked when the reading was built (serial.from_jsonable)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "spark_gotchas").rglob("*.py")):
+        if "judges" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is None \
+                    and node.slice.upper is not None:
+                value = node.value
+                call = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("str", "repr")
+                if isinstance(value, ast.JoinedStr) or call:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == [], found

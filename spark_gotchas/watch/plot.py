@@ -13,6 +13,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from .. import scrub
 from ..readings.watch import WatchReading
 from ..units import hms
 from .record import number, read_rows
@@ -81,7 +82,7 @@ def _draw(Figure, reading: WatchReading, lines: list[str], path: Path) -> str:
             why = "no --rate-regex" if name == "rate" and not reading.rate_regex else \
                 "nothing read" if name != "rate" else "the log printed no rate"
             if name in ("sm_clock_mhz", "power_w", "temperature_c") and reading.nvml_error:
-                why = f"NVML unavailable: {reading.nvml_error}"[:90]
+                why = scrub.clip(f"NVML unavailable: {reading.nvml_error}", 90, mark="")
             ax.text(0.5, 0.5, f"{label.split(' (')[0]}: {why}", transform=ax.transAxes, ha="center", va="center",
                     color="gray")
             ax.set_yticks([])

@@ -204,7 +204,7 @@ _AUTH_HEADER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:proxy
 _BEARER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:bearer|basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{6,})")
 # What may stand between a name and its value besides spaces and tabs: a no-break or other Unicode
 # space, a zero-width one (raw, or shown escaped as \u200b), none of which ends the value's text.
-_BLANK = r"(?:[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]|\\u(?:200[b-d]|2060|feff|00a0))"
+_BLANK = r"(?:[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]|\\u(?:200[b-d]|2060|feff|00a0)|\\xa0)"
 # key=value, key: value, "key": "value", 'key'='value', password%3Dvalue (the key is checked by
 # is_secret_name). The value is read after the match, not consumed: a key that is no secret leaves
 # its value to be read again (``note="token": "…"`` is a note holding a token).
@@ -221,7 +221,7 @@ _FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])(?:(?!" + _FLAG_START + r")[A-Za-z
 # A quote never closed (a command line cut short, ``password="hunter2``) opens a value that ends at
 # the next white space or quote; ``\'…\'`` is a single-quoted value as ``repr`` writes it.
 _VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|\\'(?P<rsq>(?:[^'\\\n]|\\[^'])*+)\\'"""
-                    r"""|(?P<bare>[^\s"',;&}\])]++)|\\?["'](?P<open>[^\s"']++)""")
+                    r"""|(?P<bare>(?!\\["'])[^\s"',;&}\])]++)|\\?["'](?P<open>[^\s"']++)""")
 
 
 def _mask_userinfo(m: re.Match) -> str:
@@ -308,7 +308,7 @@ _CLIENTS: dict[str, dict[str, str]] = {
 }
 _AFTER_LOGIN = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo"})
 _OWN_FLAGS_END_AT_THE_COMMAND = frozenset({"sshpass"})
-_CLIENT_WORD = re.compile(r"(?<![\w.-])(?:" + "|".join(re.escape(n) for n in sorted(_CLIENTS, key=len, reverse=True))
+_CLIENT_WORD = re.compile(r"(?:(?<![\w.-])|" + _ESCAPED_BEFORE + r")(?:" + "|".join(re.escape(n) for n in sorted(_CLIENTS, key=len, reverse=True))
                           + r")(?![\w.-])")
 # A shell command's end: a line break (raw or escaped), ``;``, ``|`` or ``&``.
 _COMMAND_END = re.compile(r"[\n\r;|&]|\\(?:n|x0a|x0d|u2028)")

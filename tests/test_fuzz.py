@@ -66,6 +66,11 @@ def secret_in_shape(draw) -> tuple[str, str]:
         "AKIA{u}",
         # a quote never closed: a command line or a log line cut short
         'password="{b}', "api_key: '{b}", '--api-key "{b}', '{{"client_secret": "{b}',
+        # gitleaks' families, a value led by a dash, a client's password, spaces no one sees, a PEM key
+        "sk_live_{b}", "npm_{b}{b}", "AIza{b}{b}", "pypi-AgEIcHlwaS5vcmc{b}{b}{b}", "eyJ{b}.eyJ{b}.{b}",
+        "--api-key -{b}", "--password --{b}", "mysql -u root -p{b} db", "curl -u user:{b} https://x.example/",
+        "redis-cli -h h -a {b} ping", "sshpass -p {b} ssh host", "password=\u00a0{b}", "api_key\u200b: {b}",
+        "next=%2F%3Fpassword%3D{b}", "-----BEGIN RSA PRIVATE KEY-----\n{b}\n{b}\n-----END RSA PRIVATE KEY-----",
     ]))
     secret = body if "{u}" not in shape else "".join(c for c in body.upper() if c.isalnum())[:16].ljust(16, "A")
     text = shape.format(b=body, u=secret)
@@ -73,12 +78,16 @@ def secret_in_shape(draw) -> tuple[str, str]:
 
 
 # What the drawn examples found, kept: a secret-named flag's value that starts with '-' (kept in the
-# snapshot and the JSON report before the masker took the next argument whatever it starts with), and
-# an AWS key ID after a lone ESC (``ESC A`` reads as an escape sequence that took the key's 'A').
+# snapshot and the JSON report before the masker took the next argument whatever it starts with),
+# an AWS key ID after a lone ESC (``ESC A`` reads as an escape sequence that took the key's 'A'), a
+# mysql -p after a line break shown escaped (\x0a), and repr's \' before a quote never closed.
 FOUND = [("vllm serve org/model --api-key -PlantedKey0123456789abcdef --port 8000", "PlantedKey0123456789abcdef"),
          ("--password --Pw2abcdefghijklmnopqrstuvwx --model m", "Pw2abcdefghijklmnopqrstuvwx"),
          ('--api-key "-QzX9v8LmN3bR7tY2wE4uK6pA"', "QzX9v8LmN3bR7tY2wE4uK6pA"),
-         ("\x1bAKIA0000000000000000 ", "0000000000000000")]
+         ("\x1bAKIA0000000000000000 ", "0000000000000000"),
+         # a client's password after an escaped line break; a repr'd quote never closed (\' then ")
+         ("\nmysql -u root -p000000000000000000000000 db ", "000000000000000000000000"),
+         (" api_key: '000000000000000000000000\"", "000000000000000000000000")]
 
 
 def found(test):

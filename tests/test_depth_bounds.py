@@ -167,7 +167,7 @@ def test_a_launch_setting_of_any_number_of_digits_is_no_number_here_not_a_crash(
 
 
 @pytest.mark.parametrize("name, text, expect", [
-    ("c.json", '{"tensor_parallel_size": ' + "9" * 10_000 + "}", "too large to review: Exceeds the limit (4300 digits)"),
+    ("c.json", '{"tensor_parallel_size": ' + "9" * 10_000 + "}", "too large to review: a number of more digits than Python reads (4300)"),
     ("c.json", '{"tensor_parallel_size": "' + "9" * 10_000 + '"}', None),
     ("c.yaml", "tensor_parallel_size: " + "9" * 10_000 + "\n", None),
     ("c.json", '{"a": "' + "x" * (2 << 20) + '"}', "too large to review: larger than 1 MiB"),

@@ -282,7 +282,7 @@ def parse_json(path: str, text: str) -> tuple[LaunchFile, list[str]]:
     except RecursionError:
         return _over_limit(path, "json", f"too deeply nested to review: more than {MAX_DEPTH} levels")
     except ValueError as exc:  # an integer of more digits than Python parses (4300)
-        return _over_limit(path, "json", f"too large to review: {str(exc).split(';')[0]}")
+        return _over_limit(path, "json", "too large to review: a number of more digits than Python reads (4300)")
     if not isinstance(data, dict):
         return LaunchFile(path, "json", error="JSON error: the document is not an object of settings"), []
     try:

@@ -446,6 +446,7 @@ def test_a_sparks_loader_cache_and_sbsa_toolkit_provide_cuda_13(built, tmp_path,
     real_cache = ex.ld_cache
     monkeypatch.setattr(ex, "ld_cache", lambda path="/etc/ld.so.cache": real_cache(str(cache)))
     monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    monkeypatch.setattr(ex, "INTERPRETER_MACHINE", "aarch64")  # the Spark's own Python, not this x86_64 one
     reading = scan(sp, monkeypatch)
     spark = GpuInventory(driver_version="580.95.05", cuda_driver_version=13000)
     verdict = g01.judge_extensions(reading, spark, GB10)

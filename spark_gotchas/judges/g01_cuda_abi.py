@@ -102,7 +102,8 @@ Rules:
   it from running: flash-attn is uninstalled for SDPA (G2's fix), never built from source;
   flashinfer-jit-cache is uninstalled so that flashinfer-python builds its modules for this GPU.
 - A shared object built for another CPU than the machine's (ELF `e_machine`; the machine is the
-  recorded `host.platform`, which a replay keeps, else this Python's own build) → **FAIL** per
+  recorded `host.platform`, which a replay keeps, else this Python's own build where a driver was
+  read here; judged for another machine with none recorded, not judged) → **FAIL** per
   distribution ("torch: built for x86_64, not for this aarch64 machine: libtorch_cuda.so +3"), fix:
   reinstall it on this machine. A Python built for another CPU (an emulated x86_64 one on a Spark)
   → one **FAIL** for the interpreter.
@@ -986,19 +987,21 @@ def _context(scan: ExtensionScan, inventory: Optional[GpuInventory], profile: Pr
 
 
 # -- built for another CPU --------------------------------------------------------------------------
-def machine_of(scan: ExtensionScan, host: Optional[HostPlatform]) -> tuple[Optional[str], str]:
+def machine_of(scan: ExtensionScan, host: Optional[HostPlatform], local: bool = True) -> tuple[Optional[str], str]:
     """The CPU the environment must be built for, and where that came from: the machine the run was
-    taken on (``host.platform``, which a replay keeps), else this Python's own build."""
+    taken on (``host.platform``, which a replay keeps), else this Python's own build where this machine
+    is the one judged; None judged for another machine without a recorded one (wheels scanned here for
+    a Spark: this Python is not the Spark's)."""
     if host is not None and host.machine:
         return host.machine, "the machine"
-    return scan.interpreter_machine, "this Python"
+    return (scan.interpreter_machine, "this Python") if local else (None, "")
 
 
 def foreign_findings(scan: ExtensionScan, host: Optional[HostPlatform], ctx: Context) -> list[Finding]:
     """Shared objects built for another CPU than the machine's (ELF e_machine): they do not load
     ("wrong ELF class", "cannot open shared object file"), whatever CUDA they link. A Python built for
     another CPU (run under emulation) is one finding; otherwise one per distribution."""
-    machine, _source = machine_of(scan, host)
+    machine, _source = machine_of(scan, host, ctx.local)
     if not machine or not scan.interpreter_machine:
         return []
     if scan.interpreter_machine != machine:
@@ -1061,7 +1064,7 @@ def judge_extensions(scan: ExtensionScan, inventory: Optional[GpuInventory], pro
         "expected_cuda_major": ctx.expected,
         "expected_from": ctx.expect_text or ("the majority of the packages" if ctx.expected else None),
         "torch_cuda": scan.torch_cuda,
-        "machine": machine_of(scan, host)[0],
+        "machine": machine_of(scan, host, ctx.local)[0],
         "packages": {f.package: {"status": f.status.value, "cuda_major": f.major, **f.detail} for f in findings},
         "mismatched": [{"distribution": e.distribution, "path": e.path, "libs": e.cuda_libs}
                        for f in findings if f.status in (Status.FAIL, Status.WARN)

@@ -21,7 +21,7 @@ G9_WARN = "G9 WARN: not an NGC or Unsloth container (nvidia/cuda 13.0.2); bare p
 G9_FIX = ("    fix: run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); "
           "if bare pip is unavoidable, follow NVIDIA's install order and install Unsloth with --no-deps")
 G6_FAIL = "G6 FAIL: 1 workload in the way: pid 5990 vLLM +1 process (cap 0.9)"
-G6_FIX = ("    fix: run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; or stop what you "
+G6_FIX = ("    fix: run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.38 or lower; or stop what you "
           "do not need (kill 5990)")
 
 

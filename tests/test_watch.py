@@ -333,3 +333,34 @@ def test_the_next_watch_says_an_earlier_one_was_killed_or_rebooted(job, tmp_path
     assert not list(state.glob("watch-*.json")), "the heartbeats told are removed"
     third = run(watch_cmd("--out", "w3", "--", sys.executable, str(job), "1", "0.01"), tmp_path)
     assert not any("the watched run" in line for line in watch_lines(third.stderr))
+
+
+# -- strings and doors from outside ------------------------------------------------------------------------
+def test_a_token_and_an_escape_in_the_jobs_arguments_are_masked_in_every_line_and_file(tmp_path):
+    token, escape = "hf_abcdefghijklmnopqrstuvwxyz0123", "\x1b[2J\x07"
+    watched = run(watch_cmd("--every", "0.1", "--out", "w", "--rate-regex", RATE, "--", sys.executable, "-c",
+                            "import sys; print(len(sys.argv))", f"--hf-token={token}", escape), tmp_path)
+    assert watched.stdout == b"3\n"  # the job's own output and arguments are its own
+    err = watched.stderr.decode()
+    assert token not in err and "\x1b" not in err and "\x07" not in err
+    assert "--hf-token=*** \\x1b[2J\\x07" in watch_lines(watched.stderr)[0]
+    for name in ("report.json", "watch.csv"):
+        assert token not in (tmp_path / "w" / name).read_text()
+
+
+def test_output_piped_into_head_ends_the_job_as_it_would_without_the_watch(tmp_path):
+    pipeline = f"{' '.join(watch_cmd('--out', 'w', '--rate-regex', repr(RATE), '--', 'yes', '1.0 it/s'))} | head -2; " \
+               "echo status=${PIPESTATUS[0]}"
+    done = subprocess.run(["bash", "-c", pipeline], env=bare_env(tmp_path), cwd=tmp_path, capture_output=True,
+                          timeout=60)
+    assert done.stdout.decode().splitlines() == ["1.0 it/s", "1.0 it/s", f"status={128 + signal.SIGPIPE}"]
+    assert any("killed by SIGPIPE" in line for line in watch_lines(done.stderr))
+
+
+def test_a_metrics_file_that_is_no_regular_file_is_refused_before_anything_runs(tmp_path):
+    fifo = tmp_path / "watch.prom"
+    os.mkfifo(fifo)
+    watched = run(watch_cmd("--out", "w", "--prometheus-textfile", str(fifo), "--", "true"), tmp_path)
+    assert watched.returncode == 2 and "not a regular file" in watched.stderr.decode()
+    assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())
+

@@ -11,9 +11,10 @@ averaged into buckets), so a day's run draws as fast as a minute's. matplotlib i
 from __future__ import annotations
 
 import textwrap
+import warnings
 from pathlib import Path
 
-from .. import scrub
+from .. import outward, scrub
 from ..readings.watch import WatchReading
 from ..units import hms
 from .record import number, read_rows
@@ -36,7 +37,9 @@ def plot_watch(reading: WatchReading, lines: list[str], png_path: Path) -> tuple
             return "", NO_MATPLOTLIB
         return "", f"matplotlib does not import ({type(exc).__name__}: {exc}): no watch.png"
     try:
-        return _draw(Figure, reading, lines, Path(png_path)), ""
+        with warnings.catch_warnings():  # matplotlib's own (a glyph a font lacks) would reach the terminal raw
+            warnings.simplefilter("ignore")
+            return _draw(Figure, reading, lines, Path(png_path)), ""
     except Exception as exc:  # a picture must never cost the run its lines
         return "", f"plot failed ({type(exc).__name__}: {exc}); watch.csv has every sample"
 
@@ -128,9 +131,9 @@ def _draw(Figure, reading: WatchReading, lines: list[str], path: Path) -> str:
     glines = [line for line in lines if not line.startswith("    ")]
     title = "\n".join(textwrap.shorten(line, 130) for line in glines[:3])
     fig.suptitle(title, fontsize=9.5, horizontalalignment="left", x=0.01)
-    what = " ".join([Path(reading.command[0]).name, *reading.command[1:]])[:90] if reading.command else \
-        f"pid {reading.job_pid}"
-    detail = [what, reading.device or "no GPU read", f"{hms(reading.elapsed_s)}", reading.end.how]
+    what = outward.line(" ".join([Path(reading.command[0]).name, *reading.command[1:]]), limit=90) \
+        if reading.command else f"pid {reading.job_pid}"
+    detail = [what, outward.line(reading.device or "no GPU read"), f"{hms(reading.elapsed_s)}", reading.end.how]
     axes[0].set_title(" · ".join(d for d in detail if d), fontsize=8.5, color="dimgray", loc="left")
     fig.savefig(path)
     return str(path)

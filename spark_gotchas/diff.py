@@ -389,6 +389,9 @@ _UNITS = (("_gbps", "GB/s", 1.0), ("_tflops", "TFLOP/s", 1.0), ("_mw", "W", 1e-3
           ("_mhz", "MHz", 1.0), ("_c", "°C", 1.0), ("_bytes", "GiB", 1 / 2**30), ("_ratio", "x", 1.0))
 
 
+VALUE_CHARS = 100  # a reading's text as diff shows it (a GPU's name, a driver's version)
+
+
 def show_value(name: str, value: Any) -> str:
     """A reading for people: units from the field name (bytes as GiB, milliwatts as W)."""
     if value is None:
@@ -401,8 +404,9 @@ def show_value(name: str, value: Any) -> str:
                 return f"{scaled:,.2f} {unit}" if abs(scaled) < 100 else f"{scaled:,.1f} {unit}"
         return str(value)
     if isinstance(value, list):
-        return "(" + ", ".join(str(v) for v in value) + ")" if leaf.endswith("capability") else dumps(value)
-    return str(value)
+        shown = "(" + ", ".join(str(v) for v in value) + ")" if leaf.endswith("capability") else dumps(value)
+        return outward.field(shown, VALUE_CHARS)
+    return outward.field(value, VALUE_CHARS)  # a document's string, bounded and folded where it is printed
 
 
 def _describe(side: str, meta: dict[str, str], doc_platform: dict[str, Any]) -> list[str]:
@@ -427,9 +431,9 @@ def render_lines(diff: Diff, platforms: tuple[dict, dict], show_all: bool = Fals
         line = f"  {s.gotcha:<4} {s.title:<{width}}  {arrow:<20} {mark}".rstrip()
         out.append(line)
         if s.change in ("worse", "changed", "better") and s.summary_b:
-            out.append(f"         B: {s.summary_b}")
+            out.append(f"         B: {outward.quoted(s.summary_b, limit=500)}")
             if s.change == "worse" and s.fix_b:
-                out.append(f"         fix: {s.fix_b}")
+                out.append(f"         fix: {outward.quoted(s.fix_b)}")
     if not diff.statuses:
         out.append("  no gotcha verdicts in either document")
     out.append("")
@@ -464,9 +468,10 @@ def render_lines(diff: Diff, platforms: tuple[dict, dict], show_all: bool = Fals
     else:
         out.append(f"Distributions ({len(d.changed)} changed, {len(d.added)} added, {len(d.removed)} removed, "
                    f"{d.unchanged} same)")
-        out.extend(f"  ~ {name} {va} -> {vb}" for name, (va, vb) in d.changed.items())
-        out.extend(f"  + {name} {v}" for name, v in d.added.items())
-        out.extend(f"  - {name} {v}" for name, v in d.removed.items())
+        field = outward.field
+        out.extend(f"  ~ {field(name, 100)} {field(va, 60)} -> {field(vb, 60)}" for name, (va, vb) in d.changed.items())
+        out.extend(f"  + {field(name, 100)} {field(v, 60)}" for name, v in d.added.items())
+        out.extend(f"  - {field(name, 100)} {field(v, 60)}" for name, v in d.removed.items())
     out.append("")
     if diff.worse:
         out.append(f"Worse in B: {', '.join(diff.worse)} (exit 1)")

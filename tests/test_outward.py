@@ -277,7 +277,7 @@ def test_diff_shows_a_snapshots_strings_escaped_and_masked(tmp_path, capsys):
     out = capsys.readouterr().out
     assert problems(out) == [], out
     assert "G4 PASS\\x3a forged by the GPU name" in out  # shown, escaped inside its own line (its head too)
-    assert "fix: kill 7; clone https://user:***@host.example/repo.git\\x85G4 PASS: forged" in out
+    assert "fix: kill 7; clone https://user:***@host.example/repo.git\\x85G4 PASS\\x3a forged" in out
 
 
 def test_diff_json_is_masked_and_each_string_one_line(tmp_path, capsys):
@@ -301,7 +301,7 @@ def test_a_package_name_from_a_snapshot_the_suite_wrote_stays_on_its_line(tmp_pa
     b.write_text(json.dumps(doc))
     diff.main([str(a), str(b)])
     out = capsys.readouterr().out
-    assert "  + torch\\x1b[2J\\x0aG4 PASS: all good 9.9" in out.splitlines()
+    assert "  + torch\\x1b[2J\\x0aG4 PASS\\x3a all good 9.9" in out.splitlines()
     assert problems(out.replace("G4 PASS: all good", FORGED)) == []
 
 

@@ -160,3 +160,21 @@ def test_a_replay_planting_padded_names_and_format_characters_forges_no_row_in_a
         assert not INVISIBLE.search(drain.reason(drain.Outcome((), (entry["line"],))))
     assert "G4 PASS: planted" not in texts["junit.xml"] and "G4 PASS\\x3a planted wrap" in texts["junit.xml"]
     assert "G4 PASS: planted" not in texts["spark.prom"]
+
+
+def test_diff_shows_a_padded_gpu_name_and_package_folded_and_bounded(tmp_path):
+    """diff printed a reading's text as it read it: ``GPU  NVIDIA H200 -> NVIDIA H200`` and 141
+    spaces before ``G4 PASS: planted gpu`` (found from outside, the door beside the platform line)."""
+    recorded = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(recorded))
+    recorded["platform"]["gpu"] = PADDED_GPU
+    recorded["readings"]["env.distributions"]["versions"]["torch" + " " * 141 + "G9 PASS: planted"] = "1.0" + "9" * 300
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(recorded))
+    run = subprocess.run([sys.executable, "-m", "spark_gotchas", "diff", str(a), str(b)], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert forged_rows(run.stdout) == [] and not INVISIBLE.search(run.stdout)
+    assert "G4 PASS\\x3a planted gpu" in run.stdout and "torch G9 PASS\\x3a planted" in run.stdout
+    assert max(len(line) for line in run.stdout.splitlines()) < 300

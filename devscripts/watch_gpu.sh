@@ -18,6 +18,8 @@
 #   PARTS="a b" WATCH_SECONDS=570 bash devscripts/watch_gpu.sh   # the 10-minute watched run, (b) beside it (~9.8 min)
 #   PARTS=c COST_RUNS=5 COST_SECONDS=15 bash devscripts/watch_gpu.sh
 #   DEVICE=cpu WIDTH=256 WATCH_SECONDS=40 COST_RUNS=2 COST_SECONDS=6 bash devscripts/watch_gpu.sh   # the flow, no GPU
+#   PARTS=host bash devscripts/watch_gpu.sh                   # the watch's own CPU and memory beside logs of
+#                                                             # 0, 10, 100 lines a second (~3.5 min, any machine)
 #
 # WATCH_SECONDS defaults to 570 when PARTS leaves out c, 300 with it, so the whole command stays
 # within 600 s. Run it from the repository root through the device tool; it installs the suite
@@ -220,7 +222,34 @@ if by["without"] and by["with"]:
 PY
 }
 
+part_host() {  # the watch's own CPU and memory at --every 1 beside a log of 0, 10, 100 lines a second (no GPU needed)
+  say ""
+  say "=== (host) the watch's own cost at --every 1, ${HOST_SECONDS:=70} s runs"
+  cat > "$SCRATCH/log.py" <<'PY'
+import sys, time
+seconds, lines = float(sys.argv[1]), float(sys.argv[2])
+start, step = time.time(), 0
+while time.time() - start < seconds:
+    time.sleep(1 / lines if lines else seconds)
+    step += 1
+    print(f"step {step}: loss 0.1234, {lines:.2f} it/s", flush=True)
+PY
+  for lines in 0 10 100; do
+    if [ "$lines" = 0 ]; then set -- ; else set -- --rate-regex "$RATE"; fi
+    $PY -m spark_gotchas watch --every 1 --out "$SCRATCH/h$lines" "$@" -- $PY "$SCRATCH/log.py" "$HOST_SECONDS" "$lines" \
+      > /dev/null 2> "$SCRATCH/h.err" &
+    local pid=$!
+    sleep 5
+    local t0; t0=$(awk '{print $14+$15}' "/proc/$pid/stat")
+    sleep $(( HOST_SECONDS - 10 ))
+    local t1 hwm; t1=$(awk '{print $14+$15}' "/proc/$pid/stat"); hwm=$(awk '/VmHWM/{print $2}' "/proc/$pid/status")
+    wait "$pid"
+    say "(host) $lines lines/s$([ "$lines" = 0 ] && echo ', no --rate-regex'): the watch's CPU $(( t1 - t0 )) ticks of $(getconf CLK_TCK)/s over $(( HOST_SECONDS - 10 )) s = $(awk -v t=$(( t1 - t0 )) -v c="$(getconf CLK_TCK)" -v s=$(( HOST_SECONDS - 10 )) 'BEGIN{printf "%.2f", t / c / s * 100}') % of a core; VmHWM $hwm kB; CSV $(wc -c < "$SCRATCH/h$lines/watch.csv") bytes, $(grep -c '^sample' "$SCRATCH/h$lines/watch.csv") samples"
+  done
+}
+
 T_A=$(date +%s)
+case " $PARTS " in *" host "*) part_host ;; esac
 case " $PARTS " in *" a "*) part_a ;; esac
 case " $PARTS " in *" c "*) part_c ;; esac
 say ""

@@ -132,10 +132,11 @@ FAMILIES_FILE = Path(__file__).with_name("token_families.json")  # gitleaks' fam
 _ESCAPED_BEFORE = r"(?<=\\x[0-9a-fA-F]{2})|(?<=\\u[0-9a-fA-F]{4})|(?<=\\U[0-9a-fA-F]{8})|(?<=\\[nrtabfv])"
 
 
-def _word_start_after(first: str) -> str:
-    """A word starts at the character ``first`` just read (a lookbehind past it, so that the
-    pattern still opens with a literal and ``re`` skips every position that cannot start a token)."""
-    c = re.escape(first)
+def _word_start_after(prefix: str) -> str:
+    """A word starts at the ``prefix`` just read: a lookbehind past it, tried once the whole prefix
+    matched (the pattern opens with a literal, so ``re`` skips every position that cannot start a
+    token, and ``aaaa…`` fails at its second character, not at a lookbehind at every position)."""
+    c = re.escape(prefix)
     return (rf"(?:(?<![A-Za-z0-9]{c})|(?<=\\x[0-9a-fA-F]{{2}}{c})|(?<=\\u[0-9a-fA-F]{{4}}{c})"
             rf"|(?<=\\U[0-9a-fA-F]{{8}}{c})|(?<=\\[nrtabfv]{c}))")
 
@@ -161,8 +162,8 @@ def token_shapes() -> re.Pattern:
     for prefixes, body, word_start in _families():
         rest = "".join(re.escape(p) if isinstance(p, str) else f"{p[0]}{{{p[1]},}}+" for p in body)
         for prefix in prefixes:
-            start = _word_start_after(prefix[0]) if word_start else ""
-            groups.setdefault(prefix[0], []).append((-len(body), -len(prefix), start + re.escape(prefix[1:]) + rest))
+            start = _word_start_after(prefix) if word_start else ""
+            groups.setdefault(prefix[0], []).append((-len(body), -len(prefix), re.escape(prefix[1:]) + start + rest))
     # the fullest first: glpat-…​.x9 (routable) before glpat-… alone, which would leave its tail in clear
     branches = [re.escape(first) + "(?:" + "|".join(p for *_, p in sorted(alts)) + ")" for first, alts in groups.items()]
     return re.compile("|".join(branches))
@@ -428,8 +429,10 @@ def clip(text: object, room: int, mark: str = "…", secrets: Iterable[str] | No
     text = str(text)
     reach = 4 * room + 256
     if len(text) > reach:
+        # end at a word's end; one word longer than that is cut where it is: its start, with far more
+        # than room characters after it, keeps the shape the masker knows
         end = max(text.rfind(sep, 0, reach) for sep in _WORD_ENDS) + 1
-        text = text[:end]
+        text = text[:end if end > room else reach]
     masked = mask_text(text, secrets)
     if len(masked) <= room:
         return masked

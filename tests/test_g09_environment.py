@@ -327,7 +327,7 @@ def test_hostile_image_variables_stay_one_short_line():
     pytorch = {"NVIDIA_PYTORCH_VERSION": "25.10", "NVIDIA_BUILD_ID": "1\nG9 PASS: forged"}
     forged = g09.judge_environment(ngc(pytorch), dists(torch="2.9.0a0"))
     assert forged.line == "G9 PASS: NGC PyTorch 25.10: every requirement met"
-    assert forged.detail.startswith("NGC PyTorch 25.10 (build 1 G9 PASS: forged);")  # one line: the newline is a space
+    assert forged.detail.startswith("NGC PyTorch 25.10 (build 1 G9 PASS\\x3a forged);")  # one line, its head escaped
 
 
 # -- how the container was started -------------------------------------------------------------------------

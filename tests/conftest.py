@@ -41,3 +41,10 @@ def only_this_runs_processes(request, monkeypatch):
     from own_processes import own_only
 
     monkeypatch.setattr(psutil, "process_iter", own_only(psutil.process_iter))
+
+
+@pytest.fixture(autouse=True)
+def own_state_folder(tmp_path_factory, monkeypatch):
+    """Every test has its own state folder (``$SPARK_GOTCHAS_STATE_DIR``): the heartbeats a developer's
+    own watches left in ~/.local/state never reach a check's line."""
+    monkeypatch.setenv("SPARK_GOTCHAS_STATE_DIR", str(tmp_path_factory.mktemp("state")))

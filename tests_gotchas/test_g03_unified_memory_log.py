@@ -12,3 +12,10 @@ pytestmark = pytest.mark.fast
 def test_g3_kernel_log(spark):
     """kernel log"""
     spark.report(g03_log.judge_kernel_memory(spark.read("kernel.log"), spark.profile))
+
+
+@pytest.mark.scan
+@pytest.mark.reads("watch.earlier")
+def test_g3_last_watch(spark):
+    """last watch"""
+    spark.report(g03_log.judge_watched_oom(spark.read("watch.earlier")))

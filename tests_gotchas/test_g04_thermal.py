@@ -28,6 +28,14 @@ def test_g4_last_soak_ended(spark):
     spark.report(g04.judge_reboot(spark.read("thermal.reboot")))
 
 
+@pytest.mark.fast
+@pytest.mark.scan
+@pytest.mark.reads("watch.earlier")
+def test_g4_last_watch_ended(spark):
+    """last watch"""
+    spark.report(g04.judge_earlier_watches(spark.read("watch.earlier")))
+
+
 @pytest.mark.soak
 @pytest.mark.gpu
 def test_g4_soak(spark):

@@ -18,6 +18,9 @@ check reads):
   how many; the same fix.
 - neither → **PASS** naming the source and how many lines were read; **INFO** where no NVIDIA driver
   ran since boot (no `NVRM:` line): nothing is said of a GPU's memory on a machine without one.
+- a watched run the kernel's OOM killer ended (`watch.earlier`: the heartbeat its watch left,
+  marked; the same reading G4's "last watch" check reads) → **WARN** naming the run and when, the
+  same fix; none → **PASS**; no heartbeat, or the state folder unlistable → **SKIP**.
 - a replayed snapshot recorded before this check (it holds no `kernel.log`: the check's `reads`
   marker) leaves the check out, so that its G3 line stays what it was.
 """
@@ -27,6 +30,8 @@ from __future__ import annotations
 from ..profiles import Profile
 from ..readings import remedies
 from ..readings.kernel import KernelEvent, KernelLog
+from ..readings.watch import EarlierWatches
+from ..units import utc
 from ..verdict import Status, Verdict, fitting
 
 G = 3
@@ -74,3 +79,32 @@ def judge_kernel_memory(log: KernelLog, profile: Profile) -> Verdict:
                                        f"({log.source}, {log.lines} lines)", detail=cut[2:], readings=readings)
     return Verdict(G, Status.PASS, f"no out-of-memory line in the kernel log since boot ({log.source}, "
                                    f"{log.lines} lines)", detail=cut[2:], readings=readings)
+
+
+def judge_watched_oom(reading: EarlierWatches) -> Verdict:
+    """Did the kernel's OOM killer end a watched run? The heartbeat its watch left says so."""
+    readings = {"state_dir": reading.state_dir, "heartbeats": [w.path for w in reading.watches]}
+    if reading.problem:
+        return Verdict(G, Status.SKIP, "earlier watches' heartbeats cannot be read", detail=reading.problem,
+                       readings=readings)
+    killed = [w.heartbeat for w in reading.watches if w.heartbeat is not None and w.heartbeat.oom_kill]
+    if killed:
+        beat = killed[-1]
+        shown = " ".join(beat.command[:3]) + (" …" if len(beat.command) > 3 else "")
+        when = utc(beat.ended_epoch or beat.last_sample_epoch)
+        more = f" (+{len(killed) - 1} more)" if len(killed) > 1 else ""
+        summary = fitting(G, Status.WARN, f"the OOM killer ended the watched run `{shown}` at {when}{more}",
+                          f"the OOM killer ended a watched run at {when}{more}",
+                          "the OOM killer ended a watched run")
+        files = f"; its files: {beat.out_dir}" if beat.out_dir else ""
+        return Verdict(G, Status.WARN, summary,
+                       detail=f"`{' '.join(beat.command)}` started {utc(beat.started_epoch)}, job pid {beat.job_pid}"
+                              f"{files}; the next spark-gotchas watch says so once and removes its record in "
+                              f"{reading.state_dir}", fix=FIX_RAN_OUT,
+                       readings={**readings, "remedy": [remedies.Change("measure", "mem.meminfo").to_json()]})
+    if not reading.watches:
+        return Verdict(G, Status.SKIP, "no earlier watch recorded: nothing to check for an OOM kill",
+                       detail=f"no heartbeat in {reading.state_dir}", readings=readings)
+    return Verdict(G, Status.PASS, "no watched run was ended by the OOM killer",
+                   detail=f"{len(reading.watches)} heartbeat(s) earlier watches left in {reading.state_dir}",
+                   readings=readings)

@@ -71,6 +71,14 @@ when the soak started and how the reboot shows). Same boot and the soak's proces
 **INFO** "running now"; gone → **INFO** "killed" (an OOM kill or `kill -9`, not a reboot).
 Times are UTC so a replay prints the same line.
 
+A watched run (`watch.earlier`: the heartbeats earlier runs of `spark-gotchas watch` left in the
+state folder, `$SPARK_GOTCHAS_STATE_DIR`, else `~/.local/state/spark-gotchas`; a watch whose job
+ended by itself leaves none): one without an end marker written before this boot →
+**FAIL** `the watched run `CMD` (started T) ended in a reboot/power loss at about <last heartbeat>`,
+the fix the soak's; one of this boot whose watch is gone → **INFO** "killed with its watch"; one
+whose watch runs now → **INFO**; none of these → **PASS**; no heartbeat → **SKIP** (as for the
+soak); the folder there but unlistable → **SKIP**. The preflight leaves the files; the next watch says each once and removes it.
+
 Soak: see "Judging a soak" below.
 
 Soak (`thermal.soak`, `pytest -m soak`): Windows at least half the planned window length are judged ("full" windows).
@@ -121,8 +129,9 @@ from ..readings.thermal import (
     ThermalSnapshot,
     reason_names,
 )
+from ..readings.watch import EarlierWatches, WatchHeartbeat
 from ..units import duration_text, hms, human_us, pct, utc
-from ..verdict import Status, Verdict
+from ..verdict import Status, Verdict, fitting
 
 G = 4
 BUSY_MIN = 0.80
@@ -140,9 +149,9 @@ FIX_STUCK = ("look for an applied clock or power cap with nvidia-smi -q -d CLOCK
              "clocks, a lowered power limit), then check cooling and power delivery and re-run")
 FIX_COOLING = ("improve cooling (clear intake and exhaust, cooler room, nothing stacked on or against the unit) "
                "or cap run length and checkpoint before throttling sets in")
-FIX_REBOOT = ("improve cooling and cap run length (checkpoint often); read the last boot's kernel log "
-              "(journalctl -k -b -1 | tail -50) for a thermal or power event; then run a new soak "
-              "(spark-gotchas -m soak), which replaces this record")
+FIX_REBOOT_COMMON = ("improve cooling and cap run length (checkpoint often); read the last boot's kernel log "
+                     "(journalctl -k -b -1 | tail -50) for a thermal or power event")
+FIX_REBOOT = FIX_REBOOT_COMMON + "; then run a new soak (spark-gotchas -m soak), which replaces this record"
 FIX_LOAD = ("re-run with no other GPU job; if it repeats, look for Xid errors (sudo dmesg | grep -i xid) "
             "and check the G1 lines")
 FIX_UNEXPLAINED = ("look for other GPU or CPU jobs that ran during the soak (G6, nvidia-smi, top), stop them, then run "
@@ -433,12 +442,19 @@ def rebooted_since(check: RebootCheck) -> tuple[Optional[bool], str]:
     """(True/False, how we know), or (None, why not) when this boot cannot be compared."""
     beat = check.heartbeat
     assert beat is not None
-    if beat.boot_id and check.boot_id:
-        return beat.boot_id != check.boot_id, f"boot id changed; this boot began {utc(check.btime_s)}"
-    if check.btime_s is not None and beat.btime_s is not None:
-        return check.btime_s != beat.btime_s, f"boot time changed to {utc(check.btime_s)}"
-    if check.btime_s is not None:
-        return check.btime_s > beat.last_sample_epoch, f"this boot began {utc(check.btime_s)}"
+    return _rebooted(beat.boot_id, beat.btime_s, beat.last_sample_epoch, check.boot_id, check.btime_s)
+
+
+def _rebooted(then_boot: Optional[str], then_btime: Optional[float], last_sample: float,
+              now_boot: Optional[str], now_btime: Optional[float]) -> tuple[Optional[bool], str]:
+    """Whether the machine rebooted since a heartbeat written in boot ``then_boot`` (booted at
+    ``then_btime``, last written at ``last_sample``): by boot id, else boot time."""
+    if then_boot and now_boot:
+        return then_boot != now_boot, f"boot id changed; this boot began {utc(now_btime)}"
+    if now_btime is not None and then_btime is not None:
+        return now_btime != then_btime, f"boot time changed to {utc(now_btime)}"
+    if now_btime is not None:
+        return now_btime > last_sample, f"this boot began {utc(now_btime)}"
     return None, "neither boot id nor boot time readable"
 
 
@@ -473,6 +489,69 @@ def judge_reboot(check: RebootCheck) -> Verdict:
                                        f"last sample {ago:.0f} s ago)", readings=readings)
     return Verdict(G, Status.INFO, f"the last soak was killed at about {last} (no end marker, no reboot)",
                    detail=f"it started {started}; its CSV keeps what it measured ({beat.csv_path})", readings=readings)
+
+
+def _words(beat: WatchHeartbeat, n: int) -> str:
+    """The watched command in at most ``n`` words: ``python train.py --lr …``."""
+    return " ".join(beat.command[:n]) + (" …" if len(beat.command) > n else "") or "?"
+
+
+def watched_run(beat: WatchHeartbeat, words: int = 40) -> str:
+    """``the watched run `python train.py --lr 3e-4` (started 2026-12-07 01:02:03 UTC)``, for a detail."""
+    return f"the watched run `{_words(beat, words)}` (started {utc(beat.started_epoch)})"
+
+
+def judge_earlier_watches(reading: EarlierWatches) -> Verdict:
+    """Did a watched run end in a reboot? What the heartbeats earlier watches left say."""
+    readings: dict[str, Any] = {"state_dir": reading.state_dir, "heartbeats": [w.path for w in reading.watches]}
+    if reading.problem:
+        return Verdict(G, Status.SKIP, "earlier watches' heartbeats cannot be read", detail=reading.problem,
+                       readings=readings)
+    unusable = [f"{w.path}: {w.problem}" for w in reading.watches if w.heartbeat is None]
+    aside = ("; left unread: " + "; ".join(unusable[:3])) if unusable else ""
+    rebooted, killed, running = [], [], []
+    for w in reading.watches:
+        beat = w.heartbeat
+        if beat is None or beat.end_reason is not None:
+            continue
+        if w.watch_alive:
+            running.append(beat)
+            continue
+        gone, how = _rebooted(beat.boot_id, beat.btime_s, beat.last_sample_epoch, reading.boot_id, reading.btime_s)
+        (rebooted if gone else killed).append((beat, how))
+    clear = f"; the next spark-gotchas watch says so once and removes its record in {reading.state_dir}"
+    if rebooted:
+        beat, how = rebooted[-1]
+        last = utc(beat.last_sample_epoch)
+        more = f" (+{len(rebooted) - 1} more)" if len(rebooted) > 1 else ""
+        summary = fitting(G, Status.FAIL, *(f"watched `{_words(beat, n)}` ended in a reboot/power loss at about {last}{more}"
+                                             for n in (3, 2)),
+                          f"a watched run ended in a reboot/power loss at about {last}{more}",
+                          "a watched run ended in a reboot or power loss")
+        files = f"; its files: {beat.out_dir}" if beat.out_dir else ""
+        return Verdict(G, Status.FAIL, summary, detail=f"{watched_run(beat, 40)}; {how}{files}{clear}{aside}",
+                       fix=FIX_REBOOT_COMMON + "; then watch the next run (spark-gotchas watch -- …)",
+                       readings={**readings, "rebooted": len(rebooted)})
+    if killed:
+        beat, how = killed[-1]
+        last = utc(beat.last_sample_epoch)
+        summary = fitting(G, Status.INFO, *(f"watched `{_words(beat, n)}` was killed with its watch at about {last} "
+                                            "(no reboot)" for n in (3, 2)),
+                          f"a watched run was killed with its watch at about {last} (no reboot)",
+                          "a watched run was killed with its watch (no reboot)")
+        return Verdict(G, Status.INFO, summary, detail=f"{watched_run(beat, 40)}; {how}{clear}{aside}",
+                       readings=readings)
+    if running:
+        beat = running[-1]
+        return Verdict(G, Status.INFO, fitting(G, Status.INFO, f"a watch is running now: `{_words(beat, 3)}`",
+                                               "a watch is running now"),
+                       detail=f"{watched_run(beat, 40)}, watch pid {beat.watch_pid}{aside}", readings=readings)
+    if not reading.watches:
+        return Verdict(G, Status.SKIP, "no earlier watch recorded: nothing to check for a reboot",
+                       detail=f"no heartbeat in {reading.state_dir}", readings=readings)
+    return Verdict(G, Status.PASS, "no watched run ended in a reboot or power loss",
+                   detail=f"{len(reading.watches)} heartbeat(s) earlier watches left in {reading.state_dir}{aside}",
+                   readings=readings)
 
 
 # -- soak ----------------------------------------------------------------------------------------

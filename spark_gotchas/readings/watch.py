@@ -192,3 +192,26 @@ class WatchHeartbeat:
     end_reason: Optional[str] = None  # how the job ended, once the watch ended under control
     oom_kill: bool = False
     format: str = HEARTBEAT_FORMAT
+
+
+@dataclass
+class EarlierWatch:
+    """One heartbeat an earlier watch left in the state folder: a watch killed, a reboot under it, or a
+    job the kernel's OOM killer ended (a watch whose job ended by itself removes its heartbeat)."""
+
+    path: str
+    heartbeat: Optional[WatchHeartbeat] = None
+    problem: str = ""  # why the file cannot be used (then ``heartbeat`` is None)
+    watch_alive: bool = False  # this boot's, and its watch's process runs: a watch running now
+
+
+@dataclass
+class EarlierWatches:
+    """The heartbeats earlier watches left, beside this boot's id and start, for the preflight's G3 and
+    G4. By hand: ``ls ~/.local/state/spark-gotchas/watch-*.json; cat /proc/sys/kernel/random/boot_id``."""
+
+    state_dir: str
+    boot_id: Optional[str] = None
+    btime_s: Optional[IntEpoch] = None
+    watches: list[EarlierWatch] = field(default_factory=list)
+    problem: str = ""  # the folder exists but cannot be listed

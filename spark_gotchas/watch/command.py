@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import atomic, bounded_read, outward, platform, scrub
+from ..judges import g03_unified_memory_log as g03_log
 from ..judges import g04_thermal as g04
 from ..microbench._cli import in_span
 from ..options import PROFILE_CHOICES, RunOptions
 from ..profiles import PROFILES, SAME, Machine, match
 from ..provider import Provider
-from ..readings.thermal import DEFAULT_MAX_DROP, Heartbeat, RebootCheck
+from ..readings.thermal import DEFAULT_MAX_DROP
+from ..readings.watch import EarlierWatch, EarlierWatches
 from ..serial import dumps
 from ..soak.record import drop_fraction
 from ..units import hms, utc
@@ -160,8 +162,10 @@ def make_out_dir(given: Optional[str]) -> tuple[Path, str]:
 
 # -- earlier runs -----------------------------------------------------------------------------------
 def tell_previous() -> list[str]:
-    """What the heartbeats earlier watches left say: a reboot, a kill, an OOM kill (each said once, then removed)."""
+    """What the heartbeats earlier watches left say, judged as the preflight's G3 and G4 "last watch"
+    checks judge them (a reboot, a kill, an OOM kill); each is said once, then removed."""
     from ..readers.thermal.reboot import boot_id, boot_time_s, pid_alive
+    from ..readers.watch import state_dir
 
     lines = []
     now_boot, now_btime = boot_id(), boot_time_s()
@@ -169,25 +173,16 @@ def tell_previous() -> list[str]:
         if beat is None:
             lines.append(f"an earlier watch's heartbeat {path} cannot be read ({why}); left as it is")
             continue
-        what = f"the watched run {short_command(beat.command)} (started {utc(beat.started_epoch)}" \
-               + (f", files in {beat.out_dir}" if beat.out_dir else "") + ")"
-        if beat.end_reason is None:
-            same_boot = beat.boot_id is not None and beat.boot_id == now_boot
-            if same_boot and pid_alive(beat.watch_pid, beat.started_epoch):
-                continue  # another watch, running now
-            soak_like = Heartbeat(boot_id=beat.boot_id, btime_s=beat.btime_s, pid=beat.watch_pid, host=beat.host,
-                                  started_epoch=beat.started_epoch, planned_s=0.0,
-                                  last_sample_epoch=beat.last_sample_epoch)
-            rebooted, how = g04.rebooted_since(RebootCheck(heartbeat_path=str(path), found=True, heartbeat=soak_like,
-                                                           boot_id=now_boot, btime_s=now_btime))
-            last = utc(beat.last_sample_epoch)
-            if rebooted:
-                lines.append(f"G4 FAIL {what} ended in a reboot or power loss at about {last} ({how}; "
-                             "journalctl -k -b -1 says why)")
-            else:
-                lines.append(f"G4 INFO {what} was killed with its watch at about {last} (no end marker, no reboot)")
-        elif beat.oom_kill:
-            lines.append(f"G3 FAIL {what} was killed by the kernel's OOM killer at {utc(beat.ended_epoch)}")
+        alive = beat.end_reason is None and beat.boot_id is not None and beat.boot_id == now_boot \
+            and pid_alive(beat.watch_pid, beat.started_epoch)
+        if alive:
+            continue  # another watch, running now
+        one = EarlierWatches(state_dir=str(state_dir()), boot_id=now_boot, btime_s=now_btime,
+                             watches=[EarlierWatch(path=str(path), heartbeat=beat)])
+        for verdict in (g04.judge_earlier_watches(one), g03_log.judge_watched_oom(one)):
+            if verdict.status in (Status.FAIL, Status.WARN, Status.INFO):
+                files = f"; files in {beat.out_dir}" if beat.out_dir else ""
+                lines.append(f"G{verdict.gotcha} {verdict.status.value} {verdict.summary}{files}")
         record.remove_heartbeat_file(path)
     return lines
 

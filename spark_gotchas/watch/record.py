@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from .. import atomic, bounded_read, outward
-from ..readings.watch import HEARTBEAT_FORMAT, WatchHeartbeat, WatchSample
-from ..serial import OutOfRange, dumps, from_jsonable, to_jsonable
+from ..readers.watch import left_behind, state_dir  # noqa: F401  (the next watch reads them here)
+from ..readings.watch import WatchHeartbeat, WatchSample
+from ..serial import dumps, to_jsonable
 
 COLUMNS = [
     "event", "t_s", "epoch_s", "temperature_c", "power_w", "sm_clock_mhz", "mem_clock_mhz", "utilization_pct",
@@ -46,9 +47,6 @@ PLAIN = ("temperature_c", "power_w", "sm_clock_mhz", "mem_clock_mhz", "utilizati
          "psi_full_avg10", "job_processes", "gpu_others")
 FSYNC_EVERY_S = 30.0
 CSV_KIND = bounded_read.Kind("watch CSV", 256 << 20, 30.0)
-HEARTBEAT_KIND = bounded_read.Kind("watch heartbeat", 64 << 10)
-STATE_ENV = "SPARK_GOTCHAS_STATE_DIR"
-MAX_HEARTBEATS = 64  # a state folder is read for at most this many left behind
 
 
 def _cell(value: Any) -> str:
@@ -149,14 +147,6 @@ def number(text: str) -> Optional[float]:
 
 
 # -- the heartbeat -----------------------------------------------------------------------------------
-def state_dir() -> Path:
-    given = os.environ.get(STATE_ENV)
-    if given:
-        return Path(given).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "spark-gotchas"
-
-
 def heartbeat_path(beat: WatchHeartbeat) -> Path:
     return state_dir() / f"watch-{int(beat.started_epoch)}-{beat.watch_pid}.json"
 
@@ -182,28 +172,3 @@ def remove_heartbeat_file(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
-
-
-def left_behind() -> list[tuple[Path, Optional[WatchHeartbeat], str]]:
-    """The heartbeats earlier watches left: (path, heartbeat, why unusable)."""
-    folder = state_dir()
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith("watch-") and n.endswith(".json"))
-    except OSError:
-        return []
-    out = []
-    for name in names[-MAX_HEARTBEATS:]:
-        path = folder / name
-        try:
-            data = bounded_read.read_json(path, HEARTBEAT_KIND)
-        except (OSError, bounded_read.Refused) as exc:
-            out.append((path, None, str(exc)))
-            continue
-        if not isinstance(data, dict) or data.get("format") != HEARTBEAT_FORMAT:
-            out.append((path, None, "not a watch heartbeat"))
-            continue
-        try:
-            out.append((path, from_jsonable(WatchHeartbeat, data), ""))
-        except (OutOfRange, TypeError, ValueError, KeyError) as exc:
-            out.append((path, None, f"lacks a heartbeat's fields ({exc})"))
-    return out

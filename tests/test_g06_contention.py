@@ -531,3 +531,15 @@ def test_a_plan_a_discrete_neighbour_leaves_room_for_warns_and_one_it_does_not_f
     assert fits.fix == "for a run that needs all of the GPU's compute, let the other job finish, or stop it (kill 7001)"
     short = discrete(job, spark_model_gb=70)
     assert short.line == "G6 FAIL: 6.5 GB short of the 70.0 GB load peak: pid 7001 python3"
+
+
+def test_a_machine_that_is_no_gb10_though_named_one_has_its_processes_not_judged():
+    """An x86_64 "GB10" (profiles.beyond): the two vLLM engines would FAIL against a Spark's pool, but the
+    pool and the unified-memory rule are a Spark's, which this machine is not."""
+    from spark_gotchas.profiles import beyond
+
+    here = Machine(beyond=beyond(GB10, arch="x86_64"))
+    verdict = g06.judge_contention(table("gb10_two_vllm"), GB10, Plan(), here=here)
+    assert verdict.status is Status.WARN
+    assert verdict.summary == "machine x86_64 is no GB10's (aarch64): not a GB10's; processes not judged"
+    assert verdict.fix.startswith("re-run on the machine the snapshot names")

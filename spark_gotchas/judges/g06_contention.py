@@ -17,6 +17,9 @@ The pool a cap is a fraction of: NVML's device total; on a unified-memory GPU wi
   snapshot recorded): its processes stand for nothing on a Spark → **INFO**
   `not a GB10 (no GPU): processes not judged`, its detail listing what was seen (servers and
   trainers first), none judged.
+- A machine taken for the profile's platform with a fact none of it has (an x86_64 "GB10", another
+  capability: `profiles.beyond`) → **WARN** that the machine is not that platform's; processes not
+  judged (their pool and memory rule would be another platform's).
 - No GPU visible here (profile `none`): a server's or trainer's command line cannot hold GPU
   memory on this machine → **INFO** listing it, e.g.
   `G6 INFO: no GPU visible here: 1 workload seen, holding no GPU memory on this machine` (its
@@ -385,6 +388,8 @@ def judge_contention(reading: GpuProcesses, profile: Profile, plan: Plan,
                      here: Machine = SAME) -> Verdict:
     if reading.nvml_error and reading.scan_error:
         return Verdict(G, Status.SKIP, f"no process list: NVML {reading.nvml_error}; {reading.scan_error}")
+    if here.beyond is not None:  # taken for the profile's platform, but with a fact none of it has
+        return here.beyond.verdict(G, "processes", {"machine": here.device})
     if not here.is_profile:
         return _listed_only(reading, here.not_judged(profile, "processes"),
                             {"machine_is_profile": False, "machine": here.device}, here.not_profile(profile, "processes"))

@@ -72,6 +72,7 @@ class Envelope:
     power_limit_reported: bool = True  # NVML reports a power limit (GB10: N/A)
     power_draw_w: Optional[float] = None  # what a supply bounds its draw by (GB10: the whole box's 240 W brick)
     max_sm_clock_mhz: Optional[float] = None
+    link_gbps: Optional[float] = None  # the line rate between two nodes, one direction (all-reduce busbw under it)
     source: str = ""
 
     @property
@@ -82,7 +83,7 @@ class Envelope:
 # How far past a ceiling a figure may read before it is no longer the platform's: a rate is timed
 # (CUDA events, the datasheet's figure rounded: "4.8 TB/s" where NVML's clocks give 4815 GB/s), a clock
 # or a power limit is set in steps; memory is counted exactly.
-TOLERANCE = {"bandwidth": 1.05, "tflops": 1.10, "clock": 1.01, "power": 1.01, "memory": 1.0}
+TOLERANCE = {"bandwidth": 1.05, "tflops": 1.10, "clock": 1.01, "power": 1.01, "memory": 1.0, "link": 1.05}
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,7 @@ GB10 = Profile(
         power_limit_reported=False,
         power_draw_w=240.0,
         max_sm_clock_mhz=3003.0,
+        link_gbps=25.0,  # ConnectX-7 at 200 Gb/s
         source="NVIDIA DGX Spark datasheet: GB10, 128 GB LPDDR5X at 273 GB/s, 1 PFLOP FP4 with sparsity, a 240 W "
                "external supply for the whole box, Arm CPU; dense peaks halved from it per wider precision "
                "(Blackwell tensor cores: BF16 = FP8/2 = FP4/4), measured BF16 94-98 and FP8 175-187 sit under them; "
@@ -464,13 +466,15 @@ def beyond(profile: Profile, *, arch: Optional[str] = None, capability: Optional
            memory: Optional[Mapping[str, Optional[float]]] = None, host_memory_bytes: Optional[float] = None,
            bandwidth: Optional[Mapping[str, float]] = None, tflops: Optional[Mapping[str, float]] = None,
            power_limit_w: Optional[float] = None, power_w: Optional[float] = None,
-           clocks: Optional[Mapping[str, Optional[float]]] = None) -> Optional[Beyond]:
+           clocks: Optional[Mapping[str, Optional[float]]] = None,
+           link_busbw_gbps: Optional[float] = None) -> Optional[Beyond]:
     """The first reading given that ``profile``'s envelope rules out, else None (the one place a
     reading is weighed against what its platform can physically do).
 
     ``memory``: a GPU's memory by where it was read (``{"NVML device memory": 4e11}``);
     ``host_memory_bytes``: MemTotal; ``bandwidth``: GB/s per method; ``tflops``: per precision
-    (bf16, fp8, nvfp4); ``clocks``: MHz by what was read (``{"max SM clock": 3003}``). Rules: the
+    (bf16, fp8, nvfp4); ``clocks``: MHz by what was read (``{"max SM clock": 3003}``);
+    ``link_busbw_gbps``: an all-reduce's bus bandwidth between two nodes. Rules: the
     CPU architecture and the capability must be the platform's; memory at most the envelope's; a
     bandwidth, TFLOP/s, clock or power limit at most its ceiling, within ``TOLERANCE``; on a GB10,
     which reports no power limit, a limit or a draw at or above its 240 W supply (the whole box's)
@@ -532,4 +536,8 @@ def beyond(profile: Profile, *, arch: Optional[str] = None, capability: Optional
         if value and bound and value > bound * TOLERANCE["clock"]:
             return out(f"{label} {value:.0f} MHz", f"{_times(value, bound)} {name}'s {bound:.0f} MHz maximum",
                        f"{_times(value, bound)} {name}'s {bound:.0f} MHz")
+    bound = env.link_gbps
+    if link_busbw_gbps and bound and link_busbw_gbps > bound * TOLERANCE["link"]:
+        return out(f"bus bandwidth {link_busbw_gbps:.1f} GB/s", f"{_times(link_busbw_gbps, bound)} {name}'s "
+                   f"{bound:g} GB/s link", f"{_times(link_busbw_gbps, bound)} {name}'s link")
     return None

@@ -126,6 +126,19 @@ def test_measured_figures_are_judged_against_the_spark_link(tmp_path):
     assert all(len(x.line) <= 100 for x in (v, slow, mid, h200, gloo))
 
 
+def test_a_bus_bandwidth_past_the_sparks_link_is_no_spark_pairs_and_never_passes(tmp_path):
+    """48 GB/s between two "Sparks": twice what ConnectX-7 at 200 Gb/s carries (an NVLink pair's figure
+    recorded as a Spark's, or a profile taken wrong): never a PASS."""
+    good_env = {"NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0", "NCCL_SOCKET_IFNAME": "enP7s7"}
+    good = read_net_setup("192.168.100.11", spark_sys(tmp_path, mtu=9000), ADDRS, environ=good_env)
+    v = g10.judge_collective(multinode(48.0, good), GB10)
+    assert v.status is Status.WARN
+    assert v.line == "G10 WARN: bus bandwidth 48.0 GB/s is 1.9x GB10's link: not a GB10's; link not judged"
+    assert "1.9x GB10's 25 GB/s link" in v.detail
+    assert v.fix.startswith("re-run on the machine the snapshot names")
+    assert g10.judge_collective(multinode(25.5, good), GB10).status is Status.PASS  # within 5 % of the line rate
+
+
 def test_a_run_round_trips_through_json(tmp_path):
     run = multinode(23.7, read_net_setup("192.168.100.11", spark_sys(tmp_path), ADDRS, environ={}))
     back = from_jsonable(CollectiveRun, json.loads(json.dumps(to_jsonable(run))))

@@ -55,7 +55,9 @@ Collective probe:
 - loopback rehearsal (no node count given), or gloo between nodes → **INFO** with the figures:
   neither measures NCCL over the link.
 - NCCL between nodes, against the profile's link range (GB10: 20–24 GB/s bus bandwidth with
-  both RoCE devices in `NCCL_IB_HCA` and MTU 9000): largest-message busbw ≥ 0.9 × low → **PASS**;
+  both RoCE devices in `NCCL_IB_HCA` and MTU 9000): a busbw above the platform's link line rate
+  (GB10: 25 GB/s, ConnectX-7 at 200 Gb/s, 5 % allowed; `profiles.beyond`) → **WARN** that it is not
+  this platform's link, nothing judged from it; largest-message busbw ≥ 0.9 × low → **PASS**;
   ≤ 5 GB/s (the ≈ 3 GB/s of a link set up wrong) → **FAIL**; between → **WARN**; no figure in the
   profile → **INFO**. The NCCL setup review's findings go into the fix: `NCCL_IB_HCA` unset or
   naming fewer than the active RoCE devices (or devices this node lacks), an MTU other than 9000
@@ -74,7 +76,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..profiles import Profile
+from ..profiles import Profile, beyond
 from ..readings.dist import CollectiveRun, NetSetup, RankResult
 from ..readings.gpu import GpuInventory
 from ..readings.launch import MAX_FILE_BYTES, LaunchFile, LaunchReview, to_int
@@ -458,6 +460,9 @@ def judge_collective(run: CollectiveRun, profile: Profile) -> Verdict:
     if expected is None or busbw is None:
         return Verdict(G, Status.INFO, f"{head}; no link figure in the {profile.key} profile",
                        detail=more[:1000], readings=readings)
+    impossible = beyond(profile, link_busbw_gbps=busbw)
+    if impossible is not None:  # faster than the link can carry: not this platform's link
+        return impossible.verdict(G, "link", readings)
     rng = f"{expected.lo:g}-{expected.hi:g} GB/s expected"
     more += f"; {rng} for the {profile.key} profile's link set up right"
     if busbw >= PASS_FRACTION * expected.lo:

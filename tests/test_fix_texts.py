@@ -49,6 +49,8 @@ FIXES = [
      'look for an applied clock or power cap with nvidia-smi -q -d CLOCK,POWER (locked or applications clocks, a lowered power limit), then check cooling and power delivery and re-run'),
     ("g04_thermal", "FIX_COOLING",
      'improve cooling (clear intake and exhaust, cooler room, nothing stacked on or against the unit) or cap run length and checkpoint before throttling sets in'),
+    ("g04_thermal", "FIX_REBOOT_COMMON",
+     "improve cooling and cap run length (checkpoint often); read the last boot's kernel log (journalctl -k -b -1 | tail -50) for a thermal or power event"),
     ("g04_thermal", "FIX_REBOOT",
      "improve cooling and cap run length (checkpoint often); read the last boot's kernel log (journalctl -k -b -1 | tail -50) for a thermal or power event; then run a new soak (spark-gotchas -m soak), which replaces this record"),
     ("g04_thermal", "FIX_LOAD",

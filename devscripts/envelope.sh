@@ -36,10 +36,10 @@ grep -n "reading; \|reading$\|'s; .* not judged" "$OUT/live.txt" && echo "FOUND 
 step "2. each live figure beside its profile's ceiling"
 "$PY" - "$OUT/envelope-live.json" <<'EOF'
 import json, sys
-from spark_gotchas import platform
-from spark_gotchas.options import RunOptions
-from spark_gotchas.provider import Provider
-from spark_gotchas.snapshot import load
+from spark_gotchas.machine import platform
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.provider import Provider
+from spark_gotchas.machine.snapshot import load
 
 snap = load(sys.argv[1])
 p = Provider(RunOptions(), snap)
@@ -67,7 +67,7 @@ for d in (r.get("gpu.inventory") or {}).get("devices", []):
 EOF
 
 step "3. G3 headroom inside a 4 GiB child cgroup"
-"$PY" -c "from spark_gotchas.readers.mem import read_cgroup; print(read_cgroup())" | tee "$OUT/cgroup.txt"
+"$PY" -c "from spark_gotchas.machine.readers.mem import read_cgroup; print(read_cgroup())" | tee "$OUT/cgroup.txt"
 child=""
 if [ -w /sys/fs/cgroup/cgroup.subtree_control ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
   child=/sys/fs/cgroup/spark-gotchas-envelope.$$; mkdir "$child" && echo $((4 << 30)) > "$child/memory.max"

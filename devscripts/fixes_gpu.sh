@@ -19,8 +19,8 @@ cd "$(dirname "$0")/.."
 import json, sys, time
 from pathlib import Path
 out = Path(sys.argv[1])
-from spark_gotchas.readers import env as ex, kernel, triton
-from spark_gotchas.serial import to_jsonable
+from spark_gotchas.machine.readers import env as ex, kernel, triton
+from spark_gotchas.base.serial import to_jsonable
 
 (out / "ptxas.json").write_text(json.dumps(to_jsonable(triton.read_triton_ptxas(None)), indent=1))
 (out / "kernel-log.json").write_text(json.dumps(to_jsonable(kernel.read_kernel_log(None)), indent=1))

@@ -29,7 +29,7 @@ SOURCE = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"
 
 JUDGE = """
 import json, resource, sys, time
-from spark_gotchas import fleet
+from spark_gotchas.commands import fleet
 t0 = time.perf_counter()
 nodes, findings, notes = fleet.judge(sys.argv[1:])
 seconds = time.perf_counter() - t0

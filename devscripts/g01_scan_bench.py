@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_gotchas import elf  # noqa: E402
-from spark_gotchas.readers import env as ex  # noqa: E402
+from spark_gotchas.machine import elf  # noqa: E402
+from spark_gotchas.machine.readers import env as ex  # noqa: E402
 
 
 def drop_caches() -> str:

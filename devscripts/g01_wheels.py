@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_gotchas.judges import g01_cuda_abi as g01  # noqa: E402
-from spark_gotchas.profiles import PROFILES  # noqa: E402
-from spark_gotchas.readers import env as ex  # noqa: E402
-from spark_gotchas.serial import to_jsonable  # noqa: E402
+from spark_gotchas.base.serial import to_jsonable  # noqa: E402
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01  # noqa: E402
+from spark_gotchas.knowledge.profiles import PROFILES  # noqa: E402
+from spark_gotchas.machine.readers import env as ex  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "g01_wheels.json"
 SITE = "/site"
@@ -79,7 +79,7 @@ def site_machine(site: Path) -> str | None:
     """The CPU most of SITE's shared objects were built for (the platform its wheels were downloaded for)."""
     from collections import Counter
 
-    from spark_gotchas import elf
+    from spark_gotchas.machine import elf
     found = Counter(info.machine for path in ex.find_shared_objects(str(site)) if (info := elf.dynamic(path)))
     return found.most_common(1)[0][0] if found else None
 

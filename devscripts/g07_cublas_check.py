@@ -33,8 +33,8 @@ DEADLINE_S = 55.0  # all four children together: a hung one is cut, and the scri
 def child(backend: str, size: int) -> None:
     """Run one probe here and print its result as one JSON line (this process's own figures)."""
     sys.path.insert(0, str(ROOT))
+    from spark_gotchas.base.serial import to_jsonable
     from spark_gotchas.microbench import gemm
-    from spark_gotchas.serial import to_jsonable
 
     if backend == "cublas":
         try:

@@ -43,10 +43,10 @@ python3 -m spark_gotchas.microbench bandwidth
 step "2-4. quality bar at 1 and 4 GiB, tuning grid, GEMM (one process)"
 timeout 300 python3 - "$OUT" <<'PY'
 import json, sys
-from spark_gotchas import nvml
+from spark_gotchas.machine import nvml
 from spark_gotchas.microbench import bandwidth as bw, gemm
-from spark_gotchas.readers.gpu import read_device
-from spark_gotchas.serial import to_jsonable
+from spark_gotchas.machine.readers.gpu import read_device
+from spark_gotchas.base.serial import to_jsonable
 
 out = sys.argv[1]
 dev = read_device(0, nvml.device_handles()[0])
@@ -101,7 +101,7 @@ PY
 
 step "5. fatbin walker vs cuobjdump"
 targets() { sed -E 's/.*\.((sm|compute)_[0-9]+[af]?)\.(cubin|ptx).*/\3 \1/' | sort | uniq -c; }
-walker() { python3 -c "import sys; from spark_gotchas import fatbin; t = fatbin.read_file(sys.argv[1]); print('   walker:', t.error or dict(sorted(t.counts().items())))" "$1"; }
+walker() { python3 -c "import sys; from spark_gotchas.machine import fatbin; t = fatbin.read_file(sys.argv[1]); print('   walker:', t.error or dict(sorted(t.counts().items())))" "$1"; }
 for f in tests/fixtures/fatbin/*.so tests/fixtures/fatbin/*.o; do
   echo "-- $f"
   echo "   cuobjdump: $(cuobjdump --list-elf --list-ptx "$f" 2>&1 | targets | tr -s ' \n' ' ')"

@@ -1,7 +1,7 @@
 """Write the PyPI project names the suite checks names against, from a list of PyPI's projects.
 
     python devscripts/pypi_names.py /work/.library/env/packages/pypi.tsv > tests/fixtures/pypi_names.txt
-    python devscripts/pypi_names.py --builds /work/.library/env/packages/pypi.tsv > spark_gotchas/readings/cuda_builds.py
+    python devscripts/pypi_names.py --builds /work/.library/env/packages/pypi.tsv > spark_gotchas/knowledge/readings/cuda_builds.py
 
 The input is a list of PyPI's projects, tab-separated, a ``name`` column first (76 MB: too big
 for the repository, and not there in CI).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_gotchas.readings.cuda_libs import MAJOR_IN_NAME  # noqa: E402
+from spark_gotchas.knowledge.readings.cuda_libs import MAJOR_IN_NAME  # noqa: E402
 
 SELECT = re.compile(
     r"^(nvidia-|cuda-|cupy-cuda|jax-cuda|faiss-gpu|tensorrt-cu|transformer-engine|cudf-|cuvs-|pylibraft-|kvikio-"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-JUDGES = ROOT / "spark_gotchas" / "judges"
+JUDGES = ROOT / "spark_gotchas" / "knowledge" / "judges"
 PAGES = ROOT / "docs" / "checks"
 BEGIN = "<!-- rules: written from the judge's docstring by devscripts/rules_docs.py; edit them there -->"
 END = "<!-- end of rules -->"

@@ -12,7 +12,7 @@ every figure; docs/benchmarks.md records them.
     python devscripts/text_timing.py --size 20000 --rev f8cc859   # the masker of another commit
     python devscripts/text_timing.py --size 524288 --json     # one JSON object per case and step
 
-With ``--rev`` only the masker is taken from that commit (``git show REV:spark_gotchas/scrub.py``),
+With ``--rev`` only the masker is taken from that commit (``git show REV:spark_gotchas/base/scrub.py``),
 the steps that are not the masker are left out. A case's line is printed as soon as it is done, so
 a run stopped after a timeout still says which case was slow.
 """
@@ -66,7 +66,7 @@ CASES: dict[str, Callable[[int], str]] = {
 
 def _family_starts(n: int) -> str:
     """Every prefix the masker knows, each followed by less than its body needs."""
-    from spark_gotchas import scrub
+    from spark_gotchas.base import scrub
 
     starts = [p + "a" for prefixes, _body, _word in scrub._families() for p in prefixes]
     unit = " ".join(starts) + " "
@@ -80,8 +80,8 @@ PARSES: dict[str, tuple[Callable[[int], str], str]] = {
 
 
 def masker_of(rev: str):
-    """``spark_gotchas.scrub`` as it was at ``rev``, loaded under another name."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:spark_gotchas/scrub.py"], check=True,
+    """``spark_gotchas.base.scrub`` as it was at ``rev``, loaded under another name."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:spark_gotchas/base/scrub.py"], check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "scrub_at_rev.py"
     path.write_text(source)
@@ -95,8 +95,9 @@ def steps(rev: str | None) -> dict[str, Callable[[str], object]]:
     if rev:
         old = masker_of(rev)
         return {"mask": lambda text: old.mask_text(text, [])}
-    from spark_gotchas import reports, scrub
-    from spark_gotchas.text import printable
+    from spark_gotchas.base import scrub
+    from spark_gotchas.base.text import printable
+    from spark_gotchas.outputs import reports
 
     return {"mask": lambda text: scrub.mask_text(text, []), "neutralise": lambda text: printable(text, limit=0),
             "fold": lambda text: reports.wrapped("    fix: " + text, 100)}
@@ -104,7 +105,7 @@ def steps(rev: str | None) -> dict[str, Callable[[str], object]]:
 
 def parser(kind: str) -> Callable[[str], object]:
     from spark_gotchas import plugin
-    from spark_gotchas.readers import env, launch
+    from spark_gotchas.machine.readers import env, launch
 
     return {"launch": lambda text: launch.expand(text, {}), "requires": env.REQUIRES.findall,
             "reason": lambda text: plugin.unreadable(1, "key", text)}[kind]

@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=clocks_event_reasons_counters.sw_power_cap,clocks_event_r
 nvidia-smi -q -d PERFORMANCE | sed -n '/Clocks Event Reasons Counters/,/^$/p' | head -8
 python3 - <<'EOF'
 import json, time
-from spark_gotchas.readers.thermal import snapshot
+from spark_gotchas.machine.readers.thermal import snapshot
 h, i, how = snapshot.cuda0_handle()
 snap = snapshot.snapshot_of(h, i, how)
 print("snapshot:", json.dumps({"name": snap.name, "power_limit_w": snap.power_limit_w, "max_sm_clock_mhz": snap.max_sm_clock_mhz,
@@ -79,7 +79,7 @@ python3 -m pytest -m soak -k g4 -p no:cacheprovider -rA --soak-duration 3m --soa
 CSV="$(ls -t "$SOAK"/g4-soak-*.csv | head -1)"
 PNG="${CSV%.csv}.png"
 echo "--- files"; ls -la "$SOAK"; wc -l "$CSV"; head -3 "$CSV"; tail -2 "$CSV"; cat "$SOAK/g4-soak.heartbeat.json"; echo
-echo "--- the CSV re-judged alone"; python3 -m spark_gotchas.soak.record "$CSV"
+echo "--- the CSV re-judged alone"; python3 -m spark_gotchas.runtime.soak.record "$CSV"
 echo "--- the snapshot replayed"; python3 -m pytest -m soak -k g4 -p no:cacheprovider --spark-replay "$SCRATCH/soak.json" 2>&1 | grep '^G4 \|    fix'
 echo "--- the next preflight's reboot check"; python3 -m pytest -m fast -k last_soak -p no:cacheprovider --soak-dir "$SOAK" 2>&1 | grep '^G4 '
 cp "$CSV" "$OUT/" && { [ -f "$PNG" ] && cp "$PNG" "$OUT/"; }
@@ -92,18 +92,18 @@ echo "pytest exit: ${PIPESTATUS[0]}"
 tail -1 "$(ls -t "$SCRATCH"/int/g4-soak-*.csv | head -1)"; cat "$SCRATCH/int/g4-soak.heartbeat.json"; echo
 
 step "5. sampler cost: load alone 8 s, load + 1 Hz sampler 16 s, load alone 8 s"
-python3 -m spark_gotchas.soak.cost --seconds 16s --json > "$SCRATCH/cost.json"; echo "exit $?"
+python3 -m spark_gotchas.commands.soak_cost --seconds 16s --json > "$SCRATCH/cost.json"; echo "exit $?"
 python3 - "$SCRATCH/cost.json" <<'EOF'
 import json, sys
-from spark_gotchas.soak.cost import report
+from spark_gotchas.commands.soak_cost import report
 print("\n".join(report(json.load(open(sys.argv[1])))))
 EOF
 
 step "6. rows for docs/benchmarks.md"
 python3 - "$SCRATCH/soak.json" "$SCRATCH/cost.json" <<'EOF'
 import json, sys
-from spark_gotchas.readings.thermal import SoakReading
-from spark_gotchas.serial import from_jsonable
+from spark_gotchas.knowledge.readings.thermal import SoakReading
+from spark_gotchas.base.serial import from_jsonable
 snap = json.load(open(sys.argv[1]))
 soak = from_jsonable(SoakReading, snap["readings"]["thermal.soak"])
 cost = json.load(open(sys.argv[2]))

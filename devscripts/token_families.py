@@ -3,14 +3,14 @@
     git clone https://github.com/gitleaks/gitleaks /tmp/gitleaks
     python devscripts/token_families.py /tmp/gitleaks/config/gitleaks.toml \
         --license /tmp/gitleaks/LICENSE --commit "$(git -C /tmp/gitleaks rev-parse HEAD)" \
-        > spark_gotchas/token_families.json
+        > spark_gotchas/base/token_families.json
 
 gitleaks (https://github.com/gitleaks/gitleaks, MIT licence) keeps about 220 rules, one per kind of
 credential. Its regular expressions are written for Go's RE2, which never backtracks; many of them
 (``[\\w.-]{0,50}?(?:name)(?:[ \\t\\w.-]{0,20})…``) backtrack in Python's ``re``, and 200 expressions
 run over every string would be 200 passes. So the masker does not run them: this script keeps only
 the rules anchored on a literal prefix (``npm_``, ``AIza``, ``sk_live_``, ``glpat-``, a JWT's ``ey``)
-and writes each as a family that ``spark_gotchas/scrub.py`` compiles into its one linear pattern:
+and writes each as a family that ``spark_gotchas/base/scrub.py`` compiles into its one linear pattern:
 
 - ``prefixes``: the literal starts (a rule's ``(?:sk|rk)_(?:test|live|prod)_`` gives six);
 - ``body``: what follows, a list of parts: ``[class, least]`` (a character class, matched
@@ -348,7 +348,7 @@ def main() -> None:
         except Skip as why:
             left_out.append({"id": rule["id"], "why": str(why)})
     out = {
-        "about": "Token families the masker (spark_gotchas/scrub.py) knows by prefix, converted by "
+        "about": "Token families the masker (spark_gotchas/base/scrub.py) knows by prefix, converted by "
                  "devscripts/token_families.py from gitleaks' rule set; each keeps its rule's id and regex.",
         "source": "https://github.com/gitleaks/gitleaks/blob/" + opts.commit + "/config/gitleaks.toml",
         "license": "MIT",

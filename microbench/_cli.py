@@ -4,9 +4,9 @@ result: one line.
 
 Every line a microbenchmark prints goes through :func:`say` (a result as JSON through
 :func:`print_json`): a device name or an error text from outside shows its control characters
-escaped as :mod:`spark_gotchas.text` shows them (this package imports nothing of the suite; a test
+escaped as :mod:`spark_gotchas.base.text` shows them (this package imports nothing of the suite; a test
 keeps the two the same), so it stays on its line. ``spark-gotchas microbench`` puts the suite's
-own way out (:func:`spark_gotchas.outward.line`, credentials masked too) in :data:`LINE`."""
+own way out (:func:`spark_gotchas.base.outward.line`, credentials masked too) in :data:`LINE`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ _SECONDS_PER = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # what a terminal shows or hide text in it, as Trojan-source checks flag them; the blank-looking
 # Hangul fillers and the variation selectors U+E0100-U+E01EF, which show nothing; lone surrogates
 # (bytes that were not UTF-8, kept by the surrogateescape error handler) and the noncharacters U+FFFE
-# and U+FFFF (which XML 1.0 cannot hold). The suite's one escaper: spark_gotchas.text shows strings
+# and U+FFFF (which XML 1.0 cannot hold). The suite's one escaper: spark_gotchas.base.text shows strings
 # with it too (tests/test_outward.py checks every Cf character of the running Python is in it).
 UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u180e"

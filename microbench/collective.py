@@ -7,7 +7,7 @@ Run one process per node under torchrun, the same command on every node with its
 
 Each rank writes ``<out>/rank<N>.json``: its timings, any error and, with ``--net-setup
 MODULE:FUNCTION``, what that function says of the node's network given ``MASTER_ADDR`` (the suite
-passes its own reader, ``spark_gotchas.tasks:net_setup``; without it ``net`` is null). Bus
+passes its own reader, ``spark_gotchas.runtime.tasks:net_setup``; without it ``net`` is null). Bus
 bandwidth follows nccl-tests for all-reduce: busbw = algbw x 2(n-1)/n. Messages stay at or below
 1 GiB (``--max-bytes``): the buffers live in the same memory as everything else on a
 unified-memory machine, and a 16 GB NCCL test froze a Spark. A rank whose peer dies or hangs

@@ -14,7 +14,7 @@ memory or half the free disk space.
 
     spark-gotchas microbench safetensors_load --size-gb 8 [--dir reports] [--warm] [--json]
 
-In the suite (``spark_gotchas.memtasks:load_probe``) the memory reader, the filesystem lookup and
+In the suite (``spark_gotchas.runtime.memtasks:load_probe``) the memory reader, the filesystem lookup and
 the sampler thread are the suite's own, passed in; alone, the small ones here serve.
 """
 

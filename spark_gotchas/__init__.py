@@ -1,7 +1,7 @@
 """spark-gotchas: checks a machine for the ten known DGX Spark training failure modes (G1-G10).
 
 The package is pure Python and never imports torch at module level: the GPU work runs in a
-child process (:mod:`spark_gotchas.worker`) so a crashing CUDA stack cannot take pytest down.
+child process (:mod:`spark_gotchas.runtime.worker`) so a crashing CUDA stack cannot take pytest down.
 
 PYTEST_DONT_REWRITE: ``spark-gotchas`` imports this package before pytest starts, too early for
 pytest's assertion rewriting (which would warn); this module holds no test asserts.

@@ -22,18 +22,21 @@ from typing import Any, Optional
 
 import pytest
 
-from . import atomic, interrupts, outward, platform, prometheus, report_file, scrub
-from .junit import HOOKS_NAME as JUNIT_HOOKS_NAME
-from .junit import JunitHooks
-from .options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
-from .provider import Provider, ReadingUnavailable
-from .reports import markdown_summary, report_section, run_snapshot, terminal_block
-from .session import Reported, SessionState
-from .snapshot import SnapshotError
-from .snapshot import load as load_snapshot
-from .snapshot import save as save_snapshot
-from .text import printable
-from .verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, recorded, summary_lines
+from .base import atomic, outward, scrub
+from .base.text import printable
+from .knowledge.verdict import LINE_COLUMNS, GotchaWarning, Status, Verdict, format_line, recorded, summary_lines
+from .machine import platform
+from .machine.options import RunOptions, addoption_kwargs, declared, from_config, help_text, ini_type
+from .machine.provider import Provider, ReadingUnavailable
+from .machine.snapshot import SnapshotError
+from .machine.snapshot import load as load_snapshot
+from .machine.snapshot import save as save_snapshot
+from .outputs import prometheus, report_file
+from .outputs.junit import HOOKS_NAME as JUNIT_HOOKS_NAME
+from .outputs.junit import JunitHooks
+from .outputs.reports import markdown_summary, report_section, run_snapshot, terminal_block
+from .run import interrupts
+from .run.session import Reported, SessionState
 
 SPEED_MARKERS = ("fast", "soak", "multinode")
 GOTCHA_FILE = re.compile(r"^test_g(\d{2})_")
@@ -81,18 +84,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "multinode: needs a multi-process/multi-node launch; runs only with -m multinode")
     config.addinivalue_line(
         "markers", "scan: CPU-only check of installed files or records, not of the machine's live state; runs after the "
-                   "live checks, beside the head start (spark_gotchas/headstart.py)")
+                   "live checks, beside the head start (spark_gotchas/runtime/headstart.py)")
     config.addinivalue_line(
         "markers", "gpu: check that runs work in the GPU worker; runs after the CPU-only checks so the torch import "
                    "overlaps them")
     config.addinivalue_line(
         "markers", "reads(key, ...): the readings a check newer than some snapshots needs; a replay of a snapshot "
                    "that holds none of them (recorded before the check existed) leaves the check out")
-    config.addinivalue_line("filterwarnings", "default::spark_gotchas.verdict.GotchaWarning")
+    config.addinivalue_line("filterwarnings", "default::spark_gotchas.knowledge.verdict.GotchaWarning")
     try:
         options = from_config(config)
         if options.spark_strict:
-            config.addinivalue_line("filterwarnings", "error::spark_gotchas.verdict.GotchaWarning")
+            config.addinivalue_line("filterwarnings", "error::spark_gotchas.knowledge.verdict.GotchaWarning")
         replay = load_snapshot(options.spark_replay) if options.spark_replay else None
         if replay is not None:
             try:

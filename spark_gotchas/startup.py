@@ -33,7 +33,7 @@ from typing import Optional
 
 import pytest
 
-from . import outward
+from .base import outward
 
 PLUGIN = "spark_gotchas.plugin"
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
+from spark_gotchas.base.serial import to_jsonable
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.provider import Provider
 from spark_gotchas.microbench._timing import Timing
 from spark_gotchas.microbench.bandwidth import ACCOUNTING, ARRAYS_COUNTED, BandwidthResult, MethodResult
 from spark_gotchas.microbench.gemm import GemmResult, PrecisionResult
-from spark_gotchas.options import RunOptions
-from spark_gotchas.provider import Provider
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.serial import to_jsonable
-from spark_gotchas.worker import TaskResult
+from spark_gotchas.runtime.worker import TaskResult
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "g05_g07_readings.json").read_text())
 H200 = FIXTURE["h200"]
@@ -128,7 +128,7 @@ class FakeWorker:
         self.submitted: list[tuple[str, bool]] = []  # task, start
         self.ended = False
         self.preload: tuple[str, ...] = ("torch",)
-        self.head_starts: list[str] = []  # head-start parts asked of it (spark_gotchas.headstart)
+        self.head_starts: list[str] = []  # head-start parts asked of it (spark_gotchas.runtime.headstart)
         self.pid: int | None = None  # no child process: nothing of it can be listed by NVML
 
     def call(self, task: str, args: dict | None = None, timeout: float = 60.0, on_progress=None) -> TaskResult:
@@ -199,4 +199,4 @@ def torch_in_the_fake_worker(monkeypatch):
     """The fake GPU worker answers as a worker with torch does, so torch counts as installed in the
     test too, whether or not this environment has one: a reader asks that before it asks the worker
     (``torch.build`` is ``installed=False`` without asking it where no torch is found)."""
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: True)

@@ -1,6 +1,6 @@
 """G4 test doubles: a fake NVML module, a fake GEMM load for the worker, a soak child to kill.
 
-The fake NVML stands in for ``pynvml`` behind :func:`spark_gotchas.nvml.query`, so the real
+The fake NVML stands in for ``pynvml`` behind :func:`spark_gotchas.machine.nvml.query`, so the real
 sampling code runs. Values may be numbers or callables (read at each call), and any function
 can be made to raise ``NotSupported`` like GB10's power-limit and memory calls do.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from spark_gotchas import nvml, worker_main
+from spark_gotchas.machine import nvml
+from spark_gotchas.runtime import worker_main
 
 
 class NVMLError(Exception):
@@ -133,7 +134,7 @@ class FakeNvml:
 
 
 def install(fake: Any) -> dict:
-    """Make :mod:`spark_gotchas.nvml` use ``fake``; returns the previous state to restore."""
+    """Make :mod:`spark_gotchas.machine.nvml` use ``fake``; returns the previous state to restore."""
     previous = dict(nvml._STATE)
     nvml._STATE.update({"tried": True, "error": None, "module": fake})
     return previous
@@ -188,10 +189,10 @@ def crashing_load(**_: Any) -> dict:
 # -- a soak recorder in a child process, for the kill test -----------------------------------
 def recorder_child(soak_dir: str) -> None:
     """Sample a fake GPU at 50 Hz into a CSV + heartbeat, closing a window every 0.1 s, forever."""
-    from spark_gotchas.readers.thermal.reboot import heartbeat_path, new_heartbeat
-    from spark_gotchas.sampler import Sampler
-    from spark_gotchas.soak.engine import SampleSource
-    from spark_gotchas.soak.record import Recorder
+    from spark_gotchas.machine.readers.thermal.reboot import heartbeat_path, new_heartbeat
+    from spark_gotchas.machine.sampler import Sampler
+    from spark_gotchas.runtime.soak.engine import SampleSource
+    from spark_gotchas.runtime.soak.record import Recorder
 
     install(FakeNvml(FakeGpu(temperature_c=ramp(50, 0.01), power_cap_ns=ramp(0, 1e6))))
     t0 = time.time()
@@ -219,7 +220,7 @@ def series(n: int = 36, window_s: float = 5.0, tflops: Callable[[int], float] = 
            temp: Callable[[int], float] = lambda i: min(70.0, 55.0 + i), busy: float = 0.99,
            mask: Callable[[int], int] = lambda i: 0, deltas: Callable[[int], dict] = lambda i: {}):
     """``n`` windows of ``window_s`` seconds; each figure a function of the window index."""
-    from spark_gotchas.readings.thermal import SoakWindow
+    from spark_gotchas.knowledge.readings.thermal import SoakWindow
 
     return [SoakWindow(index=i, t_end_s=(i + 1) * window_s, seconds=window_s, tflops=tflops(i), busy_fraction=busy,
                        samples=int(window_s), temperature_max_c=temp(i) + 0.5, temperature_mean_c=temp(i),
@@ -230,7 +231,7 @@ def series(n: int = 36, window_s: float = 5.0, tflops: Callable[[int], float] = 
 
 
 def soak_reading(windows, window_s: float = 5.0, **kw):
-    from spark_gotchas.readings.thermal import SoakReading
+    from spark_gotchas.knowledge.readings.thermal import SoakReading
 
     base = dict(attempted=True, planned_s=len(windows) * window_s, window_s=window_s, started_epoch=1_780_000_000.0,
                 elapsed_s=len(windows) * window_s, end_reason="completed", device="NVIDIA GB10", size=8192,

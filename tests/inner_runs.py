@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def inner_runs(monkeypatch):
     """In-process runs load only the plugins under test and a worker without torch."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: False)
 
 
 def run_checks(pytester, checks: tuple[str, ...], *args: str, plugins: tuple = ()):

@@ -57,8 +57,8 @@ def gb10_snapshots(folder: Path) -> list[Run]:
     """A GB10's memory after a 60 GB write and each recorded GB10 process table (G3, G6)."""
     from test_g03_g06_replay import gb10_snapshot
 
-    from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses
-    from spark_gotchas.serial import from_jsonable, to_jsonable
+    from spark_gotchas.base.serial import from_jsonable, to_jsonable
+    from spark_gotchas.knowledge.readings.gpu import GpuProcess, GpuProcesses
 
     base = gb10_snapshot(folder / "gb10.json")
     runs = [Run("gb10 memory + two vLLM", ["-m", "fast", "--spark-replay", str(base)], (3, 6)),
@@ -119,7 +119,7 @@ def left_out_runs(folder: Path) -> list[Run]:
     and with -k g4: G4's line is the recorded soak's FAIL."""
     from g04_fakes import series, soak_reading
 
-    from spark_gotchas.serial import to_jsonable
+    from spark_gotchas.base.serial import to_jsonable
 
     snap = json.loads(H200.read_text())
     throttled = soak_reading(series(n=20, tflops=lambda i: 95.0 - 2 * i, clock=lambda i: 2450.0 - 60 * i),
@@ -144,7 +144,7 @@ def pytest_configure(config) -> None:
 
     patch = pytest.MonkeyPatch()  # never undone: the run's process ends with the run
     fake_soak_machine(patch)
-    patch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)  # a worker without torch
+    patch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: False)  # a worker without torch
 
     def ctrl_c_once_the_soak_records() -> None:
         deadline = time.monotonic() + 60

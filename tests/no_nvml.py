@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark_gotchas import nvml
+from spark_gotchas.machine import nvml
 
 REASON = "NVML library not found (no NVIDIA driver on this machine)"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import bounded_read, outward, scrub, serial
-from spark_gotchas.readers import launch
-from spark_gotchas.readings.launch import to_int
-from spark_gotchas.readings.thermal import SpotCheck
-from spark_gotchas.snapshot import SnapshotError
-from spark_gotchas.snapshot import load as load_snapshot
+from spark_gotchas.base import bounded_read, outward, scrub, serial
+from spark_gotchas.knowledge.readings.launch import to_int
+from spark_gotchas.knowledge.readings.thermal import SpotCheck
+from spark_gotchas.machine.readers import launch
+from spark_gotchas.machine.snapshot import SnapshotError
+from spark_gotchas.machine.snapshot import load as load_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"
@@ -120,7 +120,7 @@ def test_serial_turns_any_depth_to_json_and_builds_a_bounded_one():
 
 def test_a_reading_is_built_with_its_strings_masked():
     """A judge never sees a credential, so what it cuts to fit a line holds no part of one."""
-    from spark_gotchas.readings.gpu import GpuVisibility
+    from spark_gotchas.knowledge.readings.gpu import GpuVisibility
 
     vis = serial.from_jsonable(GpuVisibility, {"cuda_visible_devices": "0," + "x" * 20 + "ghp_" + "Q" * 36})
     assert vis.cuda_visible_devices == "0," + "x" * 20 + "***"
@@ -212,9 +212,9 @@ def test_a_wrong_type_at_every_level_of_a_snapshot_gives_a_line_per_check_and_no
     does not fit is unavailable, a SKIP line that names it), every line is one line."""
     import test_fuzz as fuzz
 
-    from spark_gotchas.provider import ReadingUnavailable
-    from spark_gotchas.snapshot import Snapshot
-    from spark_gotchas.verdict import summary_lines
+    from spark_gotchas.knowledge.verdict import summary_lines
+    from spark_gotchas.machine.provider import ReadingUnavailable
+    from spark_gotchas.machine.snapshot import Snapshot
 
     recorded = json.loads(H200.read_text())["readings"]
     paths = [p for key in recorded for p in _paths(recorded[key], (key,)) if len(p) > 1]
@@ -265,7 +265,7 @@ def test_g6_reads_a_cuda_visible_devices_of_10000_digits_as_naming_no_index():
     """``int()`` of the digits raised past 4300 of them: G6's check ended in a ValueError."""
     import test_fuzz as fuzz
 
-    from spark_gotchas.snapshot import Snapshot
+    from spark_gotchas.machine.snapshot import Snapshot
 
     readings = json.loads(H200.read_text())["readings"]
     readings["gpu.processes"]["cuda_visible_devices"] = "9" * 10_000

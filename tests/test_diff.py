@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from ci_preflight import ROOT, preflight, replayed_as_gb10
 
-from spark_gotchas import diff as sgdiff
-from spark_gotchas.verdict import Status
+from spark_gotchas.commands import diff as sgdiff
+from spark_gotchas.knowledge.verdict import Status
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -271,7 +271,7 @@ def test_a_measured_bandwidth_and_gemm_rate_are_key_readings(tmp_path, capsys):
 def test_a_snapshot_is_read_once_and_held_to_the_snapshot_bound(tmp_path, monkeypatch):
     """The file is read once (what is compared is what was checked), and a snapshot larger than
     the snapshot bound is refused though a report of that size would be read."""
-    from spark_gotchas import bounded_read
+    from spark_gotchas.base import bounded_read
 
     reads = []
     real = bounded_read.read_bytes

@@ -18,8 +18,9 @@ from gline_block import GLINE
 from junitparser import Failure, JUnitXml, Skipped
 from prometheus_client.parser import text_string_to_metric_families
 
-from spark_gotchas import drain, prometheus
-from spark_gotchas.verdict import Status, Verdict, worst
+from spark_gotchas.commands.slurm import drain
+from spark_gotchas.knowledge.verdict import Status, Verdict, worst
+from spark_gotchas.outputs import prometheus
 
 
 def printed(doors: Doors) -> dict[str, list[str]]:

@@ -1,13 +1,13 @@
-"""The node health decision (spark_gotchas.drain): a run's verdicts and Slurm's view of the node in,
+"""The node health decision (spark_gotchas.commands.slurm.drain): a run's verdicts and Slurm's view of the node in,
 drain / undrain / leave out; NHC's rule that a reason not our own is never touched."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_gotchas import drain
-from spark_gotchas.drain import Do, Node, Outcome
-from spark_gotchas.scontrol import SlurmError, parse_node
+from spark_gotchas.commands.slurm import drain
+from spark_gotchas.commands.slurm.drain import Do, Node, Outcome
+from spark_gotchas.commands.slurm.scontrol import SlurmError, parse_node
 
 G4_FAIL = "G4 FAIL: SM clock 600 MHz under load, below the 1400 MHz floor: GPU stuck in its low-power state"
 OURS = f"spark-gotchas: {G4_FAIL}"

@@ -8,8 +8,8 @@ import elf_build as eb
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from spark_gotchas import elf
-from spark_gotchas.readers import env as ex
+from spark_gotchas.machine import elf
+from spark_gotchas.machine.readers import env as ex
 
 
 def reference(path) -> list[str] | None:

@@ -20,12 +20,13 @@ import bench_fakes as fk
 import pytest
 from test_fuzz import CHECKS, FUZZ, ReplaySpark
 
-from spark_gotchas import platform, profiles
-from spark_gotchas.provider import ReadingUnavailable
-from spark_gotchas.serial import to_jsonable
-from spark_gotchas.snapshot import Snapshot
-from spark_gotchas.snapshot import load as load_snapshot
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import to_jsonable
+from spark_gotchas.knowledge import profiles
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine import platform
+from spark_gotchas.machine.provider import ReadingUnavailable
+from spark_gotchas.machine.snapshot import Snapshot
+from spark_gotchas.machine.snapshot import load as load_snapshot
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
@@ -206,6 +207,6 @@ def test_the_recorded_machine_stays_when_replayed_on_another():
 
 
 def profiles_host(machine: str):
-    from spark_gotchas.readings.host import HostPlatform
+    from spark_gotchas.knowledge.readings.host import HostPlatform
 
     return HostPlatform(machine=machine, kernel="6.17.0-1031-nvidia")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import fatbin
-from spark_gotchas.readers.env import scan_distribution
-from spark_gotchas.readings.env import FLAG_ARCH_SPECIFIC, FLAG_FAMILY, entry_from_target
+from spark_gotchas.knowledge.readings.env import FLAG_ARCH_SPECIFIC, FLAG_FAMILY, entry_from_target
+from spark_gotchas.machine import fatbin
+from spark_gotchas.machine.readers.env import scan_distribution
 
 # file -> the targets its -gencode flags asked for (tests/fixtures/fatbin/build.sh)
 BUILT = {

@@ -14,11 +14,11 @@ import pytest
 from github_fakes import CONTENTS, ISSUES, PROXY_VARS, GitHub, RawServer, Reply, fixture, recorded, self_signed
 from gline_block import glines
 
-from spark_gotchas.judges import g08_playbooks as g08
-from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext, github
-from spark_gotchas.serial import to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import to_jsonable
+from spark_gotchas.knowledge.judges import g08_playbooks as g08
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext, github
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "ghp_Fault0123456789abcdefTOKEN"
@@ -38,7 +38,7 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setenv("SPARK_GOTCHAS_GITHUB_TIMEOUT", str(BUDGET_S))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: False)
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 from gline_block import glines
 
-from spark_gotchas.judges import g10_parallelism as g10
-from spark_gotchas.profiles import GB10
-from spark_gotchas.readers.launch import review_files
-from spark_gotchas.readings.launch import LaunchReview
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g10_parallelism as g10
+from spark_gotchas.knowledge.profiles import GB10
+from spark_gotchas.knowledge.readings.launch import LaunchReview
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers.launch import review_files
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_SNAPSHOT = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from own_processes import SITECUSTOMIZE
 
-from spark_gotchas.readers.torch import torch_installed
+from spark_gotchas.machine.readers.torch import torch_installed
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 1  # SPARK_GOTCHAS_NVML_TIMEOUT for these runs
@@ -155,7 +155,7 @@ def test_a_wedged_driver_under_the_real_binding_is_named_as_such(tmp_path):
 
 WEDGED_PROCESS = """
 import time
-from spark_gotchas import nvml
+from spark_gotchas.machine import nvml
 
 t0 = time.monotonic()
 first = nvml.query("nvmlDeviceGetCount")
@@ -183,7 +183,7 @@ def test_a_hung_call_makes_every_later_call_unavailable_at_once_and_the_process_
 
 @pytest.mark.parametrize("value", ["", "soon", "-3", "0", "inf", "nan"])
 def test_a_bad_timeout_setting_falls_back_to_the_default(monkeypatch, value):
-    from spark_gotchas import nvml
+    from spark_gotchas.machine import nvml
 
     monkeypatch.setenv(nvml.TIMEOUT_ENV, value)
     assert nvml.timeout_s() == nvml.DEFAULT_TIMEOUT_S
@@ -193,10 +193,10 @@ def test_a_bad_timeout_setting_falls_back_to_the_default(monkeypatch, value):
 
 def test_a_torch_crash_beside_a_shadowing_pynvml_names_the_file_not_a_torch_reinstall():
     """The worker died importing torch (a segfault in a foreign pynvml's ctypes, say): G1's fix is that file."""
-    from spark_gotchas.judges.g01_cuda_abi import judge_torch
-    from spark_gotchas.profiles import NONE
-    from spark_gotchas.readings.gpu import GpuInventory
-    from spark_gotchas.readings.torch import TorchBuild
+    from spark_gotchas.knowledge.judges.g01_cuda_abi import judge_torch
+    from spark_gotchas.knowledge.profiles import NONE
+    from spark_gotchas.knowledge.readings.gpu import GpuInventory
+    from spark_gotchas.knowledge.readings.torch import TorchBuild
 
     shadow = "/home/me/project/pynvml.py"
     inventory = GpuInventory(nvml_error=f"pynvml at {shadow} raised OSError('x') at import: "

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from spark_gotchas.procs import run_bounded
-from spark_gotchas.readers.thermal import snapshot
+from spark_gotchas.base.procs import run_bounded
+from spark_gotchas.machine.readers.thermal import snapshot
 
 BUDGET_S = 2.0
 BOUND_S = 20.0  # "did not hang"

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from fs_limits import locked
 
-from spark_gotchas import atomic
-from spark_gotchas.snapshot import Snapshot, save
+from spark_gotchas.base import atomic
+from spark_gotchas.machine.snapshot import Snapshot, save
 
 WRITER = """
 import sys
-from spark_gotchas.snapshot import Snapshot, save
+from spark_gotchas.machine.snapshot import Snapshot, save
 name, path, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for i in range(times):
     save(Snapshot(readings={"writer": name, "i": i, "pad": name * 200_000}), path)
@@ -117,7 +117,7 @@ def test_a_fifo_nobody_reads_is_an_oserror_not_a_hang(tmp_path, monkeypatch):
 def test_stdout_redirected_to_a_file_keeps_its_order_and_its_file(tmp_path):
     out = tmp_path / "out.txt"
     script = ("import sys; print('before', flush=True); "
-              "from spark_gotchas.snapshot import Snapshot, save; save(Snapshot(readings={'k': 1}), '/dev/stdout'); "
+              "from spark_gotchas.machine.snapshot import Snapshot, save; save(Snapshot(readings={'k': 1}), '/dev/stdout'); "
               "print('after', flush=True)")
     with open(out, "w") as fh:
         inode = os.fstat(fh.fileno()).st_ino
@@ -154,7 +154,7 @@ def test_modes_symlinks_and_appends(tmp_path):
 
 APPENDER = """
 import sys
-from spark_gotchas import atomic
+from spark_gotchas.base import atomic
 name, path, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for i in range(times):
     atomic.write_text(path, f"## block {name}-{i}\\n" + name * 20_000 + "\\n", append=True)

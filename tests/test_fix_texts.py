@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import spark_gotchas.judges as judges
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.judges import g06_contention as g06
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, H100
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
+import spark_gotchas.knowledge.judges as judges
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.judges import g06_contention as g06
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import GB10, H100
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
 
 FIXES = [
     ("g01_cuda_abi", "FIX_INDEX",
@@ -140,7 +140,7 @@ def instruction_problems(fix: str) -> list[str]:
 def all_constants() -> dict[tuple[str, str], str]:
     out = {}
     for info in pkgutil.iter_modules(judges.__path__):
-        module = importlib.import_module(f"spark_gotchas.judges.{info.name}")
+        module = importlib.import_module(f"spark_gotchas.knowledge.judges.{info.name}")
         for name, value in vars(module).items():
             if "FIX" in name and isinstance(value, str):
                 out[(info.name, name)] = value
@@ -149,7 +149,7 @@ def all_constants() -> dict[tuple[str, str], str]:
 
 @pytest.mark.parametrize(("module", "name", "text"), FIXES, ids=[f"{m}.{n}" for m, n, _ in FIXES])
 def test_each_fix_constant_is_this_instruction(module, name, text):
-    value = getattr(importlib.import_module(f"spark_gotchas.judges.{module}"), name)
+    value = getattr(importlib.import_module(f"spark_gotchas.knowledge.judges.{module}"), name)
     assert value == text
     assert instruction_problems(value) == []
 
@@ -275,7 +275,7 @@ def judge_string_constants() -> list[str]:
     """Every string literal of every judge module but the docstrings (an f-string's literal parts one by one)."""
     out = []
     for info in pkgutil.iter_modules(judges.__path__):
-        module = importlib.import_module(f"spark_gotchas.judges.{info.name}")
+        module = importlib.import_module(f"spark_gotchas.knowledge.judges.{info.name}")
         tree = ast.parse(inspect.getsource(module))
         docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef))
                       and n.body and isinstance(n.body[0], ast.Expr)}
@@ -288,11 +288,11 @@ def judge_string_constants() -> list[str]:
 def g01_fixes() -> list[str]:
     """G1's fixes for every package it knows by name, for every library it can name, and from the
     recorded and real-wheel scans the tests judge."""
-    from spark_gotchas.readings import cuda_libs
-    from spark_gotchas.readings.cuda_builds import NAMES
-    from spark_gotchas.readings.env import CudaLibrary, ExtensionScan
-    from spark_gotchas.readings.gpu import GpuInventory
-    from spark_gotchas.serial import from_jsonable
+    from spark_gotchas.base.serial import from_jsonable
+    from spark_gotchas.knowledge.readings import cuda_libs
+    from spark_gotchas.knowledge.readings.cuda_builds import NAMES
+    from spark_gotchas.knowledge.readings.env import CudaLibrary, ExtensionScan
+    from spark_gotchas.knowledge.readings.gpu import GpuInventory
 
     names = {n for n in NAMES if n.startswith(("cupy-", "jax-", "nvidia-dali", "cudf-", "libcudf-", "kvikio-",
                                                "transformer-engine-", "tensorrt-cu", "cvcuda-", "faiss-gpu-"))} \

@@ -22,25 +22,25 @@ from pathlib import Path
 import pytest
 from test_fix_texts import instruction_problems, pip_names
 
-from spark_gotchas import readers
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.judges import g01_kernel_log as g01k
-from spark_gotchas.judges import g02_flash_attn as g02
-from spark_gotchas.judges import g03_unified_memory_log as g03k
-from spark_gotchas.judges import g09_container as g09
-from spark_gotchas.judges import g10_parallelism as g10
-from spark_gotchas.options import RunOptions
+from spark_gotchas.base.serial import from_jsonable
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.judges import g01_kernel_log as g01k
+from spark_gotchas.knowledge.judges import g02_flash_attn as g02
+from spark_gotchas.knowledge.judges import g03_unified_memory_log as g03k
+from spark_gotchas.knowledge.judges import g09_container as g09
+from spark_gotchas.knowledge.judges import g10_parallelism as g10
+from spark_gotchas.knowledge.profiles import GB10, PROFILES
+from spark_gotchas.knowledge.readings import remedies
+from spark_gotchas.knowledge.readings.env import ExtensionScan
+from spark_gotchas.knowledge.readings.host import HostPlatform
+from spark_gotchas.knowledge.readings.kernel import KernelLog
+from spark_gotchas.knowledge.readings.torch import TorchBuild
+from spark_gotchas.knowledge.verdict import Status, Verdict
+from spark_gotchas.machine import readers
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.snapshot import load
 from spark_gotchas.plugin import RecordedSpark
-from spark_gotchas.profiles import GB10, PROFILES
-from spark_gotchas.readings import remedies
-from spark_gotchas.readings.env import ExtensionScan
-from spark_gotchas.readings.host import HostPlatform
-from spark_gotchas.readings.kernel import KernelLog
-from spark_gotchas.readings.torch import TorchBuild
-from spark_gotchas.serial import from_jsonable
-from spark_gotchas.session import SessionState
-from spark_gotchas.snapshot import load
-from spark_gotchas.verdict import Status, Verdict
+from spark_gotchas.run.session import SessionState
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -112,7 +112,7 @@ def test_g1_flash_attn_without_kernels_and_g2_broken_flash_attn_are_quiet_once_i
     readings = snapshot_readings("a4-flash-attn-without-sm121.json")
     scan = from_jsonable(ExtensionScan, readings["env.cuda_extensions"])
     g1 = g01.judge_extensions(scan, None, GB10)
-    from spark_gotchas.readings.attention import FlashAttn, Sdpa
+    from spark_gotchas.knowledge.readings.attention import FlashAttn, Sdpa
     flash = from_jsonable(FlashAttn, readings["attention.flash_attn"])
     g2 = g02.judge_flash_attn(flash, None, from_jsonable(Sdpa, readings["attention.sdpa"]))
     assert changes(g1) == changes(g2) == list(remedies.FLASH_ATTN.changes)
@@ -123,7 +123,7 @@ def test_g1_flash_attn_without_kernels_and_g2_broken_flash_attn_are_quiet_once_i
 
 
 def test_g1_an_extension_for_another_cpu_is_quiet_once_reinstalled_on_this_machine():
-    from spark_gotchas.readings.env import ForeignObject, LinkedExtension
+    from spark_gotchas.knowledge.readings.env import ForeignObject, LinkedExtension
 
     scan = ExtensionScan(resolved=True, interpreter_machine="aarch64", machines={"aarch64": 80, "x86_64": 3},
                          foreign=[ForeignObject("/sp/torch/lib/libtorch_cuda.so", "torch", "x86_64")],
@@ -137,7 +137,7 @@ def test_g1_an_extension_for_another_cpu_is_quiet_once_reinstalled_on_this_machi
 
 def test_g1_a_cpu_only_torch_is_quiet_once_installed_from_the_index_the_fix_names():
     cpu = TorchBuild(installed=True, version="2.9.1+cpu", cuda=None)
-    from spark_gotchas.readings.env import ContainerEvidence
+    from spark_gotchas.knowledge.readings.env import ContainerEvidence
     conda = ContainerEvidence(conda_meta=True, venv=False, conda_torch="pytorch-2.6.0-cpu_generic_py312_h1a2b3c4_0")
     first = g01.judge_torch(cpu, None, GB10, conda)
     applied = changes(first)
@@ -148,7 +148,7 @@ def test_g1_a_cpu_only_torch_is_quiet_once_installed_from_the_index_the_fix_name
 
 
 def test_g1_tritons_ptxas_is_quiet_once_the_variable_names_the_ptxas_the_fix_found():
-    from spark_gotchas.readings.triton import TritonPtxas
+    from spark_gotchas.knowledge.readings.triton import TritonPtxas
 
     ptxas = from_jsonable(TritonPtxas, snapshot_readings("b1-triton-3.5-ptxas-12.8.json")["triton.ptxas"])
     first = g01.judge_triton_ptxas(ptxas, None, GB10)
@@ -179,7 +179,7 @@ def test_g3_memory_that_ran_out_names_the_measurement_that_decides_next():
 
 @pytest.mark.parametrize("case", ["d1-set-up-right-1.6-gbps.json", "d2-second-function-at-x2.json"])
 def test_g10_a_link_fix_is_a_measurement_and_never_a_setting_already_set(case):
-    from spark_gotchas.readings.dist import CollectiveRun
+    from spark_gotchas.knowledge.readings.dist import CollectiveRun
 
     run = from_jsonable(CollectiveRun, snapshot_readings(case)["dist.collective"])
     first = g10.judge_collective(run, GB10)
@@ -192,7 +192,7 @@ def test_g10_a_link_fix_is_a_measurement_and_never_a_setting_already_set(case):
 
 
 def test_g9_a_bare_host_or_conda_is_quiet_in_the_container_its_fix_names():
-    from spark_gotchas.readings.env import ContainerEvidence, Distributions
+    from spark_gotchas.knowledge.readings.env import ContainerEvidence, Distributions
 
     for name in ("f1-transformerlab-conda-cpu-torch.json", "f2-uv-venv-pypi-cpu-torch.json"):
         readings = snapshot_readings(name)

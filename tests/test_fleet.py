@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import fleet
+from spark_gotchas.commands import fleet
 
 H200 = json.loads((Path(__file__).parent / "fixtures" / "h200" / "preflight-snapshot.json").read_text())
 

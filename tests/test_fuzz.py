@@ -21,13 +21,13 @@ hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is a test depe
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from spark_gotchas import scrub  # noqa: E402
-from spark_gotchas.readers import launch  # noqa: E402
-from spark_gotchas.readings.launch import LaunchFile  # noqa: E402
-from spark_gotchas.snapshot import SnapshotError  # noqa: E402
-from spark_gotchas.snapshot import load as load_snapshot  # noqa: E402
-from spark_gotchas.text import printable  # noqa: E402
-from spark_gotchas.verdict import Status, Verdict, summary_lines  # noqa: E402
+from spark_gotchas.base import scrub  # noqa: E402
+from spark_gotchas.base.text import printable  # noqa: E402
+from spark_gotchas.knowledge.readings.launch import LaunchFile  # noqa: E402
+from spark_gotchas.knowledge.verdict import Status, Verdict, summary_lines  # noqa: E402
+from spark_gotchas.machine.readers import launch  # noqa: E402
+from spark_gotchas.machine.snapshot import SnapshotError  # noqa: E402
+from spark_gotchas.machine.snapshot import load as load_snapshot  # noqa: E402
 
 EXAMPLES = int(os.environ.get("SPARK_GOTCHAS_FUZZ_EXAMPLES", "200"))
 # The same examples on every machine and every run: derandomized (drawn from each test's own code)
@@ -225,9 +225,9 @@ class ReplaySpark:
     """The ``spark`` fixture's surface over a replay provider, recording verdicts instead of acting."""
 
     def __init__(self, snapshot, profile: str = "auto"):
-        from spark_gotchas import platform
-        from spark_gotchas.options import RunOptions
-        from spark_gotchas.provider import Provider
+        from spark_gotchas.machine import platform
+        from spark_gotchas.machine.options import RunOptions
+        from spark_gotchas.machine.provider import Provider
 
         self.options = RunOptions(spark_profile=profile)
         self.provider = Provider(self.options, snapshot)
@@ -291,8 +291,8 @@ def mutated_readings(draw) -> dict:
 @FUZZ
 @given(mutated_readings(), st.sampled_from(["auto", "gb10", "h200", "generic"]))
 def test_a_replayed_snapshot_gives_one_line_per_check_and_no_crash(readings, profile):
-    from spark_gotchas.provider import ReadingUnavailable
-    from spark_gotchas.snapshot import Snapshot
+    from spark_gotchas.machine.provider import ReadingUnavailable
+    from spark_gotchas.machine.snapshot import Snapshot
 
     spark = ReplaySpark(Snapshot(readings=readings, options={}, path="fuzzed.json"), profile)
     for check in CHECKS:

@@ -36,7 +36,7 @@ from hostile import FORGED, PIECES, problems  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from spark_gotchas import diff, fleet, report_check  # noqa: E402
+from spark_gotchas.commands import diff, fleet, report_check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())

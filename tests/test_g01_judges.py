@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.profiles import PROFILES
-from spark_gotchas.readings import remedies
-from spark_gotchas.readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension
-from spark_gotchas.readings.gpu import GpuInventory
-from spark_gotchas.readings.torch import FirstLaunch, TorchBuild
-from spark_gotchas.serial import from_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.profiles import PROFILES
+from spark_gotchas.knowledge.readings import remedies
+from spark_gotchas.knowledge.readings.env import CudaDistribution, CudaLibrary, ExtensionScan, LinkedExtension
+from spark_gotchas.knowledge.readings.gpu import GpuInventory
+from spark_gotchas.knowledge.readings.torch import FirstLaunch, TorchBuild
+from spark_gotchas.knowledge.verdict import Status
 
 REAL = json.loads((Path(__file__).parent / "fixtures" / "g01_readings.json").read_text())
 GB10, H200, NONE = PROFILES["gb10"], PROFILES["h200"], PROFILES["none"]
@@ -133,13 +133,13 @@ def test_a_worker_crash_while_importing_torch_fails_naming_the_signal():
 def test_a_crash_with_the_cuda_context_warm_up_beside_it_says_how_to_tell_them_apart(monkeypatch):
     from bench_fakes import FakeWorker
 
-    from spark_gotchas.options import RunOptions
-    from spark_gotchas.readers import ReadContext
-    from spark_gotchas.readers.torch import read_torch_build
-    from spark_gotchas.worker import TaskResult
+    from spark_gotchas.machine.options import RunOptions
+    from spark_gotchas.machine.readers import ReadContext
+    from spark_gotchas.machine.readers.torch import read_torch_build
+    from spark_gotchas.runtime.worker import TaskResult
 
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
-    worker = FakeWorker({"spark_gotchas.tasks:torch_build": TaskResult(
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: True)
+    worker = FakeWorker({"spark_gotchas.runtime.tasks:torch_build": TaskResult(
         ok=False, crashed=True, signal="SIGSEGV", beside=("cuda_context",))})
     build = read_torch_build(ReadContext(options=RunOptions(), worker_factory=lambda: worker))
     verdict = g01.judge_torch(build, inventory("gb10_580.95.05"), GB10)
@@ -184,7 +184,7 @@ def test_first_launch_ok_and_not_tried():
 
 # -- extensions ---------------------------------------------------------------------------------------------------
 def lib(soname: str, found: str | None = None, via: str | None = None, inside: bool = True) -> CudaLibrary:
-    from spark_gotchas.readings.cuda_libs import soname_major
+    from spark_gotchas.knowledge.readings.cuda_libs import soname_major
 
     return CudaLibrary(soname, soname_major(soname), found, via, inside and found is not None)
 
@@ -387,7 +387,7 @@ MISSING_CUDNN = "import ctypes\nctypes.CDLL('libcudnn.so.9-not-here')\n"  # as t
 def test_an_import_of_torch_that_fails_names_the_package_to_repair(tmp_path, torch_init, other_files, fails_in, fix):
     import os
 
-    from spark_gotchas.worker import Worker
+    from spark_gotchas.runtime.worker import Worker
 
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(torch_init)
@@ -396,7 +396,7 @@ def test_an_import_of_torch_that_fails_names_the_package_to_repair(tmp_path, tor
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     worker = Worker(preload=("torch",), env=env)
     try:
-        result = worker.call("spark_gotchas.tasks:torch_build", timeout=60)
+        result = worker.call("spark_gotchas.runtime.tasks:torch_build", timeout=60)
     finally:
         worker.close()
     reading = from_jsonable(TorchBuild, result.value)
@@ -473,7 +473,7 @@ def test_every_cuda_13_build_the_fix_can_name_is_on_pypi_and_faiss_has_none():
     readings/cuda_builds.py): a name the patterns make up (faiss-gpu-cu13) is never named."""
     from test_fix_texts import PYPI
 
-    from spark_gotchas.readings.cuda_builds import NAMES
+    from spark_gotchas.knowledge.readings.cuda_builds import NAMES
 
     for name, major, other in [("faiss-gpu-cu12", 13, None), ("kvikio-cu12", 13, "kvikio-cu13"),
                                ("cupy-cuda13x", 12, "cupy-cuda12x"), ("widget-cu12", 13, None),
@@ -490,7 +490,7 @@ def test_every_cuda_13_build_the_fix_can_name_is_on_pypi_and_faiss_has_none():
 def test_a_missing_library_is_told_only_of_wheels_pypi_has():
     """CUDA 11 has no nvidia-cufile-cu11 or nvidia-nvjitlink-cu11: a CUDA 11 package missing them is told
     to install the toolkit's libraries, not a wheel that does not exist."""
-    from spark_gotchas.readings.cuda_libs import wheel_for
+    from spark_gotchas.knowledge.readings.cuda_libs import wheel_for
 
     assert wheel_for("libcufile.so.0", 11) is None and wheel_for("libcufile.so.0", 12) == "nvidia-cufile-cu12"
     assert wheel_for("libcublas.so.11", 13) == "nvidia-cublas-cu11"

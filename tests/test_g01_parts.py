@@ -12,11 +12,11 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.profiles import GB10
-from spark_gotchas.readers import env as ex
-from spark_gotchas.readers import sources
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.profiles import GB10
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers import env as ex
+from spark_gotchas.machine.readers import sources
 
 FATBIN = Path(__file__).parent / "fixtures" / "fatbin"
 OTHER_GPU, SPARK_FAMILY = FATBIN / "sm120a_sm90.so", FATBIN / "plain_sm120_sm121_ptx121.so"
@@ -142,7 +142,7 @@ def test_without_grep_the_users_are_unknown_and_the_line_still_names_the_part(tm
 
 
 def _no_grep(cmd, timeout, **kwargs):
-    from spark_gotchas.procs import BoundedRun
+    from spark_gotchas.base.procs import BoundedRun
 
     return BoundedRun(tuple(cmd), error="FileNotFoundError: [Errno 2] No such file or directory: 'grep'")
 
@@ -150,7 +150,7 @@ def _no_grep(cmd, timeout, **kwargs):
 # -- built for another CPU than the machine's (ELF e_machine) ----------------------------------------
 def test_an_extension_built_for_another_cpu_than_the_machine_fails_naming_its_distribution(tmp_path, monkeypatch):
     """The fixtures are x86_64 builds; read as by an aarch64 Python (a Spark's), they are foreign."""
-    from spark_gotchas.readings.host import HostPlatform
+    from spark_gotchas.knowledge.readings.host import HostPlatform
 
     monkeypatch.setattr(ex, "INTERPRETER_MACHINE", "aarch64")
     reading = scan(site(tmp_path, "gpukit-cu13", LAZY), monkeypatch)
@@ -167,7 +167,7 @@ def test_an_extension_built_for_another_cpu_than_the_machine_fails_naming_its_di
 def test_a_python_built_for_another_cpu_than_the_machine_is_one_finding(tmp_path, monkeypatch):
     """An x86_64 Python under emulation on an aarch64 host: the recorded machine (host.platform) says
     aarch64, this Python and its extensions x86_64."""
-    from spark_gotchas.readings.host import HostPlatform
+    from spark_gotchas.knowledge.readings.host import HostPlatform
 
     reading = scan(site(tmp_path, "gpukit-cu13", LAZY), monkeypatch)
     assert reading.interpreter_machine == "x86_64"

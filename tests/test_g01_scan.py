@@ -20,11 +20,11 @@ import no_nvml
 import pytest
 from gline_block import glines
 
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.profiles import PROFILES
-from spark_gotchas.readers import env as ex
-from spark_gotchas.readings import cuda_libs
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.profiles import PROFILES
+from spark_gotchas.knowledge.readings import cuda_libs
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers import env as ex
 
 ROOT = Path(__file__).resolve().parents[1]
 EXT = f"fastops/_C{eb.EXT_SUFFIX}"
@@ -304,7 +304,7 @@ def test_odd_files_and_metadata_give_a_verdict_not_a_traceback(built, tmp_path, 
                                               ("12.9.10", 12), ("<14.0.0,>=12.9.1", None), (">=13", None), ("", None),
                                               ("not a specifier", None)])
 def test_a_requirement_names_a_cuda_major_only_when_it_allows_one(specifier, major):
-    from spark_gotchas.readings.cuda_libs import requirement_major
+    from spark_gotchas.knowledge.readings.cuda_libs import requirement_major
 
     assert requirement_major("cuda-bindings", specifier) == major
 
@@ -367,7 +367,7 @@ def test_a_soname_in_a_file_that_never_calls_dlopen_is_no_use_of_cuda(built, tmp
 
 
 def test_the_dynamic_section_says_which_files_import_dlopen(built):
-    from spark_gotchas import elf
+    from spark_gotchas.machine import elf
 
     assert elf.dynamic(str(built["ct2lib"])).dlopen and not elf.dynamic(str(built["mention"])).dlopen
     with open(built["ct2lib"], "rb") as fh:
@@ -429,7 +429,7 @@ def test_an_aarch64_build_is_judged_as_its_x86_64_twin(built, tmp_path, monkeypa
 def test_a_sparks_loader_cache_and_sbsa_toolkit_provide_cuda_13(built, tmp_path, monkeypatch):
     """A DGX OS machine: libcublas.so.13 in /usr/lib/aarch64-linux-gnu through ld.so.cache, libcudart.so.13
     in the toolkit's targets/sbsa-linux/lib; judged on the Spark itself (a driver read), both are found."""
-    from spark_gotchas.readings.gpu import GpuInventory
+    from spark_gotchas.knowledge.readings.gpu import GpuInventory
 
     root = tmp_path / "root"
     cublas13 = eb.cuda_stub(tmp_path / "b" / "cublas", 13, "cublas")
@@ -458,7 +458,7 @@ def test_a_sparks_loader_cache_and_sbsa_toolkit_provide_cuda_13(built, tmp_path,
 
 def test_a_fifo_where_a_shared_library_or_a_build_record_should_be_never_blocks(tmp_path):
     """A FIFO (or a device) in place of a file read to compare or parse: named unread, not waited on."""
-    from spark_gotchas.readings.env import FileOwner
+    from spark_gotchas.knowledge.readings.env import FileOwner
 
     fifo = tmp_path / "libnccl.so.2"
     os.mkfifo(fifo)

@@ -14,11 +14,11 @@ import pytest
 from gline_block import glines
 from sysfs_fakes import GB10_PCI, HOST_BRIDGE, NVIDIA_AUDIO, make_root
 
-from spark_gotchas.judges import g01_visibility as g01v
-from spark_gotchas.readers.gpu import read_visibility
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuVisibility, PciGpu
-from spark_gotchas.readings.torch import TorchBuild, TorchDevice
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g01_visibility as g01v
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory, GpuVisibility, PciGpu
+from spark_gotchas.knowledge.readings.torch import TorchBuild, TorchDevice
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers.gpu import read_visibility
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_NVML = "NVML library not found (no NVIDIA driver on this machine)"
@@ -229,7 +229,7 @@ def run(pytester, *args):
 
 def test_a_container_without_gpus_live_then_replayed_gives_the_same_fail(pytester, tmp_path, clean_env):
     clean_env.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    clean_env.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
+    clean_env.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: False)
     no_nvml.pin(clean_env)  # the container sees no driver, whatever this machine has
     clean_env.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path / "root", pci=[HOST_BRIDGE, GB10_PCI],
                                                              container=True)))

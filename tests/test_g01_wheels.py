@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from test_fix_texts import PYPI, instruction_problems, pip_names
 
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.profiles import PROFILES
-from spark_gotchas.readings.env import ExtensionScan
-from spark_gotchas.readings.gpu import GpuInventory
-from spark_gotchas.serial import from_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.profiles import PROFILES
+from spark_gotchas.knowledge.readings.env import ExtensionScan
+from spark_gotchas.knowledge.readings.gpu import GpuInventory
+from spark_gotchas.knowledge.verdict import Status
 
 WHEELS = json.loads((Path(__file__).parent / "fixtures" / "g01_wheels.json").read_text())
 GB10, NONE, H200 = PROFILES["gb10"], PROFILES["none"], PROFILES["h200"]
@@ -229,7 +229,7 @@ def test_every_fix_is_an_instruction_naming_projects_pypi_has(case):
 
 def test_names_and_paths_read_from_records_reach_the_line_escaped():
     """A distribution's name and a RECORD path are outside strings: control characters escaped."""
-    from spark_gotchas.readings.env import FileOwner, SharedFile
+    from spark_gotchas.knowledge.readings.env import FileOwner, SharedFile
 
     evil = "nvidia-x-cu12\x1b]8;;http://a\x07"
     shared = [SharedFile(path="nvidia/x/lib/libx.so.1\x1b[2J", how="size", on_disk=evil,

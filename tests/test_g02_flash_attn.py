@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from needs import requires_torch
 
-from spark_gotchas.judges import g02_flash_attn as g02
-from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext, attention
-from spark_gotchas.readings.attention import FlashAttn, FlashAttnProbe, Sdpa, Unsloth
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
-from spark_gotchas.worker import Worker
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g02_flash_attn as g02
+from spark_gotchas.knowledge.readings.attention import FlashAttn, FlashAttnProbe, Sdpa, Unsloth
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext, attention
+from spark_gotchas.runtime.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(__file__).parent / "fixtures" / "g02" / "site"
@@ -262,12 +262,12 @@ def test_hide_xformers_too_when_it_is_installed(tmp_path):
 def test_the_sdpa_reader_asks_for_the_warm_up_unless_the_part_is_off(monkeypatch):
     import bench_fakes as fk
 
-    from spark_gotchas import headstart
-    from spark_gotchas.options import RunOptions
-    from spark_gotchas.provider import Provider
+    from spark_gotchas.machine.options import RunOptions
+    from spark_gotchas.machine.provider import Provider
+    from spark_gotchas.runtime import headstart
 
     task = "spark_gotchas.microbench.attention:sdpa_backends"
-    monkeypatch.setattr("spark_gotchas.readers.attention.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.machine.readers.attention.torch_installed", lambda: True)
     for env, warm in (("", True), ("-g2_threads", False)):
         monkeypatch.setenv(headstart.ENV, env)
         worker = fk.FakeWorker({task: {"torch": "2.11.0", "device": "NVIDIA H200", "ran": {"math": "ok"}}})
@@ -292,7 +292,7 @@ def test_the_warm_up_never_raises_and_says_what_each_backend_did():
 # -- where SDPA is judged, and torch that runs no GPU attention -----------------------------------------
 def test_a_cpu_only_torch_is_no_pass_about_gpu_attention():
     """A CPU-only torch (torch 2.13.0+cpu, as pip gives it without the CUDA index): no attention runs on a GPU."""
-    from spark_gotchas.readings.torch import TorchBuild
+    from spark_gotchas.knowledge.readings.torch import TorchBuild
 
     cpu = TorchBuild(installed=True, version="2.13.0+cpu", cuda=None)
     sdpa = Sdpa(torch_installed=True, torch="2.13.0+cpu", problem="torch sees no CUDA device")
@@ -305,8 +305,8 @@ def test_a_cpu_only_torch_is_no_pass_about_gpu_attention():
 
 
 def test_a_conda_environment_is_not_called_bare_pip():
-    from spark_gotchas.readings.env import ContainerEvidence
-    from spark_gotchas.readings.torch import TorchBuild
+    from spark_gotchas.knowledge.readings.env import ContainerEvidence
+    from spark_gotchas.knowledge.readings.torch import TorchBuild
 
     cuda = TorchBuild(installed=True, version="2.5.1", cuda="12.6")
     conda = ContainerEvidence(python_prefix="/home/u/miniforge3/envs/train", conda_meta=True, venv=False,
@@ -326,7 +326,7 @@ def test_a_conda_environment_is_not_called_bare_pip():
 
 
 def test_a_broken_flash_attn_gets_its_one_remedy_in_machine_form():
-    from spark_gotchas.readings import remedies
+    from spark_gotchas.knowledge.readings import remedies
 
     broken = FlashAttn(installed=True, version="2.8.3", probe=FlashAttnProbe(attempted=True, imported=False,
                                                                             import_error="undefined symbol"))

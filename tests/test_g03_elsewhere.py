@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spark_gotchas.judges import g03_unified_memory as g03
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, H200, SAME, Machine
-from spark_gotchas.readers.mem import from_result, parse_meminfo
-from spark_gotchas.readings.gpu import GpuInventory
-from spark_gotchas.readings.mem import CudaMemory
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g03_unified_memory as g03
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import GB10, H200, SAME, Machine
+from spark_gotchas.knowledge.readings.gpu import GpuInventory
+from spark_gotchas.knowledge.readings.mem import CudaMemory
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers.mem import from_result, parse_meminfo
 
 MEMINFO = json.loads((Path(__file__).parent / "fixtures" / "g03_meminfo.json").read_text())
 CI_BOX = parse_meminfo("MemTotal: 24683664 kB\nMemFree: 21800000 kB\nMemAvailable: 23900000 kB\nCached: 1560000 kB\n"

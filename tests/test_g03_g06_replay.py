@@ -8,12 +8,12 @@ from pathlib import Path
 from gline_block import glines
 from inner_runs import inner_runs, run_checks  # noqa: F401  inner_runs: a fixture
 
-from spark_gotchas.readers import load_all
-from spark_gotchas.readers.mem import from_result, parse_meminfo
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
-from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.snapshot import Snapshot, save
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory, GpuProcess, GpuProcesses
+from spark_gotchas.knowledge.readings.mem import CudaDeviceMemory, CudaMemory
+from spark_gotchas.machine.readers import load_all
+from spark_gotchas.machine.readers.mem import from_result, parse_meminfo
+from spark_gotchas.machine.snapshot import Snapshot, save
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.judges import g03_unified_memory as g03
-from spark_gotchas.options import RunOptions
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, GENERIC, H200, NONE
-from spark_gotchas.readers.mem import from_result, parse_meminfo, read_meminfo_file, thin
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory, LoadProbe, MemInfo
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g03_unified_memory as g03
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import GB10, GENERIC, H200, NONE
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.knowledge.readings.mem import CudaDeviceMemory, CudaMemory, LoadProbe, MemInfo
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers.mem import from_result, parse_meminfo, read_meminfo_file, thin
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "g03_meminfo.json").read_text())
 
@@ -299,11 +299,11 @@ def test_probe_runs_in_the_worker_on_cpu_and_deletes_its_file(tmp_path):
     """The real probe, small, loading to the CPU (no GPU here): it measures, reports and cleans up."""
     pytest.importorskip("torch")
     from spark_gotchas.microbench.safetensors_load import report_lines
-    from spark_gotchas.worker import Worker
+    from spark_gotchas.runtime.worker import Worker
 
     worker = Worker(preload=())
     try:
-        result = worker.call("spark_gotchas.memtasks:load_probe",
+        result = worker.call("spark_gotchas.runtime.memtasks:load_probe",
                              {"size_bytes": 96 * 2**20, "directory": str(tmp_path), "device": "cpu"}, timeout=120)
     finally:
         worker.close()
@@ -321,15 +321,15 @@ def test_probe_refuses_tmpfs(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
-    from spark_gotchas.readers.mem import fstype_of
+    from spark_gotchas.machine.readers.mem import fstype_of
 
     if fstype_of("/dev/shm") != "tmpfs":
         pytest.skip("/dev/shm is not tmpfs here")
-    from spark_gotchas.worker import Worker
+    from spark_gotchas.runtime.worker import Worker
 
     worker = Worker(preload=())
     try:
-        result = worker.call("spark_gotchas.memtasks:load_probe", {"directory": "/dev/shm", "device": "cpu"}, timeout=60)
+        result = worker.call("spark_gotchas.runtime.memtasks:load_probe", {"directory": "/dev/shm", "device": "cpu"}, timeout=60)
     finally:
         worker.close()
     assert result.ok and not result.value["ok"] and "tmpfs" in result.value["reason"]
@@ -341,7 +341,7 @@ def test_readings_round_trip():
 
 
 def test_fstype_of_takes_the_longest_mount_point_holding_the_path(tmp_path):
-    from spark_gotchas.readers.mem import fstype_of
+    from spark_gotchas.machine.readers.mem import fstype_of
 
     mounts = tmp_path / "mounts"
     mounts.write_text("/dev/sda1 / ext4 rw 0 0\ntmpfs /dev/shm tmpfs rw 0 0\n"
@@ -355,7 +355,7 @@ def test_fstype_of_takes_the_longest_mount_point_holding_the_path(tmp_path):
 
 @pytest.mark.skipif(sys.platform != "linux" or not os.path.exists("/proc/mounts"), reason="needs /proc/mounts")
 def test_fstype_of_names_the_root_filesystem():
-    from spark_gotchas.readers.mem import fstype_of
+    from spark_gotchas.machine.readers.mem import fstype_of
 
     with open("/proc/mounts", encoding="utf-8") as fh:
         roots = [line.split()[2] for line in fh if line.split()[1:2] == ["/"]]

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.judges import g03_unified_memory as g03
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, H200, NONE
-from spark_gotchas.readers.mem import parse_meminfo, read_cgroup
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readings.mem import CudaDeviceMemory, CudaMemory, MemCgroup
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g03_unified_memory as g03
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import GB10, H200, NONE
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.knowledge.readings.mem import CudaDeviceMemory, CudaMemory, MemCgroup
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers.mem import parse_meminfo, read_cgroup
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
@@ -185,7 +185,7 @@ def test_a_real_v1_cgroup_with_a_limit_is_read_from_inside_it():
     try:
         (child / "memory.limit_in_bytes").write_text(str(3 * GIB))
         code = ("import json, os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
-                "from spark_gotchas.readers.mem import read_cgroup; from spark_gotchas.serial import to_jsonable; "
+                "from spark_gotchas.machine.readers.mem import read_cgroup; from spark_gotchas.base.serial import to_jsonable; "
                 "print(json.dumps(to_jsonable(read_cgroup())))")
         run = subprocess.run(["sh", "-c", f'echo $$ > {child}/cgroup.procs && exec "$0" -c "$1" "$2"', sys.executable,
                               code, str(child / "cgroup.procs")], capture_output=True, text=True, timeout=60, cwd=ROOT)

@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from spark_gotchas.microbench import _cublas, soak_load
-from spark_gotchas.worker import Worker
+from spark_gotchas.runtime.worker import Worker
 
 
 def decode(dtype, bits):

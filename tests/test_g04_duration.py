@@ -2,8 +2,8 @@
 
 import pytest
 
-from spark_gotchas.options import RunOptions, parse_duration
-from spark_gotchas.soak.engine import window_for
+from spark_gotchas.machine.options import RunOptions, parse_duration
+from spark_gotchas.runtime.soak.engine import window_for
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -3,11 +3,11 @@
 import pytest
 from g04_fakes import series, soak_reading
 
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.profiles import GB10, GENERIC, H200
-from spark_gotchas.readings.thermal import SoakReading
-from spark_gotchas.units import hms
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.units import hms
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.profiles import GB10, GENERIC, H200
+from spark_gotchas.knowledge.readings.thermal import SoakReading
+from spark_gotchas.knowledge.verdict import Status
 
 
 def test_healthy_gb10_passes_with_power_vs_the_brick_max_temperature_and_clock_range():
@@ -128,7 +128,7 @@ def test_a_soak_that_ran_its_whole_duration_is_not_cut_short_whenever_the_signal
 def test_the_engine_calls_a_late_signal_no_cut():
     from types import SimpleNamespace
 
-    from spark_gotchas.soak.engine import how_it_ended
+    from spark_gotchas.runtime.soak.engine import how_it_ended
 
     whole = SimpleNamespace(ok=True, value={"stopped_early": False}, problem="")
     stopped = SimpleNamespace(ok=True, value={"stopped_early": True}, problem="")

@@ -4,11 +4,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.profiles import GB10, GENERIC, H200, Machine
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow
-from spark_gotchas.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.profiles import GB10, GENERIC, H200, Machine
+from spark_gotchas.knowledge.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow
+from spark_gotchas.knowledge.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
+from spark_gotchas.knowledge.verdict import Status
 
 FIXTURES = Path(__file__).parent / "fixtures" / "g04"
 H200_FACTS = json.loads((FIXTURES / "h200-nvml.json").read_text())

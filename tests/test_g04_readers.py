@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
-from spark_gotchas import nvml
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10, H200
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers.thermal import snapshot, spot_check
-from spark_gotchas.readings.torch import TorchBuild
-from spark_gotchas.sampler import Sampler
-from spark_gotchas.worker import Worker
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.profiles import GB10, H200
+from spark_gotchas.knowledge.readings.torch import TorchBuild
+from spark_gotchas.machine import nvml
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext
+from spark_gotchas.machine.readers.thermal import snapshot, spot_check
+from spark_gotchas.machine.sampler import Sampler
+from spark_gotchas.runtime.worker import Worker
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "g04"

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers.thermal import reboot
-from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, write_heartbeat
-from spark_gotchas.readings.thermal import Heartbeat
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.readings.thermal import Heartbeat
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext
+from spark_gotchas.machine.readers.thermal import reboot
+from spark_gotchas.machine.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, write_heartbeat
 
 STARTED = 1_780_000_000.0  # 2026-05-28 20:26:40 UTC
 BOOT_A = "6f0b5e9a-1c1e-4f6b-9b5d-6c2f1a7e0a01"

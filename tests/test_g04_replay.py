@@ -12,12 +12,11 @@ from g04_fakes import series, soak_reading
 from gline_block import glines
 from needs import requires_torch
 
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.profiles import GB10
-from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, write_heartbeat
-from spark_gotchas.readers.thermal.snapshot import parse_smi_counters
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readings.thermal import (
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.profiles import GB10
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.knowledge.readings.thermal import (
     ClockCounters,
     Heartbeat,
     RebootCheck,
@@ -26,8 +25,9 @@ from spark_gotchas.readings.thermal import (
     ThermalSample,
     ThermalSnapshot,
 )
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.snapshot import Snapshot, save
+from spark_gotchas.machine.readers.thermal.reboot import HEARTBEAT_NAME, write_heartbeat
+from spark_gotchas.machine.readers.thermal.snapshot import parse_smi_counters
+from spark_gotchas.machine.snapshot import Snapshot, save
 
 try:  # load numpy/matplotlib before any in-process run: pytester drops modules a run imported, and
     import matplotlib.figure  # noqa: F401  numpy cannot be loaded twice in one process
@@ -43,7 +43,7 @@ GLINE = re.compile(r"^(G4 (FAIL|WARN|PASS|INFO|SKIP): |    fix: )")
 def inner_runs(monkeypatch):
     """In-process runs load only the plugins under test and a worker without torch."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: False)
 
 
 def run(pytester, *args):
@@ -155,12 +155,12 @@ def fake_soak_machine(monkeypatch) -> None:
 
     from g04_fakes import FakeGpu, FakeNvml, install, ramp
 
-    from spark_gotchas import nvml
-    from spark_gotchas.readers.thermal import snapshot
+    from spark_gotchas.machine import nvml
+    from spark_gotchas.machine.readers.thermal import snapshot
 
     # the engine the run will import: an earlier in-process run may have dropped it from sys.modules
-    # while the package still names the old one (`from spark_gotchas.soak import engine` would patch that)
-    engine = importlib.import_module("spark_gotchas.soak.engine")
+    # while the package still names the old one (`from spark_gotchas.runtime.soak import engine` would patch that)
+    engine = importlib.import_module("spark_gotchas.runtime.soak.engine")
 
     here = Path(__file__).parent
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]))

@@ -21,20 +21,21 @@ import pytest
 from g04_fakes import FakeGpu, FakeNvml, install, ramp, series, soak_reading
 from needs import requires_matplotlib, requires_torch
 
-from spark_gotchas import cli, nvml
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10, Profile
-from spark_gotchas.provider import Provider
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers.thermal import snapshot
-from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
-from spark_gotchas.readings.torch import TorchBuild
-from spark_gotchas.soak import engine
-from spark_gotchas.soak.finish import finish
-from spark_gotchas.soak.plot import NO_MATPLOTLIB, plot_soak
-from spark_gotchas.soak.record import COLUMNS, NO_END, read_csv
-from spark_gotchas.worker import Worker
+from spark_gotchas.commands import cli
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.profiles import GB10, Profile
+from spark_gotchas.knowledge.readings.torch import TorchBuild
+from spark_gotchas.machine import nvml
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.provider import Provider
+from spark_gotchas.machine.readers import ReadContext
+from spark_gotchas.machine.readers.thermal import snapshot
+from spark_gotchas.machine.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, load_heartbeat
+from spark_gotchas.outputs.soak_finish import finish
+from spark_gotchas.runtime.soak import engine
+from spark_gotchas.runtime.soak.plot import NO_MATPLOTLIB, plot_soak
+from spark_gotchas.runtime.soak.record import COLUMNS, NO_END, read_csv
+from spark_gotchas.runtime.worker import Worker
 
 HERE = Path(__file__).parent
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
@@ -251,7 +252,7 @@ def test_duration_sets_window_length_and_the_drop_fraction_comes_from_the_enviro
 
 
 def test_the_soak_record_cli_rejudges_a_csv(tmp_path, gpu, worker, capsys):
-    from spark_gotchas.soak.record import main
+    from spark_gotchas.runtime.soak.record import main
 
     reading = run(worker, gpu, plan(tmp_path, 1.0), [])
     assert main([reading.csv_path, "--profile", "gb10"]) == 0
@@ -273,13 +274,13 @@ def test_the_soak_record_cli_rejudges_a_csv(tmp_path, gpu, worker, capsys):
     # the same tool as a subcommand of the suite's command, and as a module of its own
     assert cli.main(["soak-record", reading.csv_path, "--profile", "gb10"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == out[0]
-    alone = subprocess.run([sys.executable, "-m", "spark_gotchas.soak.record", reading.csv_path, "--profile", "gb10"],
+    alone = subprocess.run([sys.executable, "-m", "spark_gotchas.runtime.soak.record", reading.csv_path, "--profile", "gb10"],
                            env=ENV, capture_output=True, text=True, timeout=60)
     assert alone.returncode == 0 and alone.stdout.splitlines()[0] == out[0] and alone.stderr == ""
 
 
 def test_the_sampler_cost_benchmark_compares_load_alone_with_load_and_sampler(gpu, worker):
-    from spark_gotchas.soak.cost import measure, report
+    from spark_gotchas.commands.soak_cost import measure, report
 
     out = measure(seconds=1.0, interval_s=0.1, window_s=0.25, worker=worker, load_task="g04_fakes:fake_load")
     assert out["alone_1"]["tflops"] == out["alone_2"]["tflops"] == out["sampled"]["tflops"] == 95.0
@@ -291,7 +292,7 @@ def test_the_sampler_cost_benchmark_compares_load_alone_with_load_and_sampler(gp
 
 
 def test_the_sampler_cost_command_refuses_a_bad_duration_in_one_line():
-    proc = subprocess.run([sys.executable, "-m", "spark_gotchas.soak.cost", "--seconds", "banana"], env=ENV,
+    proc = subprocess.run([sys.executable, "-m", "spark_gotchas.commands.soak_cost", "--seconds", "banana"], env=ENV,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines()[-1] == ("python -m spark_gotchas soak-cost: error: argument --seconds: "

@@ -11,16 +11,16 @@ import pytest
 from gline_block import glines as block
 from sysfs_fakes import GB10_PCI, H200_PCI, make_root
 
-from spark_gotchas import profiles
-from spark_gotchas.judges import g05_bandwidth as g05
+from spark_gotchas.knowledge import profiles
+from spark_gotchas.knowledge.judges import g05_bandwidth as g05
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import Machine
+from spark_gotchas.knowledge.readings.bench import BandwidthReading, BandwidthSweepReading
+from spark_gotchas.knowledge.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
 from spark_gotchas.microbench.bandwidth import BandwidthSweep
-from spark_gotchas.options import RunOptions
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import Machine
-from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow
-from spark_gotchas.verdict import Status
-from spark_gotchas.worker import TaskResult
+from spark_gotchas.runtime.worker import TaskResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -235,13 +235,13 @@ def fake_gpu(monkeypatch):
     """A live run whose worker answers with recorded H200 readings (no GPU, no torch import)."""
 
     worker = fk.FakeWorker({
-        "spark_gotchas.tasks:torch_build": fk.torch_build_value(),
+        "spark_gotchas.runtime.tasks:torch_build": fk.torch_build_value(),
         "spark_gotchas.microbench.bandwidth:probe": fk.h200_bandwidth(),
         "spark_gotchas.microbench.gemm:probe": fk.h200_gemm(),
     })
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
-    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.run.session.SessionState.worker", lambda self: worker)
     no_nvml.pin(monkeypatch)  # the fake H200 is the only GPU: on a GPU machine NVML would name the real one
     return worker
 
@@ -278,7 +278,7 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
         raise AssertionError("a replay must not touch the GPU worker")
 
 
-    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", no_worker)
+    monkeypatch.setattr("spark_gotchas.run.session.SessionState.worker", no_worker)
     replay = run(pytester, "-m", "fast", "--spark-replay", "snap.json", "-rA", "-v")
     replay.assert_outcomes(passed=2)
     assert glines(replay) == lines
@@ -288,7 +288,7 @@ def test_snapshot_then_replay_gives_the_same_g5_lines(pytester, fake_gpu, monkey
 def test_a_probe_that_crashes_in_the_worker_fails_the_check(pytester, fake_gpu, monkeypatch, tmp_path):
     fake_gpu.answers["spark_gotchas.microbench.bandwidth:probe"] = TaskResult(ok=False, crashed=True, signal="SIGSEGV",
                                                                  stderr_tail="Segmentation fault")
-    fake_gpu.answers["spark_gotchas.tasks:torch_build"] = fk.torch_build_value("NVIDIA GB10", (12, 1))
+    fake_gpu.answers["spark_gotchas.runtime.tasks:torch_build"] = fk.torch_build_value("NVIDIA GB10", (12, 1))
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[GB10_PCI], dev=("nvidia0", "nvidiactl"))))
     pytester.makepyfile(test_g05_check=(ROOT / "tests_gotchas" / "test_g05_bandwidth.py").read_text())
     result = run(pytester, "-m", "fast", "--spark-profile", "gb10", "-k", "budget")
@@ -315,11 +315,11 @@ def test_a_figure_at_the_datasheet_is_judged_and_one_past_it_is_no_gb10_reading(
 
 
 def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypatch):
-    from spark_gotchas.provider import Provider
+    from spark_gotchas.machine.provider import Provider
 
     sweep = sweep_reading().result
     worker = fk.FakeWorker(
-        {"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
+        {"spark_gotchas.runtime.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
          "spark_gotchas.microbench.bandwidth:sweep": sweep},
         progress={"spark_gotchas.microbench.bandwidth:sweep": [{"array_bytes": 96 << 20, "gbps": {"copy": 199.5, "read": None}}]})
     provider = Provider(RunOptions(soak_dir=str(tmp_path / "reports"), spark_profile="gb10"),
@@ -327,7 +327,7 @@ def test_the_sweep_reader_streams_progress_and_writes_its_csv(tmp_path, monkeypa
     said, artifacts = [], {}
     provider.ctx.say = said.append
     provider.ctx.add_artifact = artifacts.__setitem__
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: True)
     got = provider.read("bench.bandwidth_sweep")
     assert said == ["G5 sweep: 96 MiB per array: copy 200 GB/s"]
     rows = (tmp_path / "reports" / "g5_bandwidth_sweep.csv").read_text().splitlines()

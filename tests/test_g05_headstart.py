@@ -13,16 +13,16 @@ import bench_fakes as fk
 import pytest
 from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 
-from spark_gotchas import headstart
-from spark_gotchas.headstart import HeadStart
 from spark_gotchas.microbench import _stream_cuda, _stream_ptx, bandwidth
-from spark_gotchas.worker import TaskResult
+from spark_gotchas.runtime import headstart
+from spark_gotchas.runtime.headstart import HeadStart
+from spark_gotchas.runtime.worker import TaskResult
 
 pytestmark = pytest.mark.usefixtures("torch_in_the_fake_worker")  # its GPU worker is a fake with torch
 
 CUDA = "spark_gotchas.microbench.bandwidth:probe_cuda"
 TORCH = "spark_gotchas.microbench.bandwidth:probe"
-BUILD = "spark_gotchas.tasks:torch_build"
+BUILD = "spark_gotchas.runtime.tasks:torch_build"
 
 
 def provider(gpu, load, inventory=..., parts=frozenset({"g4_load", "g5_probe", "g7_rates"})):

@@ -7,10 +7,10 @@ import json
 import pytest
 from bench_fakes import WallClock
 
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
 from spark_gotchas.microbench import bandwidth
 from spark_gotchas.microbench._timing import Timing, bench, quantile, summarize
 from spark_gotchas.microbench.bandwidth import GIB, MIB, BandwidthResult, MethodResult
-from spark_gotchas.serial import from_jsonable, to_jsonable
 
 
 # -- timing --------------------------------------------------------------------------------------

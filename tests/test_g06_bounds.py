@@ -12,7 +12,7 @@ import pytest
 from gline_block import glines
 from inner_runs import inner_runs, run_checks  # noqa: F401  inner_runs: a fixture
 
-from spark_gotchas.readers import load_all
+from spark_gotchas.machine.readers import load_all
 
 HERE = Path(__file__).parent / "fixtures" / "g06_bounds"
 load_all()  # every reader and reading type imported before the in-process runs, which drop what they import

@@ -6,14 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_gotchas import nvml
-from spark_gotchas.judges import g06_contention as g06
-from spark_gotchas.options import RunOptions
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, H200, NONE, Machine
-from spark_gotchas.readers.gpu import collect, mask_cmdline
-from spark_gotchas.readers.mem import parse_meminfo
-from spark_gotchas.readings.gpu import (
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g06_contention as g06
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import GB10, H200, NONE, Machine
+from spark_gotchas.knowledge.readings.gpu import (
     DeviceProcessLists,
     GpuDevice,
     GpuInventory,
@@ -21,10 +18,13 @@ from spark_gotchas.readings.gpu import (
     GpuProcesses,
     ServerStart,
 )
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
-from spark_gotchas.workloads import AT_LOAD, FRACTION, FREE_FRACTION, KV_BYTES, ON_REQUEST, UNKNOWN, classify
-from spark_gotchas.workloads import NONE as UNBOUNDED
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.knowledge.workloads import AT_LOAD, FRACTION, FREE_FRACTION, KV_BYTES, ON_REQUEST, UNKNOWN, classify
+from spark_gotchas.knowledge.workloads import NONE as UNBOUNDED
+from spark_gotchas.machine import nvml
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers.gpu import collect, mask_cmdline
+from spark_gotchas.machine.readers.mem import parse_meminfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TABLES = json.loads((FIXTURES / "g06_process_tables.json").read_text())
@@ -373,7 +373,7 @@ PS_TABLE = {
     1: row("systemd", 0, ["/sbin/init"], "root"),
     10: row("bash", 1, ["bash"]),
     20: row("pytest", 10, ["python3", "-m", "pytest", "-m", "fast"]),
-    21: row("python3", 20, ["python3", "-m", "spark_gotchas.worker_main", "torch"]),  # our GPU worker
+    21: row("python3", 20, ["python3", "-m", "spark_gotchas.runtime.worker_main", "torch"]),  # our GPU worker
     30: row("vllm", 1, ["vllm", "serve", "m", "--api-key", "sk-1", "--gpu-memory-utilization", "0.5"], "svc"),
     31: row("VLLM::EngineCore", 30, ["VLLM::EngineCore"], "svc"),
     40: row("python3", 1, ["python3", "train.py"], "alice", denied=("cmdline",)),
@@ -536,7 +536,7 @@ def test_a_plan_a_discrete_neighbour_leaves_room_for_warns_and_one_it_does_not_f
 def test_a_machine_that_is_no_gb10_though_named_one_has_its_processes_not_judged():
     """An x86_64 "GB10" (profiles.beyond): the two vLLM engines would FAIL against a Spark's pool, but the
     pool and the unified-memory rule are a Spark's, which this machine is not."""
-    from spark_gotchas.profiles import beyond
+    from spark_gotchas.knowledge.profiles import beyond
 
     here = Machine(beyond=beyond(GB10, arch="x86_64"))
     verdict = g06.judge_contention(table("gb10_two_vllm"), GB10, Plan(), here=here)

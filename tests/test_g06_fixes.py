@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.judges import g06_contention as g06
-from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10
-from spark_gotchas.readers.mem import parse_meminfo
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses, ServerConfig, ServerStart
-from spark_gotchas.serial import from_jsonable
-from spark_gotchas.verdict import Status
-from spark_gotchas.workloads import FRACTION, KV_BYTES, classify, vllm_bytes
+from spark_gotchas.base.serial import from_jsonable
+from spark_gotchas.knowledge.judges import g06_contention as g06
+from spark_gotchas.knowledge.profiles import GB10
+from spark_gotchas.knowledge.readings.gpu import GpuProcess, GpuProcesses, ServerConfig, ServerStart
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.knowledge.workloads import FRACTION, KV_BYTES, classify, vllm_bytes
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers.mem import parse_meminfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MEMINFO = parse_meminfo(json.loads((FIXTURES / "g03_meminfo.json").read_text())["gb10_before_60g_write"]["text"])

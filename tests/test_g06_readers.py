@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from spark_gotchas.readers import gpu as reader
-from spark_gotchas.readings.gpu import GpuProcess, ServerStart
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.workloads import KV_BYTES, UNKNOWN, classify, parse_yaml
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.readings.gpu import GpuProcess, ServerStart
+from spark_gotchas.knowledge.workloads import KV_BYTES, UNKNOWN, classify, parse_yaml
+from spark_gotchas.machine.readers import gpu as reader
 
 PID = 4321
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from bench_fakes import WallClock
 
-from spark_gotchas import profiles
-from spark_gotchas.judges import g07_nvfp4 as g07
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge import profiles
+from spark_gotchas.knowledge.judges import g07_nvfp4 as g07
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.readings.bench import GemmReading
+from spark_gotchas.knowledge.verdict import Status
 from spark_gotchas.microbench import _cublas, _cublaslt, gemm
-from spark_gotchas.plan import Plan
-from spark_gotchas.readings.bench import GemmReading
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "h200" / "preflight-snapshot.json"
 

@@ -7,16 +7,16 @@ import bench_fakes as fk
 import pytest
 from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 
-from spark_gotchas import headstart
-from spark_gotchas.headstart import HeadStart
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.worker import TaskResult
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.runtime import headstart
+from spark_gotchas.runtime.headstart import HeadStart
+from spark_gotchas.runtime.worker import TaskResult
 
 pytestmark = pytest.mark.usefixtures("torch_in_the_fake_worker")  # its GPU worker is a fake with torch
 
 CUBLAS = "spark_gotchas.microbench.gemm:probe_cublas"
 TORCH = "spark_gotchas.microbench.gemm:probe"
-BUILD = "spark_gotchas.tasks:torch_build"
+BUILD = "spark_gotchas.runtime.tasks:torch_build"
 
 
 def inventory(*capabilities) -> GpuInventory:

@@ -14,14 +14,14 @@ from bench_fakes import WallClock
 from gline_block import glines
 from sysfs_fakes import GB10_PCI, make_root
 
-from spark_gotchas import profiles
-from spark_gotchas.judges import g07_nvfp4 as g07
+from spark_gotchas.knowledge import profiles
+from spark_gotchas.knowledge.judges import g07_nvfp4 as g07
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.readings.bench import GemmReading
+from spark_gotchas.knowledge.readings.torch import TorchBuild, TorchDevice
+from spark_gotchas.knowledge.verdict import Status, Verdict
+from spark_gotchas.machine.readers.env import read_fp4_kernels
 from spark_gotchas.microbench import gemm
-from spark_gotchas.plan import Plan
-from spark_gotchas.readers.env import read_fp4_kernels
-from spark_gotchas.readings.bench import GemmReading
-from spark_gotchas.readings.torch import TorchBuild, TorchDevice
-from spark_gotchas.verdict import Status, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 FATBIN = Path(__file__).parent / "fixtures" / "fatbin"
@@ -152,8 +152,8 @@ def test_elsewhere_the_targets_are_listed_as_info(site):
 def test_a_device_name_gives_way_before_the_line_runs_past_100_columns(site, name, cap, shown):
     """The G-line keeps room for "; 1 not checked" (a check that could not run) within 100 columns:
     a long device name is left to the platform line, which names the GPU above the G-lines."""
-    from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-    from spark_gotchas.verdict import gotcha_line
+    from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+    from spark_gotchas.knowledge.verdict import gotcha_line
 
     inventory = GpuInventory(driver_version="580.159.04", cuda_driver_version=13000, devices=[GpuDevice(0, name, capability=cap)])
     v = g07.judge_kernel_targets(scan_of(site), inventory, None, profiles.GENERIC, Plan(precision=None))
@@ -282,7 +282,7 @@ def test_the_gemm_command_line_says_why_without_a_gpu(torch, capsys):
 
 
 def test_the_table_lists_unsupported_formats_in_torch_words():
-    from spark_gotchas.serial import from_jsonable, to_jsonable
+    from spark_gotchas.base.serial import from_jsonable, to_jsonable
 
     res = from_jsonable(gemm.GemmResult, json.loads(json.dumps(to_jsonable(fk.h200_gemm()))))
     assert res == fk.h200_gemm()
@@ -297,11 +297,11 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     import spark_gotchas.plugin as plugin
 
     site("vllm", "0.11.0", {"vllm/_C.abi3.so": "plain_sm120_sm121_ptx121.so"})
-    worker = fk.FakeWorker({"spark_gotchas.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
+    worker = fk.FakeWorker({"spark_gotchas.runtime.tasks:torch_build": fk.torch_build_value("NVIDIA GB10", (12, 1)),
                             "spark_gotchas.microbench.gemm:probe": fk.gb10_gemm(nvfp4_tflops=127.0)})
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
-    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: worker)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.run.session.SessionState.worker", lambda self: worker)
     # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
     no_nvml.pin(monkeypatch)
     # and the machine is a Spark's (aarch64, its GPU on the bus), live as in the replay of what it recorded
@@ -322,7 +322,7 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     assert len(lines) >= 2 and all(line.startswith("    fix: ") for line in lines[1:]), lines
     assert sys.modules.get("vllm") is None  # read from its files, never imported
 
-    monkeypatch.setattr("spark_gotchas.session.SessionState.worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
+    monkeypatch.setattr("spark_gotchas.run.session.SessionState.worker", lambda self: (_ for _ in ()).throw(AssertionError("worker")))
     shutil.rmtree(site.root)  # the machine is gone: the snapshot must suffice
     replay = run("-m", "fast", "--spark-replay", "snap.json", "-v")
     replay.assert_outcomes(failed=2)
@@ -355,9 +355,9 @@ def test_a_result_outside_its_tolerance_gets_no_rate(torch, monkeypatch):
 def test_tritons_ptxas_that_cannot_build_sm121a_keeps_fp4_on_fp8_with_g1s_remedy():
     """triton 3.5.0's ptxas 12.8 (triton-lang/triton#8539), read from the real wheel (tests/fixtures/cases33):
     Triton's FP4 kernels cannot target sm_121a; the fix adds the remedy G1 gives for that ptxas."""
-    from spark_gotchas.readings.env import Fp4KernelScan
-    from spark_gotchas.readings.triton import TritonPtxas
-    from spark_gotchas.serial import from_jsonable
+    from spark_gotchas.base.serial import from_jsonable
+    from spark_gotchas.knowledge.readings.env import Fp4KernelScan
+    from spark_gotchas.knowledge.readings.triton import TritonPtxas
 
     cases = Path(__file__).parent / "fixtures" / "cases33"
     old = from_jsonable(TritonPtxas, json.loads((cases / "b1-triton-3.5-ptxas-12.8.json").read_text())["readings"]

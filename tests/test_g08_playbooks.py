@@ -6,12 +6,12 @@ import time
 import pytest
 from github_fakes import CONTENTS, ISSUES, PROXY_VARS, GitHub, Reply, fixture, recorded
 
-from spark_gotchas.judges import g08_playbooks as g08
-from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext, github
-from spark_gotchas.readings.github import PlaybookIssues
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g08_playbooks as g08
+from spark_gotchas.knowledge.readings.github import PlaybookIssues
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext, github
 
 TOKEN = "ghp_test0123456789abcdefSECRET"
 

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.judges import g09_container as g09
-from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers import env as envr
-from spark_gotchas.readings.env import (
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g09_container as g09
+from spark_gotchas.knowledge.readings.env import (
     UNLIMITED,
     Baseline,
     ContainerEvidence,
@@ -22,9 +20,11 @@ from spark_gotchas.readings.env import (
     RequirementProblem,
     Rlimit,
 )
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.snapshot import Snapshot, save
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext
+from spark_gotchas.machine.readers import env as envr
+from spark_gotchas.machine.snapshot import Snapshot, save
 
 G09 = Path(__file__).parent / "fixtures" / "g09"
 NGC_ENV = json.loads((G09 / "ngc_env.json").read_text())
@@ -397,10 +397,10 @@ def test_the_new_fields_round_trip():
 # -- the reader, in real processes ----------------------------------------------------------------------------
 CHILD = """
 import json
-from spark_gotchas.options import RunOptions
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers import env
-from spark_gotchas.serial import to_jsonable
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext
+from spark_gotchas.machine.readers import env
+from spark_gotchas.base.serial import to_jsonable
 print(json.dumps(to_jsonable(env.read_container(ReadContext(options=RunOptions(), worker_factory=lambda: None)))))
 """
 
@@ -460,8 +460,8 @@ def test_this_processs_status_parses():
 def test_a_conda_environment_is_named_so_with_where_its_torch_came_from(tmp_path):
     """A miniforge env (a conda-meta/ folder in sys.prefix) whose torch conda installed, and one whose
     torch pip put in: neither is 'bare pip'."""
-    from spark_gotchas.readers.env import python_environment
-    from spark_gotchas.readings.env import ContainerEvidence
+    from spark_gotchas.knowledge.readings.env import ContainerEvidence
+    from spark_gotchas.machine.readers.env import python_environment
 
     prefix = tmp_path / "envs" / "train"
     (prefix / "conda-meta").mkdir(parents=True)

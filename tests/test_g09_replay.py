@@ -100,9 +100,9 @@ def test_the_h200_machines_cuda_base_image_is_bare_pip_and_its_old_snapshot_did_
 @pytest.mark.parametrize("name", ["python312_pip_torch.json", "ngc_pytorch_default_flags.json",
                                   "ngc_pytorch_started_right.json", "unsloth_image.json"])
 def test_each_fixture_is_a_snapshot_with_the_readings_g9_needs(name):
-    from spark_gotchas.readings.env import ContainerEvidence, Distributions
-    from spark_gotchas.serial import from_jsonable
-    from spark_gotchas.snapshot import load
+    from spark_gotchas.base.serial import from_jsonable
+    from spark_gotchas.knowledge.readings.env import ContainerEvidence, Distributions
+    from spark_gotchas.machine.snapshot import load
 
     snap = load(G09 / name)
     ev = from_jsonable(ContainerEvidence, snap.readings["env.container"])

@@ -9,13 +9,13 @@ import time
 import pytest
 from needs import requires_torch
 
-from spark_gotchas.judges import g10_parallelism as g10
-from spark_gotchas.netsetup import read_net_setup
-from spark_gotchas.profiles import GB10, H200
-from spark_gotchas.readers.dist import CollectiveConfig, command, run_collective
-from spark_gotchas.readings.dist import BandwidthRow, CollectiveRun, LatencyRow, RankResult
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g10_parallelism as g10
+from spark_gotchas.knowledge.profiles import GB10, H200
+from spark_gotchas.knowledge.readings.dist import BandwidthRow, CollectiveRun, LatencyRow, RankResult
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.netsetup import read_net_setup
+from spark_gotchas.machine.readers.dist import CollectiveConfig, command, run_collective
 
 # ibdev2netdev on a Spark with one QSFP cable (NVIDIA/dgx-spark-playbooks nvidia/nccl/README.md):
 #   rocep1s0f0 -> enp1s0f0np0 (Up), rocep1s0f1 -> enp1s0f1np1 (Down),
@@ -228,7 +228,7 @@ def test_a_long_rank_error_is_cut_in_the_line_and_whole_in_the_detail():
 def test_the_suites_own_node_rank_wins_over_the_launchers_even_at_0(monkeypatch, own, launcher, rank):
     """SPARK_GOTCHAS_NODE_RANK=0 on node 0 beside a launcher's NODE_RANK=1 is rank 0: a rank 0 read as
     unset would make both nodes rank 1 and the rendezvous wait for its timeout."""
-    from spark_gotchas.readers.dist import config_from_env
+    from spark_gotchas.machine.readers.dist import config_from_env
 
     for name, value in (("SPARK_GOTCHAS_NNODES", "2"), ("SPARK_GOTCHAS_NODE_RANK", own), ("NODE_RANK", launcher)):
         monkeypatch.setenv(name, value)
@@ -246,7 +246,7 @@ def test_the_suites_own_node_rank_wins_over_the_launchers_even_at_0(monkeypatch,
 def test_a_collective_setting_the_probe_cannot_take_is_named_before_torchrun_starts(monkeypatch, name, value, why):
     """A bad value was a rank that "wrote no result" and a fix about MASTER_ADDR; it is the reason
     the probe did not run, naming the variable."""
-    from spark_gotchas.readers.dist import config_from_env
+    from spark_gotchas.machine.readers.dist import config_from_env
 
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError) as caught:

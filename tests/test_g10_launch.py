@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.judges import g10_parallelism as g10
-from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10, GENERIC, H200
-from spark_gotchas.readers import ReadContext
-from spark_gotchas.readers.launch import parse_file, read_launch_review, review_files
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readings.launch import LaunchReview
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g10_parallelism as g10
+from spark_gotchas.knowledge.profiles import GB10, GENERIC, H200
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.knowledge.readings.launch import LaunchReview
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.readers import ReadContext
+from spark_gotchas.machine.readers.launch import parse_file, read_launch_review, review_files
 
 FIX = Path(__file__).parent / "fixtures" / "g10"
 

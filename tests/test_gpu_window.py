@@ -19,17 +19,18 @@ import pytest
 from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 from g04_fakes import FakeGpu, FakeNvml, NVMLError_NotSupported, install
 
-from spark_gotchas import gpu_window, nvml, profiles
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.judges import g05_bandwidth as g05
-from spark_gotchas.judges import g07_nvfp4 as g07
-from spark_gotchas.plan import Plan
-from spark_gotchas.readings.bench import BandwidthReading, GemmReading
-from spark_gotchas.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow, WindowProcess, sharing
-from spark_gotchas.readings.thermal import SpotCheck, ThermalSample
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge import profiles
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.judges import g05_bandwidth as g05
+from spark_gotchas.knowledge.judges import g07_nvfp4 as g07
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.readings.bench import BandwidthReading, GemmReading
+from spark_gotchas.knowledge.readings.gpu import GpuProcess, GpuProcesses, MeasureWindow, WindowProcess, sharing
+from spark_gotchas.knowledge.readings.thermal import SpotCheck, ThermalSample
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine import gpu_window, nvml
 
-OTHER_RUN = ["/opt/venv/bin/python3", "-m", "spark_gotchas.worker_main", "torch"]
+OTHER_RUN = ["/opt/venv/bin/python3", "-m", "spark_gotchas.runtime.worker_main", "torch"]
 
 
 # -- a fake NVML that lists processes and their utilization ------------------------------------------
@@ -402,7 +403,7 @@ class TwoMeasurements(fk.FakeWorker):
     """The bandwidth probe answers far below first, then as recorded."""
 
     def __init__(self, first_scale, second_scale):
-        super().__init__({"spark_gotchas.tasks:torch_build": fk.torch_build_value()})
+        super().__init__({"spark_gotchas.runtime.tasks:torch_build": fk.torch_build_value()})
         self.results = [bandwidth(first_scale).result, bandwidth(second_scale).result]
 
     def call(self, task, args=None, timeout=60.0, on_progress=None):
@@ -412,8 +413,8 @@ class TwoMeasurements(fk.FakeWorker):
 
 
 def read_bandwidth_with(worker):
-    from spark_gotchas.options import RunOptions
-    from spark_gotchas.provider import Provider
+    from spark_gotchas.machine.options import RunOptions
+    from spark_gotchas.machine.provider import Provider
 
     provider = Provider(RunOptions(spark_profile="h200"), worker_factory=lambda: worker)
     provider._cache["gpu.inventory"] = fk.h200_inventory()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gline_block import glines
 
-from spark_gotchas.verdict import Status, Verdict, summary_lines
+from spark_gotchas.knowledge.verdict import Status, Verdict, summary_lines
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"

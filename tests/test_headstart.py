@@ -1,4 +1,4 @@
-"""The head start (spark_gotchas/headstart.py): its parts, asked for by name, each one off by
+"""The head start (spark_gotchas/runtime/headstart.py): its parts, asked for by name, each one off by
 SPARK_GOTCHAS_HEADSTART, best effort, and reported."""
 
 import ctypes.util
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_gotchas import headstart
-from spark_gotchas.headstart import HeadStart
-from spark_gotchas.worker import Worker
+from spark_gotchas.runtime import headstart
+from spark_gotchas.runtime.headstart import HeadStart
+from spark_gotchas.runtime.worker import Worker
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -1,4 +1,4 @@
-"""Every file a command reads goes through one reader (spark_gotchas.bounded_read): a regular file,
+"""Every file a command reads goes through one reader (spark_gotchas.base.bounded_read): a regular file,
 within its kind's size bound and a time bound. Met the way a user meets them: the preflight's soak
 heartbeat in the working folder, soak-record's CSV, G8's cache, a rank's result, a launch config.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import bounded_read
-from spark_gotchas.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, new_heartbeat, write_heartbeat
-from spark_gotchas.soak.record import Recorder, main, read_csv
+from spark_gotchas.base import bounded_read
+from spark_gotchas.machine.readers.thermal.reboot import HEARTBEAT_NAME, check_heartbeat, new_heartbeat, write_heartbeat
+from spark_gotchas.runtime.soak.record import Recorder, main, read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 TWO_GB = 2 << 30
@@ -98,7 +98,7 @@ def test_json_with_a_number_python_will_not_parse_is_refused_in_a_line(tmp_path)
 
 
 def test_the_launch_config_bound_is_the_one_the_g10_fix_names():
-    from spark_gotchas.readings.launch import MAX_FILE_BYTES
+    from spark_gotchas.knowledge.readings.launch import MAX_FILE_BYTES
 
     assert bounded_read.LAUNCH_CONFIG.limit == MAX_FILE_BYTES
 
@@ -218,7 +218,7 @@ def test_a_whole_soak_csv_still_reads_back_as_the_soak_wrote_it(tmp_path):
 @pytest.mark.parametrize("case", list(HOSTILE))
 @pytest.mark.timeout(30)
 def test_a_hostile_g8_cache_is_fetched_afresh_not_read(tmp_path, monkeypatch, case):
-    from spark_gotchas.readers import github
+    from spark_gotchas.machine.readers import github
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     api = "https://api.github.com"
@@ -229,7 +229,7 @@ def test_a_hostile_g8_cache_is_fetched_afresh_not_read(tmp_path, monkeypatch, ca
 
 
 def test_a_g8_cache_written_at_no_real_time_is_not_used(tmp_path, monkeypatch):
-    from spark_gotchas.readers import github
+    from spark_gotchas.machine.readers import github
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     api = "https://api.github.com"
@@ -246,7 +246,7 @@ def test_a_g8_cache_written_at_no_real_time_is_not_used(tmp_path, monkeypatch):
 
 def test_a_ranks_result_goes_through_the_reader():
     """G10's rank results are read as RANK_RESULT (the module reads no file any other way)."""
-    source = (ROOT / "spark_gotchas" / "readers" / "dist.py").read_text()
+    source = (ROOT / "spark_gotchas" / "machine" / "readers" / "dist.py").read_text()
     assert "bounded_read.read_json(path, bounded_read.RANK_RESULT)" in source and "read_text(" not in source
 
 
@@ -270,9 +270,10 @@ def test_node_health_refuses_a_hostile_report_in_one_line_and_drains_nothing(tmp
 def test_no_module_of_the_suite_opens_a_file_it_was_given_any_other_way():
     """The doors that read a file named by a user or left in a folder by a run call bounded_read:
     no json.load/loads on a file's text, no open() for reading in the modules that read them."""
-    doors = ["snapshot.py", "diff.py", "fleet.py", "report_check.py", "readers/launch.py",
-             "readers/thermal/reboot.py", "soak/record.py", "readers/github.py", "readers/dist.py",
-             "node_health.py", "junit.py"]
+    doors = ["machine/snapshot.py", "commands/diff.py", "commands/fleet.py", "commands/report_check.py",
+             "machine/readers/launch.py", "machine/readers/thermal/reboot.py", "runtime/soak/record.py",
+             "machine/readers/github.py", "machine/readers/dist.py", "machine/readers/watch.py",
+             "commands/slurm/node_health.py", "outputs/junit.py"]
     for door in doors:
         source = "\n".join(line for line in (ROOT / "spark_gotchas" / door).read_text().splitlines()
                            if "/proc/" not in line)  # the kernel's own files are readings of the machine
@@ -316,7 +317,7 @@ def test_every_variable_the_code_reads_is_in_this_inventory():
 def test_docs_security_lists_every_input_door():
     """docs/security.md's inventory names every file kind, environment number and numeric option the
     code has, and every test it cites exists: a door added without its guard and proof shows here."""
-    from spark_gotchas import options
+    from spark_gotchas.machine import options
 
     text = (ROOT / "docs" / "security.md").read_text()
     section = text.split("## Every door in", 1)[1].split("\n## ", 1)[0]

@@ -289,7 +289,7 @@ def test_the_tools_are_subcommands_of_the_same_command(installed, tmp_path, argv
 
 
 def test_the_command_knows_the_suites_dependencies():
-    from spark_gotchas.cli import REQUIRES
+    from spark_gotchas.commands.cli import REQUIRES
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert set(REQUIRES) == {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in declared}

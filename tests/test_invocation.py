@@ -194,7 +194,7 @@ def test_the_installed_command_writes_a_json_report_given_with_a_space_from_anot
     report.parent.mkdir()
     (here / "test_someone_elses.py").write_text("def test_someone_elses():\n    assert False\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
-    where = subprocess.run([sys.executable, "-c", "from spark_gotchas.cli import INI, checks_dir; "  # the command's copy:
+    where = subprocess.run([sys.executable, "-c", "from spark_gotchas.commands.cli import INI, checks_dir; "  # the command's copy:
                             "print(checks_dir().parent); print(INI)"],  # the checkout's, or an installed one (tox)
                            cwd=here, env=env, capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
     root, ini = where[0], Path(where[1])

@@ -14,8 +14,8 @@ from door_runs import H200, VLLM, XSD, h200_doors, replay, vllm_doors  # noqa: F
 from fs_limits import locked, small_disk
 from junitparser import Failure, JUnitXml, Skipped
 
-from spark_gotchas import junit
-from spark_gotchas.verdict import Status, Verdict
+from spark_gotchas.knowledge.verdict import Status, Verdict
+from spark_gotchas.outputs import junit
 
 G9_WARN = "G9 WARN: not an NGC or Unsloth container (nvidia/cuda 13.0.2); bare pip: torch 2.11.0"
 G9_FIX = ("    fix: run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container (unsloth/unsloth); "
@@ -80,7 +80,7 @@ def test_the_run_s_lines_are_the_testsuite_s_properties(h200, vllm):
         props = properties(run.junit)
         printed = [line for line in run.lines if line[:1] == "G"]
         assert [props[line.split()[0]] for line in printed] == printed
-        assert props["spark_gotchas.platform"].startswith("replayed ")
+        assert props["spark_gotchas.machine.platform"].startswith("replayed ")
 
 
 def test_the_report_is_valid_against_the_schema_jenkins_ships(h200, vllm):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import stat
 
-from spark_gotchas.judges import g01_kernel_log as g01k
-from spark_gotchas.judges import g03_unified_memory_log as g03k
-from spark_gotchas.profiles import GB10, H200
-from spark_gotchas.readers import kernel
-from spark_gotchas.readings.kernel import KernelLog
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g01_kernel_log as g01k
+from spark_gotchas.knowledge.judges import g03_unified_memory_log as g03k
+from spark_gotchas.knowledge.profiles import GB10, H200
+from spark_gotchas.knowledge.readings.kernel import KernelLog
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers import kernel
 
 LOADED = (3.1, "NVRM: loading NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build")
 # leptonai/gpud#46 (Xid 13, pid unknown), NVIDIA/open-gpu-kernel-modules#1151 (Xid 79),

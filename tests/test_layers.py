@@ -1,19 +1,21 @@
 """The suite's layers import one way, read from the source with ``ast`` (nothing is imported).
 
-- knowledge: the judges, verdict, profiles, workloads, plan — pure; imports only the reading
-  types (:mod:`spark_gotchas.readings`) and other knowledge;
-- readings: the readers, provider, NVML wrapper, serialisation, snapshot — may import knowledge;
-- runtime: the GPU worker, its tasks, the soak (:mod:`spark_gotchas.soak`) — above both. The soak's
-  engine returns readings and never judges; its tools on top (the record's command line, the check's
-  finish step) may import a judge.
+A module's layer is the folder it lives in (:data:`FOLDERS`), never a list kept by hand:
 
-The readers import nothing of the soak: :func:`spark_gotchas.readers.load_all` imports the soak's
-reader (``spark_gotchas.soak.reader``) by name, a string in ``readers.ELSEWHERE`` that this test
-does not read as an import.
+- ``base/``: helpers of the whole suite; imports nothing of it;
+- ``knowledge/``: the judges, verdict, profiles, workloads, plan and the reading types — pure; a
+  judge imports only the reading types, other knowledge and base's pure helpers, never another judge;
+  ``knowledge/readings/`` imports only other reading types and microbench's result types;
+- ``machine/``: taking and keeping readings (readers, provider, NVML, snapshot) — may import knowledge;
+- ``runtime/``: work in child processes and over time (the GPU worker, the soak, the watch);
+- ``outputs/``, ``commands/``, ``run/`` and the package's own public modules (``plugin``,
+  ``startup``, ``fixes``, ``__main__``): the top, which may import everything below.
 
-:mod:`spark_gotchas.readings` itself is pure types: it imports only other readings modules and the
-result types of :mod:`microbench`, a leaf package. Imports inside functions count for every rule, the
-one on cycles too: a cycle through an import inside a function fails as one at module level does.
+The soak's engine returns readings and never judges. :func:`spark_gotchas.machine.readers.load_all`
+imports the soak's reader (``spark_gotchas.runtime.soak.reader``) by name, a string in
+``readers.ELSEWHERE`` that this test does not read as an import. Imports inside functions count for
+every rule, the one on cycles too: a cycle through an import inside a function fails as one at
+module level does.
 """
 
 from __future__ import annotations
@@ -26,16 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("spark_gotchas", "microbench")
 
-# What a judge may import of the suite: the reading types and the other knowledge modules.
-KNOWLEDGE = ("spark_gotchas.readings", "spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads",
-             "spark_gotchas.units", "spark_gotchas.plan", "spark_gotchas.text", "spark_gotchas.scrub")
+# What a judge may import of the suite besides knowledge: base's pure helpers.
+JUDGE_BASE = ("spark_gotchas.base.units", "spark_gotchas.base.text", "spark_gotchas.base.scrub")
 KNOWLEDGE_EXACT = ("spark_gotchas",)  # the package itself, for __version__
 
 # Imports the rules still allow, each until the name it brings moves to the right layer: delete an
 # entry once its import is gone (test_every_allowed_exception_is_still_needed says when).
 ALLOWED = {
     # G5 names BandwidthResult and MethodResult, the microbenchmark's types that bench readings embed.
-    ("spark_gotchas.judges.g05_bandwidth", "microbench.bandwidth"): "judge imports microbench",
+    ("spark_gotchas.knowledge.judges.g05_bandwidth", "microbench.bandwidth"): "judge imports microbench",
 }
 
 
@@ -58,7 +59,7 @@ def _suite(name: str) -> str:
 
 
 def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The modules an import statement names (``from . import nvml`` names spark_gotchas.nvml)."""
+    """The modules an import statement names (``from . import nvml`` names spark_gotchas.machine.nvml)."""
     if isinstance(node, ast.Import):
         return [_suite(alias.name) for alias in node.names]
     if node.level:
@@ -101,7 +102,7 @@ def edges(importers: str, wrong) -> list[str]:
 
 
 def is_judge(name: str) -> bool:
-    return name.startswith("spark_gotchas.judges.")
+    return name.startswith("spark_gotchas.knowledge.judges.")
 
 
 def test_microbench_imports_nothing_of_the_suite():
@@ -113,22 +114,22 @@ def test_microbench_imports_nothing_of_the_suite():
 
 
 def test_no_judge_imports_another_judge():
-    found = edges("spark_gotchas.judges", lambda m, t: is_judge(m) and is_judge(t))
+    found = edges("spark_gotchas.knowledge.judges", lambda m, t: is_judge(m) and is_judge(t))
     assert found == [], "a judge imports another judge: " + "; ".join(found)
 
 
 def test_reading_types_import_only_other_reading_types_and_microbench():
-    allowed = ("spark_gotchas.readings", "microbench")
-    found = edges("spark_gotchas.readings", lambda m, t: not any(_under(t, a) for a in allowed))
+    allowed = ("spark_gotchas.knowledge.readings", "microbench")
+    found = edges("spark_gotchas.knowledge.readings", lambda m, t: not any(_under(t, a) for a in allowed))
     assert found == [], "reading types import more than reading types: " + "; ".join(found)
 
 
 def test_judges_import_only_reading_types_and_knowledge():
     def wrong(m: str, t: str) -> bool:
         return is_judge(m) and not is_judge(t) and not (
-            t in KNOWLEDGE_EXACT or any(_under(t, k) for k in KNOWLEDGE))
+            t in KNOWLEDGE_EXACT or _under(t, "spark_gotchas.knowledge") or any(_under(t, k) for k in JUDGE_BASE))
 
-    found = edges("spark_gotchas.judges", wrong)
+    found = edges("spark_gotchas.knowledge.judges", wrong)
     assert found == [], "judges import more than reading types and knowledge: " + "; ".join(found)
 
 
@@ -149,14 +150,14 @@ def loaded_by(module: str) -> set[str]:
 
 def test_the_soak_engine_never_judges():
     """The engine returns readings; the check judges them (and its finish step draws the verdict)."""
-    engine = "spark_gotchas.soak.engine"
-    found = edges(engine, lambda m, t: _under(t, "spark_gotchas.judges"))
-    found += sorted(f"importing {engine} runs {t}" for t in loaded_by(engine) if _under(t, "spark_gotchas.judges"))
+    engine = "spark_gotchas.runtime.soak.engine"
+    found = edges(engine, lambda m, t: _under(t, "spark_gotchas.knowledge.judges"))
+    found += sorted(f"importing {engine} runs {t}" for t in loaded_by(engine) if _under(t, "spark_gotchas.knowledge.judges"))
     assert found == [], "the soak's engine imports a judge: " + "; ".join(found)
 
 
 def test_readers_import_nothing_of_the_soak():
-    found = edges("spark_gotchas.readers", lambda m, t: _under(t, "spark_gotchas.soak"))
+    found = edges("spark_gotchas.machine.readers", lambda m, t: _under(t, "spark_gotchas.runtime.soak"))
     assert found == [], "a reader module imports the soak, which sits above the readers: " + "; ".join(found)
 
 
@@ -167,7 +168,7 @@ def test_every_allowed_exception_is_still_needed():
 
 def import_graph(module_level: bool) -> dict[str, set[str]]:
     """module -> the modules of the suite it imports, each package on the way included
-    (``spark_gotchas.readers.mem`` runs ``spark_gotchas.readers`` first), its own packages left out."""
+    (``spark_gotchas.machine.readers.mem`` runs ``spark_gotchas.machine.readers`` first), its own packages left out."""
     graph: dict[str, set[str]] = {}
     for m in modules():
         graph[m] = set()
@@ -209,46 +210,39 @@ def test_the_cycle_finder_finds_a_cycle_through_an_import_inside_a_function():
     assert cycle({"platform": set(), "provider": {"readers"}, "readers": {"platform"}}) == []
 
 
-# The layers of docs/architecture.md, bottom first; a module is in the first layer one of whose
-# prefixes it matches (a prefix ending in "." matches a package and everything under it).
-LAYERS = {
-    "leaf": ("microbench.",),  # the measurements and the escaper and writer they print with: nothing of the suite
-    "base": ("spark_gotchas.text", "spark_gotchas.scrub", "spark_gotchas.outward", "spark_gotchas.serial",
-             "spark_gotchas.atomic", "spark_gotchas.bounded_read", "spark_gotchas.procs", "spark_gotchas.units"),
-    "knowledge": ("spark_gotchas.verdict", "spark_gotchas.profiles", "spark_gotchas.workloads", "spark_gotchas.plan",
-                  "spark_gotchas.titles", "spark_gotchas.readings.", "spark_gotchas.judges.", "spark_gotchas.drain",
-                  "spark_gotchas.watch.judge"),
-    "readings": ("spark_gotchas.readers.", "spark_gotchas.provider", "spark_gotchas.nvml",
-                 "spark_gotchas.snapshot", "spark_gotchas.platform", "spark_gotchas.options", "spark_gotchas.elf",
-                 "spark_gotchas.fatbin", "spark_gotchas.netsetup", "spark_gotchas.sampler",
-                 "spark_gotchas.gpu_window", "spark_gotchas.watch.host", "spark_gotchas.watch.gpu"),
-    "runtime": ("spark_gotchas.worker", "spark_gotchas.worker_main", "spark_gotchas.tasks", "spark_gotchas.memtasks",
-                "spark_gotchas.headstart", "spark_gotchas.soak.reader", "spark_gotchas.soak.engine", "spark_gotchas.soak.record",
-                "spark_gotchas.soak.plot", "spark_gotchas.scontrol", "spark_gotchas.watch.child",
-                "spark_gotchas.watch.stream", "spark_gotchas.watch.engine", "spark_gotchas.watch.record",
-                "spark_gotchas.watch.plot"),
-    "top": ("spark_gotchas.plugin", "spark_gotchas.startup", "spark_gotchas.session", "spark_gotchas.reports",
-            "spark_gotchas.summary_md", "spark_gotchas.cli", "spark_gotchas.__main__", "spark_gotchas.diff",
-            "spark_gotchas.fleet", "spark_gotchas.report_check", "spark_gotchas.soak.finish", "spark_gotchas.soak.cost",
-            "spark_gotchas.fixes", "spark_gotchas.node_health", "spark_gotchas.junit", "spark_gotchas.prometheus",
-            "spark_gotchas.report_file", "spark_gotchas.interrupts", "spark_gotchas.watch.command",
-            "spark_gotchas.watch.report"),
-}
-ORDER = list(LAYERS)
+# The layers, bottom first, each the folder (or folders) of the package that holds it.
+FOLDERS = {"base": "base", "knowledge": "knowledge", "machine": "readings", "runtime": "runtime",
+           "outputs": "top", "commands": "top", "run": "top"}
+ORDER = ["leaf", "base", "knowledge", "readings", "runtime", "top"]
+PUBLIC = ("plugin", "startup", "fixes", "__main__")  # the package's own modules: its public names, on top
 
 
 def layer(name: str) -> str | None:
-    """The layer of a module of the suite; None for the package roots and microbench (a leaf)."""
-    for level, prefixes in LAYERS.items():
-        if any(name == p.rstrip(".") or (p.endswith(".") and name.startswith(p)) for p in prefixes):
-            return level
-    return None
+    """The layer of a module of the suite, read from its folder; None for the package itself and
+    for microbench's package root."""
+    parts = name.split(".")
+    if parts[0] == "microbench":
+        return "leaf" if len(parts) > 1 else None
+    if len(parts) == 1:
+        return None
+    if len(parts) == 2 and parts[1] in PUBLIC:
+        return "top"
+    return FOLDERS.get(parts[1])
 
 
 def test_every_module_has_a_layer():
-    loose = [m for m in modules() if not _under(m, "microbench") and layer(m) is None
-             and m not in ("spark_gotchas", "spark_gotchas.soak", "spark_gotchas.watch")]
-    assert loose == [], "modules in no layer of docs/architecture.md: " + ", ".join(loose)
+    """A module beside the layers' folders is one of the package's public names, or in no layer."""
+    loose = [m for m in modules() if not _under(m, "microbench") and m != "spark_gotchas" and layer(m) is None]
+    assert loose == [], (f"modules in no layer: {', '.join(loose)}: put each in one of the folders "
+                         f"{', '.join(FOLDERS)} (or, for a new public name, add it to PUBLIC)")
+
+
+def test_the_package_holds_only_its_layers_and_public_names():
+    """The tree answers "where does this live": folders for the layers, and at the top only what
+    users name (the pytest11 entry points, python -m, the fixes users import, the version)."""
+    top = sorted(p.name for p in (ROOT / "spark_gotchas").iterdir() if not p.name.startswith(("__pycache__", ".")))
+    expected = sorted([*FOLDERS, *(f"{name}.py" for name in PUBLIC), "__init__.py", "pytest.ini"])
+    assert top == expected
 
 
 def test_no_module_imports_a_layer_above_its_own():

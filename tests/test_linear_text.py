@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import scrub
-from spark_gotchas.readers import env, launch
+from spark_gotchas.base import scrub
+from spark_gotchas.machine.readers import env, launch
 
 ROOT = Path(__file__).resolve().parents[1]
 CHARS = 512 * 1024

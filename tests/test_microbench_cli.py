@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_gotchas.machine.readers.mem import fstype_of, read_meminfo_file
 from spark_gotchas.microbench import safetensors_load
-from spark_gotchas.readers.mem import fstype_of, read_meminfo_file
 
 NAMES = ("attention", "bandwidth", "collective", "gemm", "safetensors_load", "soak_load")
 # torch hidden as on a machine without it: ``import torch`` fails, importlib finds no spec

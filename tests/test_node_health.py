@@ -99,7 +99,7 @@ def test_a_node_with_jobs_is_not_checked_but_a_prolog_checks(tmp_path, snaps):
 def test_a_health_check_leaves_a_node_to_the_pass_already_running_there(tmp_path, snaps):
     """Two passes at once would measure each other on the GPU: a health check that finds another
     pass running leaves at once; a prolog decides its job's start all the same."""
-    from spark_gotchas import node_health as nh
+    from spark_gotchas.commands.slurm import node_health as nh
 
     exe = scontrol(tmp_path, fleet9={"state": "IDLE"})
     lock = nh.hold_lock("fleet9", [str(exe.parent)])
@@ -120,7 +120,7 @@ def test_the_lock_goes_first_where_no_one_else_may_write(tmp_path, monkeypatch):
     """/run/lock and /tmp are writable by everyone: another user could make the lock file first (its
     own) and so keep every pass from holding it. A folder of this user's that no one else may write
     to comes first; a shared or linked one is passed over."""
-    from spark_gotchas import node_health as nh
+    from spark_gotchas.commands.slurm import node_health as nh
 
     made = tmp_path / "made"
     assert nh._private(str(made), create=True) and oct(made.stat().st_mode)[-3:] == "700"
@@ -384,7 +384,7 @@ def test_the_command_is_listed():
 def test_no_room_for_the_report_is_a_line_not_a_traceback(tmp_path, monkeypatch):
     import tempfile
 
-    from spark_gotchas import node_health as nh
+    from spark_gotchas.commands.slurm import node_health as nh
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # as if every candidate were full
     found, took = nh.run_checks(30.0, None, [], require_gpu=False)
@@ -395,7 +395,7 @@ def test_the_page_names_only_options_that_exist_and_every_one_there_is():
     """docs/node-health.md against the command's parser (sbatch's and the preflight's own aside)."""
     import re
 
-    from spark_gotchas import node_health as nh
+    from spark_gotchas.commands.slurm import node_health as nh
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "node-health.md").read_text(encoding="utf-8")
     shown = set(re.findall(r"--[a-z][a-z-]*[a-z]", page)) - {"--job-name", "--wrap", "--spark-profile"}

@@ -15,12 +15,12 @@ import sys
 
 import pytest
 
-from spark_gotchas import options
-from spark_gotchas.options import ENVIRONMENT, RunOptions, declared, env_number
+from spark_gotchas.machine import options
+from spark_gotchas.machine.options import ENVIRONMENT, RunOptions, declared, env_number
 
 FAST = """
 import pytest
-from spark_gotchas.verdict import Status, Verdict
+from spark_gotchas.knowledge.verdict import Status, Verdict
 pytestmark = pytest.mark.fast
 
 def test_check(spark):
@@ -111,9 +111,9 @@ def test_an_environment_number_out_of_its_span_is_one_usage_line(pytester, monke
 
 
 def test_environment_numbers_in_their_span_are_read_and_the_modules_keep_their_defaults(monkeypatch):
-    from spark_gotchas import nvml
-    from spark_gotchas.readers import github
-    from spark_gotchas.soak import engine
+    from spark_gotchas.machine import nvml
+    from spark_gotchas.machine.readers import github
+    from spark_gotchas.runtime.soak import engine
 
     assert env_number("SPARK_GOTCHAS_SOAK_MAX_DROP", {"SPARK_GOTCHAS_SOAK_MAX_DROP": "15%"}) == 0.15
     assert env_number("SPARK_GOTCHAS_NNODES", {"SPARK_GOTCHAS_NNODES": "2"}) == 2
@@ -127,7 +127,7 @@ def test_environment_numbers_in_their_span_are_read_and_the_modules_keep_their_d
 
 
 def test_a_bad_node_count_is_a_g10_reason_not_a_crashed_check(monkeypatch):
-    from spark_gotchas.readers import dist
+    from spark_gotchas.machine.readers import dist
 
     monkeypatch.setenv("PET_NNODES", "two")
     with pytest.raises(ValueError, match=r"^NNODES='two' must be a whole number from 0 to 4096$"):

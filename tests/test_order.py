@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from inner_runs import inner_runs, run_checks  # noqa: F401  inner_runs: a fixture
 
-from spark_gotchas.readers import load_all
+from spark_gotchas.machine.readers import load_all
 
 H200 = Path(__file__).parent / "fixtures" / "h200" / "preflight-snapshot.json"
 CHECKS = ("test_g01_cuda_abi.py", "test_g04_thermal.py", "test_g06_contention.py", "test_g09_container.py")

@@ -1,4 +1,4 @@
-"""One way out (:mod:`spark_gotchas.outward`): every line, JSON document and error message a door
+"""One way out (:mod:`spark_gotchas.base.outward`): every line, JSON document and error message a door
 prints or writes is masked and shown one line per string, whatever the string from outside holds.
 
 The rule is read from the source: a module that prints or writes to stdout or stderr without the
@@ -24,16 +24,17 @@ import pytest
 from hostile import FORGED, SECRETS, URL, problems
 from user_env import user_env
 
-from spark_gotchas import diff, fleet, outward, report_check
+from spark_gotchas.base import outward
+from spark_gotchas.commands import diff, fleet, report_check
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"
 H200 = json.loads(FIXTURE.read_text())
 
 # -- the rule, read from the source -----------------------------------------------------------------
-BOUNDARIES = {"spark_gotchas/outward.py", "microbench/_cli.py"}  # the suite's way out, and the leaf's own
+BOUNDARIES = {"spark_gotchas/base/outward.py", "microbench/_cli.py"}  # the suite's way out, and the leaf's own
 # Writes that never reach a person, each with why.
-PRIVATE = {("spark_gotchas/worker_main.py", "print"):
+PRIVATE = {("spark_gotchas/runtime/worker_main.py", "print"):
            "the worker's stderr is a file its parent reads back (Worker.stderr_tail), shown only in a verdict"}
 STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}
 TERMINAL_WRITES = {"write_line", "write_sep", "write_raw", "rewrite", "section", "line"}
@@ -82,7 +83,7 @@ def writes_past_the_boundary(path: Path) -> list[str]:
 def test_nothing_is_printed_past_the_boundary():
     found = [hit for package in ("spark_gotchas", "microbench") for path in sorted((ROOT / package).rglob("*.py"))
              for hit in writes_past_the_boundary(path)]
-    assert found == [], "printed without spark_gotchas.outward (or microbench._cli.say): " + "; ".join(found)
+    assert found == [], "printed without spark_gotchas.base.outward (or microbench._cli.say): " + "; ".join(found)
 
 
 def test_the_rule_finds_each_way_of_printing(tmp_path):
@@ -337,8 +338,8 @@ def test_a_hostile_replay_path_is_one_usage_line(pytester):
 def test_the_soaks_files_are_masked(tmp_path):
     """The heartbeat and the CSV's notes are records (read back by the next run and by
     soak-record): masked, strings kept as read, each encoded so that no control is raw."""
-    from spark_gotchas.readers.thermal.reboot import new_heartbeat, write_heartbeat
-    from spark_gotchas.soak.record import format_meta
+    from spark_gotchas.machine.readers.thermal.reboot import new_heartbeat, write_heartbeat
+    from spark_gotchas.runtime.soak.record import format_meta
 
     beat = new_heartbeat(60.0, f"/runs/{SECRETS['hf']}/soak.csv")
     beat.end_reason = f"load failed: curl {URL}\n{FORGED}"
@@ -394,7 +395,7 @@ def test_check_report_names_a_hostile_path_on_one_line(tmp_path, capsys):
 
 def test_a_microbench_line_with_a_hostile_device_name(capsys):
     """``spark-gotchas microbench``: a device name from the driver is one line, masked too."""
-    from spark_gotchas import cli
+    from spark_gotchas.commands import cli
     from spark_gotchas.microbench import _cli
 
     try:
@@ -410,7 +411,7 @@ def test_a_microbench_line_with_a_hostile_device_name(capsys):
 
 
 def test_an_unknown_command_is_one_masked_line(capsys):
-    from spark_gotchas import cli
+    from spark_gotchas.commands import cli
 
     assert cli.main([f"diff\n{FORGED}-{SECRETS['sk-live']}"]) == 2
     err = capsys.readouterr().err

@@ -241,7 +241,7 @@ def test_under_hidepid_another_users_process_is_hidden_here_not_outside_the_cont
     nobody: psutil finds no such pid, yet it is this namespace's, not another container's."""
     probe = textwrap.dedent(f"""
         import psutil
-        from spark_gotchas.readers.gpu import describe
+        from spark_gotchas.machine.readers.gpu import describe
         hidden, gone = describe(psutil, {outside}), describe(psutil, 4194000)
         print(hidden.visible, hidden.problem)
         print(gone.visible, gone.problem)

@@ -14,16 +14,15 @@ from types import SimpleNamespace
 import pytest
 from replay_run import REPO, replay
 
-from spark_gotchas import nvml
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.judges import g05_bandwidth as g05
-from spark_gotchas.judges import g06_contention as g06
-from spark_gotchas.judges import g07_nvfp4 as g07
-from spark_gotchas.plan import Plan
-from spark_gotchas.profiles import GB10, H100, H200
-from spark_gotchas.readers.gpu import collect, device_use
-from spark_gotchas.readings.bench import BandwidthReading, GemmReading
-from spark_gotchas.readings.gpu import (
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.judges import g05_bandwidth as g05
+from spark_gotchas.knowledge.judges import g06_contention as g06
+from spark_gotchas.knowledge.judges import g07_nvfp4 as g07
+from spark_gotchas.knowledge.plan import Plan
+from spark_gotchas.knowledge.profiles import GB10, H100, H200
+from spark_gotchas.knowledge.readings.bench import BandwidthReading, GemmReading
+from spark_gotchas.knowledge.readings.gpu import (
     DeviceProcessLists,
     DeviceUse,
     GpuDevice,
@@ -35,9 +34,10 @@ from spark_gotchas.readings.gpu import (
     rest_outside,
     sharing,
 )
-from spark_gotchas.readings.thermal import SpotCheck, ThermalSnapshot
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.readings.thermal import SpotCheck, ThermalSnapshot
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine import nvml
+from spark_gotchas.machine.readers.gpu import collect, device_use
 
 WALL = REPO / "tests" / "fixtures" / "wall"
 OUTSIDE_FIX = ("find it from the host, where nvidia-smi names its pid and program (or start this container with "
@@ -325,7 +325,7 @@ class OnlyMe:
         pass
 
     AccessDenied = ZombieProcess = NoSuchProcess
-    ROWS = {1: ("pytest", 0, ["python3", "-m", "pytest"]), 7: ("python3", 1, ["python3", "-m", "spark_gotchas.worker_main"])}
+    ROWS = {1: ("pytest", 0, ["python3", "-m", "pytest"]), 7: ("python3", 1, ["python3", "-m", "spark_gotchas.runtime.worker_main"])}
 
     def Process(self, pid=None):  # noqa: N802 (psutil's name)
         pid = 1 if pid is None else pid
@@ -368,7 +368,7 @@ def test_a_driver_without_the_v2_memory_call_gives_used_with_its_reserve_inside(
     ("31 27 0:33 / /mnt/proc rw - proc proc rw,hidepid=2\n", False),  # not this /proc
 ])
 def test_a_proc_that_hides_other_users_processes_is_told_from_its_mount_options(mountinfo, hides):
-    from spark_gotchas.readers.gpu import hidepid
+    from spark_gotchas.machine.readers.gpu import hidepid
 
     assert hidepid(mountinfo) is hides
 

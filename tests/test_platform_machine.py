@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from sysfs_fakes import H200_PCI, HOST_BRIDGE, make_root
 
-from spark_gotchas import platform
-from spark_gotchas.options import RunOptions
-from spark_gotchas.profiles import GB10, SAME, Machine
-from spark_gotchas.provider import Provider
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory, GpuVisibility, PciGpu
-from spark_gotchas.readings.torch import TorchBuild, TorchDevice
-from spark_gotchas.serial import to_jsonable
-from spark_gotchas.snapshot import Snapshot
+from spark_gotchas.base.serial import to_jsonable
+from spark_gotchas.knowledge.profiles import GB10, SAME, Machine
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory, GpuVisibility, PciGpu
+from spark_gotchas.knowledge.readings.torch import TorchBuild, TorchDevice
+from spark_gotchas.machine import platform
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.provider import Provider
+from spark_gotchas.machine.snapshot import Snapshot
 
 NO_NVML = "NVML library not found (no NVIDIA driver on this machine)"
 SPARK_PCI = [PciGpu("000f:01:00.0", "0x2e12", "0x030200")]
@@ -82,7 +82,7 @@ class NoWorker:
 
 def test_live_without_device_files_or_a_gpu_on_the_bus_torch_is_never_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[HOST_BRIDGE])))
-    monkeypatch.setattr("spark_gotchas.nvml.init", lambda: type("R", (), {"reason": NO_NVML})())
+    monkeypatch.setattr("spark_gotchas.machine.nvml.init", lambda: type("R", (), {"reason": NO_NVML})())
     provider = Provider(RunOptions(), worker_factory=NoWorker())
     assert platform.machine(provider, "gb10") == Machine(False, "no GPU")
     assert platform.profile(provider).key == "none"
@@ -90,9 +90,9 @@ def test_live_without_device_files_or_a_gpu_on_the_bus_torch_is_never_asked(tmp_
 
 def test_live_with_device_files_torch_is_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(tmp_path, pci=[H200_PCI], dev=("nvidia0",))))
-    monkeypatch.setattr("spark_gotchas.nvml.init", lambda: type("R", (), {"reason": NO_NVML})())
+    monkeypatch.setattr("spark_gotchas.machine.nvml.init", lambda: type("R", (), {"reason": NO_NVML})())
     # torch is installed (the worker would import it), here or not: without it no worker is asked
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: True)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: True)
     asked = []
     provider = Provider(RunOptions(), worker_factory=lambda: asked.append(1) or (_ for _ in ()).throw(
         RuntimeError("no worker here")))
@@ -131,7 +131,7 @@ def test_platform_line_names_the_gpu_torch_sees_where_nvml_is_missing():
 
 # -- the recorded machine, and a machine no platform of its profile is ------------------------------------
 def test_the_recorded_machine_is_a_reading_a_replay_keeps():
-    from spark_gotchas.readings.host import HostPlatform
+    from spark_gotchas.knowledge.readings.host import HostPlatform
 
     arm = replayed(gpu_inventory=inventory("NVIDIA GB10", (12, 1)),
                    host_platform=HostPlatform(machine="aarch64", kernel="6.17.0-1031-nvidia"))
@@ -144,7 +144,7 @@ def test_the_recorded_machine_is_a_reading_a_replay_keeps():
 def test_an_older_snapshots_platform_section_stands_for_its_machine(tmp_path):
     import json
 
-    from spark_gotchas.snapshot import load
+    from spark_gotchas.machine.snapshot import load
 
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"format": "spark-gotchas-snapshot", "version": 1, "readings": {},
@@ -156,7 +156,7 @@ def test_an_older_snapshots_platform_section_stands_for_its_machine(tmp_path):
 
 
 def test_the_host_platform_reader_asks_the_kernel_under_the_sys_root(tmp_path, monkeypatch):
-    from spark_gotchas.readers.host import read_host_platform
+    from spark_gotchas.machine.readers.host import read_host_platform
 
     root = make_root(tmp_path, arch="arm64")
     (root / "proc" / "sys" / "kernel" / "osrelease").write_text("6.17.0-1031-nvidia\n")
@@ -183,7 +183,7 @@ def test_the_host_platform_reader_asks_the_kernel_under_the_sys_root(tmp_path, m
     ({"gpu_inventory": inventory("NVIDIA H200", (9, 0)), "host_platform": ("x86_64",)}, "gb10", None),  # not it
 ])
 def test_a_machine_taken_for_the_profile_but_no_such_machine_carries_why(readings, asked, beyond):
-    from spark_gotchas.readings.host import HostPlatform
+    from spark_gotchas.knowledge.readings.host import HostPlatform
 
     readings = {k: HostPlatform(machine=v[0]) if k == "host_platform" else v for k, v in readings.items()}
     here = platform.machine(replayed(**readings), asked)
@@ -193,7 +193,7 @@ def test_a_machine_taken_for_the_profile_but_no_such_machine_carries_why(reading
 
 def test_live_a_gpu_the_name_takes_for_a_gb10_with_another_capability_is_caught():
     """The wrong profile choice, live: NVML's name says GB10, its capability says otherwise."""
-    from spark_gotchas.readings.host import HostPlatform
+    from spark_gotchas.knowledge.readings.host import HostPlatform
 
     provider = Provider(RunOptions())
     provider._cache["gpu.inventory"] = inventory("NVIDIA GB10", (10, 0))
@@ -213,7 +213,7 @@ def test_live_a_gpu_the_name_takes_for_a_gb10_with_another_capability_is_caught(
     ("NVIDIA H20", "generic", None), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "generic", None),
 ])
 def test_a_gpu_name_picks_its_profile_and_variant_by_whole_tokens(name, key, title):
-    from spark_gotchas.profiles import match, resolve
+    from spark_gotchas.knowledge.profiles import match, resolve
 
     picked = match(name, None)
     assert picked.key == key and (title is None or picked.title == title)

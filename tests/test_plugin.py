@@ -17,9 +17,10 @@ from types import SimpleNamespace
 import pytest
 from gline_block import glines
 
-from spark_gotchas import headstart, readers
-from spark_gotchas.readers import ReaderSpec
-from spark_gotchas.snapshot import Snapshot, save
+from spark_gotchas.machine import readers
+from spark_gotchas.machine.readers import ReaderSpec
+from spark_gotchas.machine.snapshot import Snapshot, save
+from spark_gotchas.runtime import headstart
 
 ROOT = Path(__file__).resolve().parents[1]
 GLINE = re.compile(r"^G(10|[1-9]) (FAIL|WARN|PASS|INFO|SKIP): ")
@@ -40,7 +41,7 @@ def check(gid: int, status: str = "PASS", summary: str = "finding", fix: str = "
     marks = f"pytestmark = pytest.mark.{marker}" if marker else ""
     body = f"""
         import pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
         {marks}
 
         def test_{name}(spark):
@@ -54,7 +55,7 @@ def inner_runs(monkeypatch):
     """In-process runs load only the plugins under test (each installed plugin would be imported
     afresh in every run: seconds) and start the worker without torch (not what these tests check)."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setattr("spark_gotchas.readers.torch.torch_installed", lambda: False)
+    monkeypatch.setattr("spark_gotchas.machine.readers.torch.torch_installed", lambda: False)
 
 
 def run(pytester, *args):
@@ -109,7 +110,7 @@ def test_readers(monkeypatch):
 
 CLOCK_CHECK = """
     import pytest
-    from spark_gotchas.verdict import Status, Verdict
+    from spark_gotchas.knowledge.verdict import Status, Verdict
     pytestmark = pytest.mark.fast
 
     def test_clock(spark):
@@ -166,7 +167,7 @@ def test_warn_passes_with_a_gotcha_warning_pointing_at_the_check(pytester):
     assert result.ret == pytest.ExitCode.OK
 
 
-@pytest.mark.parametrize("how", [("--spark-strict",), ("-W", "error::spark_gotchas.verdict.GotchaWarning"), "ini"])
+@pytest.mark.parametrize("how", [("--spark-strict",), ("-W", "error::spark_gotchas.knowledge.verdict.GotchaWarning"), "ini"])
 def test_strict_makes_warn_fail(pytester, how):
     pytester.makepyfile(**check(3, "WARN", "page cache 40 GiB", fix="drop caches"))
     if how == "ini":
@@ -265,7 +266,7 @@ def test_soak_checks_run_only_when_asked_for(pytester, args, ran):
 def test_every_check_gets_a_timeout(pytester):
     body = """
         import pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
         pytestmark = pytest.mark.{marker}
 
         def test_t(spark, request):
@@ -296,7 +297,7 @@ def test_options_from_the_ini_and_the_command_line_wins(pytester):
     pytester.makeini("[pytest]\nspark_profile = gb10\nspark_model_gb = 70\n")
     pytester.makepyfile(test_g03_opts="""
         import pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
         pytestmark = pytest.mark.fast
 
         def test_opts(spark):
@@ -383,7 +384,7 @@ def test_no_secret_reaches_a_report_or_snapshot(pytester, test_readers, monkeypa
         monkeypatch.setenv(name, value)
     pytester.makepyfile(test_g09_leak="""
         import os, pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
         pytestmark = pytest.mark.fast
 
         def test_leak(spark):
@@ -439,7 +440,7 @@ def test_replay_of_a_reading_the_snapshot_lacks_is_a_skip(pytester, test_readers
 
 def test_replay_starts_no_worker(pytester, test_readers, monkeypatch):
     started = []
-    monkeypatch.setattr("spark_gotchas.worker.Worker.start", lambda self: started.append(self))
+    monkeypatch.setattr("spark_gotchas.runtime.worker.Worker.start", lambda self: started.append(self))
     pytester.makepyfile(test_g04_clock=CLOCK_CHECK)
     save(Snapshot(readings={"test.clock": {"sm_mhz": 2418}}), pytester.path / "snap.json")
     result = run(pytester, "--spark-replay", "snap.json")
@@ -453,7 +454,7 @@ import json, os, sys
 
 def pytest_unconfigure(config):
     with open(os.environ["SPARK_PROBE_OUT"], "w") as fh:
-        json.dump({m: m in sys.modules for m in ("torch", "pynvml", "spark_gotchas.worker", "elftools")}, fh)
+        json.dump({m: m in sys.modules for m in ("torch", "pynvml", "spark_gotchas.runtime.worker", "elftools")}, fh)
 """
 
 
@@ -470,7 +471,7 @@ def test_inert_in_a_project_without_gotcha_checks(pytester, monkeypatch, as_inst
     assert glines(result) == []
     assert "spark_gotchas" not in json.loads((pytester.path / "report.json").read_text())
     assert json.loads((pytester.path / "modules.json").read_text()) == {
-        "torch": False, "pynvml": False, "spark_gotchas.worker": False, "elftools": False}
+        "torch": False, "pynvml": False, "spark_gotchas.runtime.worker": False, "elftools": False}
 
 
 # -- the real checks, from the repo root, as a user types the commands ---------------------------------------
@@ -533,7 +534,7 @@ def test_replay_gives_the_live_lines_whatever_the_spelling_and_place(live_run, t
         assert code in (0, 1), "\n".join(lines[-30:])
         assert suite_glines(lines) == live_lines
         imported = json.loads((tmp_path / "modules.json").read_text())  # a replay touches no GPU library
-        assert imported == {"torch": False, "pynvml": False, "spark_gotchas.worker": False, "elftools": False}
+        assert imported == {"torch": False, "pynvml": False, "spark_gotchas.runtime.worker": False, "elftools": False}
         report = json.loads((tmp_path / "report.json").read_text())
         assert report["spark_gotchas"]["mode"] == "replay"
         collected = [r["nodeid"] for c in report.get("collectors", []) for r in c.get("result", [])]
@@ -574,7 +575,7 @@ def prepared_reader(monkeypatch, test_readers):
 PREPARED_CHECKS = {
     "test_g03_cpu": """
         import pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
         pytestmark = pytest.mark.fast
 
         def test_cpu_first(spark):
@@ -582,7 +583,7 @@ PREPARED_CHECKS = {
     """,
     "test_g01_files_here": """
         import pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
         pytestmark = [pytest.mark.fast, pytest.mark.scan]
 
         def test_scan_second(spark):
@@ -590,7 +591,7 @@ PREPARED_CHECKS = {
     """,
     "test_g05_gpu": """
         import pytest
-        from spark_gotchas.verdict import Status, Verdict
+        from spark_gotchas.knowledge.verdict import Status, Verdict
 
         @pytest.mark.fast
         @pytest.mark.gpu

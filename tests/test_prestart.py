@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import cli
+from spark_gotchas.commands import cli
 
 REPO = Path(__file__).resolve().parents[1]
 

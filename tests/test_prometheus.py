@@ -19,8 +19,8 @@ from door_runs import H200, REPO, VLLM, h200_doors, replay, vllm_doors  # noqa: 
 from fs_limits import locked, small_disk
 from prometheus_client.parser import text_string_to_metric_families
 
-from spark_gotchas import prometheus
-from spark_gotchas.verdict import Status, Verdict
+from spark_gotchas.knowledge.verdict import Status, Verdict
+from spark_gotchas.outputs import prometheus
 
 RULES = REPO / "docs" / "prometheus" / "spark-gotchas.rules.yml"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
@@ -312,7 +312,7 @@ def test_an_interrupted_run_leaves_the_last_whole_run_s_file(pytester, monkeypat
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     path = pytester.path / "spark.prom"
     path.write_text("spark_gotchas_status 1\n")
-    pytester.makepyfile(test_g01_x="import pytest\nfrom spark_gotchas.verdict import Verdict\n@pytest.mark.fast\n"
+    pytester.makepyfile(test_g01_x="import pytest\nfrom spark_gotchas.knowledge.verdict import Verdict\n@pytest.mark.fast\n"
                                    "def test_g1_x(spark):\n    spark.stop_run('stopped')\n"
                                    "    spark.report(Verdict(1, 'PASS', 'judged before the stop'))\n",
                         test_g02_x="import pytest\n@pytest.mark.fast\ndef test_g2_x(spark):\n    pass\n")

@@ -6,11 +6,11 @@ from typing import Optional
 
 import pytest
 
-from spark_gotchas import readers
-from spark_gotchas.options import RunOptions
-from spark_gotchas.provider import Provider, ReadingUnavailable, peek
-from spark_gotchas.readers import ReaderSpec
-from spark_gotchas.snapshot import Snapshot
+from spark_gotchas.machine import readers
+from spark_gotchas.machine.options import RunOptions
+from spark_gotchas.machine.provider import Provider, ReadingUnavailable, peek
+from spark_gotchas.machine.readers import ReaderSpec
+from spark_gotchas.machine.snapshot import Snapshot
 
 
 @dataclass

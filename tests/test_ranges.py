@@ -1,6 +1,6 @@
 """Numbers are readings a machine can give: finite, within 64 bits, and in the physical range the
 reading type declares with its field (microbench/quantities.py). One place checks them, where
-every typed reading is built from JSON (spark_gotchas.serial), live and replayed alike; the tools
+every typed reading is built from JSON (spark_gotchas.base.serial), live and replayed alike; the tools
 that read documents by name (diff, fleet) use the same rules and name what they leave out.
 
 The examples that were found: ``G5 PASS: read nan``, ``G4 PASS: inf TFLOP/s``, a negative
@@ -25,11 +25,13 @@ from typing import Any, Optional
 
 import pytest
 
-from spark_gotchas import diff as sgdiff
-from spark_gotchas import fleet, readers, serial
+from spark_gotchas.base import serial
+from spark_gotchas.commands import diff as sgdiff
+from spark_gotchas.commands import fleet
+from spark_gotchas.knowledge.readings.mem import MemInfo
+from spark_gotchas.knowledge.readings.thermal import SoakWindow, ThermalSample
+from spark_gotchas.machine import readers
 from spark_gotchas.microbench.quantities import BY_SUFFIX, Bound, bound_of_name
-from spark_gotchas.readings.mem import MemInfo
-from spark_gotchas.readings.thermal import SoakWindow, ThermalSample
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json"

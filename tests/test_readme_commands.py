@@ -6,8 +6,8 @@ import configparser
 import re
 from pathlib import Path
 
-from spark_gotchas.cli import COMMANDS
-from spark_gotchas.options import declared
+from spark_gotchas.commands.cli import COMMANDS
+from spark_gotchas.machine.options import declared
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

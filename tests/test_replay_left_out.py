@@ -18,14 +18,14 @@ from g04_fakes import series, soak_reading
 from gline_block import glines
 from inner_runs import inner_runs, run_checks  # noqa: F401  inner_runs: a fixture
 
-from spark_gotchas import diff, fleet
-from spark_gotchas.readers.mem import from_result, parse_meminfo
-from spark_gotchas.readings.bench import BandwidthReading, BandwidthSweepReading
-from spark_gotchas.readings.dist import BandwidthRow, CollectiveRun, LatencyRow, RankResult
-from spark_gotchas.readings.gpu import GpuProcesses
-from spark_gotchas.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
-from spark_gotchas.serial import to_jsonable
-from spark_gotchas.snapshot import Snapshot, save
+from spark_gotchas.base.serial import to_jsonable
+from spark_gotchas.commands import diff, fleet
+from spark_gotchas.knowledge.readings.bench import BandwidthReading, BandwidthSweepReading
+from spark_gotchas.knowledge.readings.dist import BandwidthRow, CollectiveRun, LatencyRow, RankResult
+from spark_gotchas.knowledge.readings.gpu import GpuProcesses
+from spark_gotchas.knowledge.readings.thermal import ClockCounters, SpotCheck, ThermalSample, ThermalSnapshot
+from spark_gotchas.machine.readers.mem import from_result, parse_meminfo
+from spark_gotchas.machine.snapshot import Snapshot, save
 
 CHECKS = ("test_g03_unified_memory.py", "test_g04_thermal.py", "test_g05_bandwidth.py", "test_g10_parallelism.py")
 

@@ -3,7 +3,7 @@
 pytest-json-report builds the report and saved it with a plain ``open(path, "w")``: on a full disk
 that left half a file where the last report was (and the run exited 0), and two runs writing one
 path left it corrupt in 2 of 45 pairs. The suite now saves it as it saves its own files
-(spark_gotchas.report_file: a temporary file in the same folder, then a rename), whatever plugin
+(spark_gotchas.outputs.report_file: a temporary file in the same folder, then a rename), whatever plugin
 filled it. Ctrl-C left a partial snapshot and a summary reading INFO; now every output written
 after it carries the interruption.
 """
@@ -204,7 +204,7 @@ def test_a_whole_run_says_nothing_of_an_interruption(tmp_path):
 def test_the_save_is_taken_over_only_where_a_report_is_written():
     """report_file finds pytest-json-report's plugin through pytest's plugin manager, never by a
     private attribute; without --json-report there is none to take over."""
-    from spark_gotchas import report_file
+    from spark_gotchas.outputs import report_file
 
     class Manager:
         def get_plugins(self):

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import drain, outward, platform
+from spark_gotchas.base import outward
+from spark_gotchas.base.text import folded, printable
+from spark_gotchas.commands.slurm import drain
+from spark_gotchas.knowledge.verdict import SUMMARY_CHARS, Status, Verdict, summary_lines
+from spark_gotchas.machine import platform
 from spark_gotchas.microbench import _cli
-from spark_gotchas.text import folded, printable
-from spark_gotchas.verdict import SUMMARY_CHARS, Status, Verdict, summary_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = re.compile(r"\s*G(?:10|[1-9]) (?:FAIL|WARN|PASS|INFO|SKIP):")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas import scrub
-from spark_gotchas.text import printable
+from spark_gotchas.base import scrub
+from spark_gotchas.base.text import printable
 
 ROOT = Path(__file__).resolve().parents[1]
 PEM_BODY = ("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
@@ -108,7 +108,7 @@ def test_the_token_families_the_issue_names_are_masked(name, around):
     assert token[-12:] not in masked and token[8:20] not in masked, masked
 
 
-FAMILIES = ROOT / "spark_gotchas" / "token_families.json"
+FAMILIES = ROOT / "spark_gotchas" / "base" / "token_families.json"
 
 
 def _families() -> list[dict]:
@@ -245,7 +245,7 @@ def _no_part(text: str, secret: str = TOKEN[4:]) -> bool:
 
 @pytest.mark.parametrize("room", range(20, 60))
 def test_verdict_clipped_masks_before_it_cuts(room):
-    from spark_gotchas.verdict import clipped
+    from spark_gotchas.knowledge.verdict import clipped
 
     assert _no_part(clipped("0,1,2,3,4,5,6,7,8,9," + TOKEN + " rest", room))
 
@@ -256,8 +256,8 @@ def test_a_judge_cutting_a_replayed_value_to_fit_its_line_cuts_it_masked(tmp_pat
     the JUnit XML and the drain reason sinfo -R shows every user)."""
     import test_fuzz as fuzz
 
-    from spark_gotchas import drain
-    from spark_gotchas.snapshot import Snapshot
+    from spark_gotchas.commands.slurm import drain
+    from spark_gotchas.machine.snapshot import Snapshot
 
     readings = json.loads((ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json").read_text())["readings"]
     readings["torch.build"].update(cuda_available=False, device_count=0, devices=[])
@@ -277,8 +277,8 @@ def test_a_judge_cutting_a_replayed_value_to_fit_its_line_cuts_it_masked(tmp_pat
 def test_a_reader_cutting_what_it_reads_masks_first(monkeypatch):
     """The reader keeps 200 characters of CUDA_VISIBLE_DEVICES and of NGC's image variables, G8
     1,000 of an issue's title: a token across the cut was kept in part in the snapshot."""
-    from spark_gotchas.readers import github
-    from spark_gotchas.readers.gpu import read_visibility
+    from spark_gotchas.machine.readers import github
+    from spark_gotchas.machine.readers.gpu import read_visibility
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0," * 95 + TOKEN)
     monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "x" * 190 + TOKEN)
@@ -291,8 +291,8 @@ def test_a_reader_cutting_what_it_reads_masks_first(monkeypatch):
 
 def test_an_error_text_cut_to_a_line_masks_first():
     """A command's last line (procs), a child's stderr (the GPU worker): cut to 160 and 200."""
-    from spark_gotchas.procs import BoundedRun
-    from spark_gotchas.worker import TaskResult
+    from spark_gotchas.base.procs import BoundedRun
+    from spark_gotchas.runtime.worker import TaskResult
 
     run = BoundedRun(command=("nvidia-smi",), returncode=1, stderr="x" * 150 + " " + TOKEN)
     assert _no_part(run.problem) and run.problem.startswith("nvidia-smi exited 1: ")
@@ -313,7 +313,8 @@ def test_a_measurement_cuts_its_error_at_a_words_end(limit):
 
 def test_the_doors_own_cuts_keep_no_part_of_a_token():
     """The line cut at 16,000 characters, the drain reason at 255 bytes, a misfit's value at 40."""
-    from spark_gotchas import drain, outward, serial
+    from spark_gotchas.base import outward, serial
+    from spark_gotchas.commands.slurm import drain
 
     for pad in range(15_990, 16_010):
         assert _no_part(outward.line("x" * pad + TOKEN, limit=16_000))

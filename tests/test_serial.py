@@ -8,8 +8,8 @@ from typing import Optional
 
 import pytest
 
-from spark_gotchas import readers
-from spark_gotchas.readings.env import (
+from spark_gotchas.base.serial import Misfit, from_jsonable, to_jsonable
+from spark_gotchas.knowledge.readings.env import (
     Baseline,
     ContainerEvidence,
     Distributions,
@@ -17,9 +17,9 @@ from spark_gotchas.readings.env import (
     LinkedExtension,
     RequirementProblem,
 )
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.readings.torch import FirstLaunch, TorchBuild, TorchDevice
-from spark_gotchas.serial import Misfit, from_jsonable, to_jsonable
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.knowledge.readings.torch import FirstLaunch, TorchBuild, TorchDevice
+from spark_gotchas.machine import readers
 
 
 class Mode(enum.Enum):

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from spark_gotchas import snapshot
-from spark_gotchas.snapshot import FORMAT, VERSION, Snapshot, SnapshotError, load, save
+from spark_gotchas.machine import snapshot
+from spark_gotchas.machine.snapshot import FORMAT, VERSION, Snapshot, SnapshotError, load, save
 
 
 def test_save_then_load(tmp_path):

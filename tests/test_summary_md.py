@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from ci_preflight import preflight
 
-from spark_gotchas.summary_md import counts, inline, render
-from spark_gotchas.verdict import Status, Verdict
+from spark_gotchas.knowledge.verdict import Status, Verdict
+from spark_gotchas.outputs.summary_md import counts, inline, render
 
 PLATFORM = {"profile": "h200", "gpu": "NVIDIA H200", "capability": [9, 0], "driver": "580.159.04",
             "cuda_driver": "13.0", "torch": "2.11.0+cu130"}  # the H200 measured for the project
@@ -120,7 +120,7 @@ def test_the_workflow_preflight_summary_of_this_machine():
 
 CHECK = textwrap.dedent("""
     import pytest
-    from spark_gotchas.verdict import Status, Verdict
+    from spark_gotchas.knowledge.verdict import Status, Verdict
     pytestmark = pytest.mark.fast
 
     def test_soak_like(spark, tmp_path):

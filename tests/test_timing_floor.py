@@ -2,8 +2,8 @@
 
 from types import SimpleNamespace
 
-from spark_gotchas.session import after_torch
-from spark_gotchas.worker import Timeline
+from spark_gotchas.run.session import after_torch
+from spark_gotchas.runtime.worker import Timeline
 
 
 def test_the_floor_figures_count_only_what_ran_after_torch_was_ready():

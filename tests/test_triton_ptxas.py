@@ -9,11 +9,11 @@ import stat
 import sys
 from pathlib import Path
 
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.profiles import GB10, H200, NONE
-from spark_gotchas.readers import triton as reader
-from spark_gotchas.readings.gpu import GpuDevice, GpuInventory
-from spark_gotchas.verdict import Status
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.profiles import GB10, H200, NONE
+from spark_gotchas.knowledge.readings.gpu import GpuDevice, GpuInventory
+from spark_gotchas.knowledge.verdict import Status
+from spark_gotchas.machine.readers import triton as reader
 
 COMPILER_39 = '''
 def get_ptxas(arch: int) -> knobs.NvidiaTool:
@@ -114,7 +114,7 @@ def test_a_ptxas_built_for_another_cpu_or_hung_is_a_reading_not_a_crash(tmp_path
 
 
 def test_no_triton_and_no_gpu_are_info(tmp_path, monkeypatch):
-    from spark_gotchas.readings.triton import TritonPtxas
+    from spark_gotchas.knowledge.readings.triton import TritonPtxas
 
     assert g01.judge_triton_ptxas(TritonPtxas(installed=False), SPARK, GB10).status is Status.INFO
     reading = read(triton(tmp_path / "site", "3.5.0", {"ptxas": "12.8"}, COMPILER_35), monkeypatch)

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from spark_gotchas.verdict import GOTCHA_IDS, Status, Verdict, format_line, summary_lines, worst
+from spark_gotchas.knowledge.verdict import GOTCHA_IDS, Status, Verdict, format_line, summary_lines, worst
 
 ORDER = [Status.FAIL, Status.WARN, Status.PASS, Status.INFO, Status.SKIP]  # worst first
 

@@ -9,13 +9,14 @@ import io
 import re
 from pathlib import Path
 
-from spark_gotchas.readings.watch import WatchSample
-from spark_gotchas.watch import judge, record
-from spark_gotchas.watch.command import build_parser
+from spark_gotchas.commands.watch import build_parser
+from spark_gotchas.knowledge import watch_judge as judge
+from spark_gotchas.knowledge.readings.watch import WatchSample
+from spark_gotchas.runtime.watch import record
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "watch.md").read_text(encoding="utf-8")
-BEGIN = "<!-- rules: written from spark_gotchas/watch/judge.py's docstring; edit them there -->"
+BEGIN = "<!-- rules: written from spark_gotchas/knowledge/watch_judge.py's docstring; edit them there -->"
 END = "<!-- end of rules -->"
 
 
@@ -23,7 +24,7 @@ def test_the_page_shows_the_rules_of_the_watchs_judge_word_for_word():
     doc = ast.get_docstring(ast.parse(Path(judge.__file__).read_text(encoding="utf-8"))) or ""
     rules = doc.partition("\nRules:\n")[2].strip("\n") + "\n"
     shown = PAGE.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
-    assert shown == rules, "docs/watch.md and spark_gotchas/watch/judge.py's Rules differ: copy the docstring's"
+    assert shown == rules, "docs/watch.md and spark_gotchas/knowledge/watch_judge.py's Rules differ: copy the docstring's"
 
 
 def test_every_csv_column_and_option_is_on_the_page():

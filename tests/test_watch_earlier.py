@@ -8,13 +8,13 @@ import os
 import time
 from dataclasses import replace
 
-from spark_gotchas.judges import g03_unified_memory_log as g03_log
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.readers import watch as watch_reader
-from spark_gotchas.readers.thermal.reboot import boot_id
-from spark_gotchas.readings.watch import EarlierWatch, EarlierWatches, WatchHeartbeat
-from spark_gotchas.serial import to_jsonable
-from spark_gotchas.verdict import Status, format_line
+from spark_gotchas.base.serial import to_jsonable
+from spark_gotchas.knowledge.judges import g03_unified_memory_log as g03_log
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.knowledge.readings.watch import EarlierWatch, EarlierWatches, WatchHeartbeat
+from spark_gotchas.knowledge.verdict import Status, format_line
+from spark_gotchas.machine.readers import watch as watch_reader
+from spark_gotchas.machine.readers.thermal.reboot import boot_id
 
 NOW = time.time()
 

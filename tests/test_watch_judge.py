@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from spark_gotchas.profiles import GB10, H100, Machine
-from spark_gotchas.readings.gpu import DeviceProcessLists, DeviceUse, GpuProcess, GpuProcesses
-from spark_gotchas.readings.watch import WatchReading, WatchSample
-from spark_gotchas.serial import from_jsonable, to_jsonable
-from spark_gotchas.verdict import summary_lines
-from spark_gotchas.watch.judge import Context, Tracker, judge_run
+from spark_gotchas.base.serial import from_jsonable, to_jsonable
+from spark_gotchas.knowledge.profiles import GB10, H100, Machine
+from spark_gotchas.knowledge.readings.gpu import DeviceProcessLists, DeviceUse, GpuProcess, GpuProcesses
+from spark_gotchas.knowledge.readings.watch import WatchReading, WatchSample
+from spark_gotchas.knowledge.verdict import summary_lines
+from spark_gotchas.knowledge.watch_judge import Context, Tracker, judge_run
 
 GB = 10**9
 

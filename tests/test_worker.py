@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_gotchas.worker import TaskResult, Worker
+from spark_gotchas.runtime.worker import TaskResult, Worker
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -196,7 +196,7 @@ def test_a_worker_may_hold_a_gpu_context_once_asked_for_gpu_work_and_only_while_
     """What G6's at-rest reading counts as this run's own on the GPU (``SessionState.own_on_gpu``)."""
     worker.start()
     assert not worker.on_gpu  # started, imported nothing, asked for nothing
-    assert worker.call("spark_gotchas.tasks:torch_build").ok is not None and not worker.on_gpu  # torch's facts only
+    assert worker.call("spark_gotchas.runtime.tasks:torch_build").ok is not None and not worker.on_gpu  # torch's facts only
     worker.call("worker_tasks:echo")
     assert worker.on_gpu
     worker.call("worker_tasks:segfault")  # the child died: what it held went with it

@@ -30,7 +30,7 @@ from ci_preflight import (
     workflow,
 )
 
-from spark_gotchas.options import declared, kind
+from spark_gotchas.machine.options import declared, kind
 
 DOCS = ROOT / "docs" / "ci.md"
 VALUE_FLAGS = {f.metadata["flag"] for f in declared() if kind(f) is not bool}
@@ -540,7 +540,7 @@ def test_the_preflight_ignores_the_soak_duration():
                                       "banana", "-1h", "1w", "1.h", "", "1e3s", ".5h"])
 def test_the_settings_step_reads_a_duration_as_the_suite_does(duration):
     """The step refuses what --soak-duration would refuse, and measures the rest the same way."""
-    from spark_gotchas.options import parse_duration
+    from spark_gotchas.machine.options import parse_duration
 
     run = run_step("Check the run's settings", fresh_dir(), MODE="soak", SOAK_DURATION=duration, SPARK_IMAGE="")
     try:

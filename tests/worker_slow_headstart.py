@@ -2,6 +2,6 @@
 
 import time
 
-from spark_gotchas import headstart
+from spark_gotchas.runtime import headstart
 
 headstart.IN_WORKER["slow"] = lambda: time.sleep(5) or "slept"

@@ -6,7 +6,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from spark_gotchas import worker_main
+from spark_gotchas.runtime import worker_main
 
 
 def echo(**args):

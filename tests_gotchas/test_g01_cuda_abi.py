@@ -2,8 +2,8 @@
 
 import pytest
 
-from spark_gotchas.judges import g01_cuda_abi as g01
-from spark_gotchas.judges import g01_kernel_log, g01_visibility
+from spark_gotchas.knowledge.judges import g01_cuda_abi as g01
+from spark_gotchas.knowledge.judges import g01_kernel_log, g01_visibility
 
 pytestmark = pytest.mark.fast
 

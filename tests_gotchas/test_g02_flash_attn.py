@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g02_flash_attn as g02
+from spark_gotchas.knowledge.judges import g02_flash_attn as g02
 
 pytestmark = pytest.mark.fast
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g03_unified_memory as g03
+from spark_gotchas.knowledge.judges import g03_unified_memory as g03
 
 
 @pytest.mark.fast

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g03_unified_memory_log as g03_log
+from spark_gotchas.knowledge.judges import g03_unified_memory_log as g03_log
 
 pytestmark = pytest.mark.fast
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from spark_gotchas.judges import g04_thermal as g04
-from spark_gotchas.soak.finish import finish
+from spark_gotchas.knowledge.judges import g04_thermal as g04
+from spark_gotchas.outputs.soak_finish import finish
 
 
 @pytest.mark.fast

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g05_bandwidth as g05
+from spark_gotchas.knowledge.judges import g05_bandwidth as g05
 
 
 @pytest.mark.fast

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g06_contention as g06
+from spark_gotchas.knowledge.judges import g06_contention as g06
 
 pytestmark = pytest.mark.fast
 

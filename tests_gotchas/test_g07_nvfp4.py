@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g07_nvfp4 as g07
+from spark_gotchas.knowledge.judges import g07_nvfp4 as g07
 
 pytestmark = pytest.mark.fast
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g08_playbooks as g08
+from spark_gotchas.knowledge.judges import g08_playbooks as g08
 
 pytestmark = pytest.mark.fast
 

@@ -3,7 +3,7 @@ baseline."""
 
 import pytest
 
-from spark_gotchas.judges import g09_container as g09
+from spark_gotchas.knowledge.judges import g09_container as g09
 
 pytestmark = [pytest.mark.fast, pytest.mark.scan]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_gotchas.judges import g10_parallelism as g10
+from spark_gotchas.knowledge.judges import g10_parallelism as g10
 
 
 @pytest.mark.fast

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 from gline_block import glines
 
+from spark_gotchas.knowledge.profiles import CHOICES
 from spark_gotchas.machine import readers
 from spark_gotchas.machine.readers import ReaderSpec
 from spark_gotchas.machine.snapshot import Snapshot, save
@@ -341,7 +342,7 @@ def test_a_snapshot_of_the_wrong_shape_is_one_clear_line(pytester, fields, messa
 @pytest.mark.parametrize("ini,message", [
     ("spark_model_gb = abc", "--spark-model-gb (spark_model_gb) must be a number, not 'abc'"),
     ("spark_load_factor = -1", "--spark-load-factor (spark_load_factor) must be a number above 0 and at most 100, not '-1'"),
-    ("spark_profile = nope", "--spark-profile (spark_profile) must be one of auto, gb10, h100, h200, gh200, generic, not 'nope'"),
+    ("spark_profile = nope", f"--spark-profile (spark_profile) must be one of {', '.join(CHOICES)}, not 'nope'"),
     ("spark_strict = maybe", "--spark-strict (spark_strict): invalid truth value 'maybe'"),
     ("spark_precision = int3", "--spark-precision (spark_precision) must be one of bf16, fp8, nvfp4, not 'int3'"),
 ])

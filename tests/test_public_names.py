@@ -36,3 +36,17 @@ def test_the_shipped_packages_and_the_users_fixes_import_by_their_names():
     assert callable(importlib.import_module("spark_gotchas.fixes").force_sdpa)
     assert importlib.import_module("spark_gotchas.microbench.bandwidth").__name__ == "spark_gotchas.microbench.bandwidth"
     assert importlib.import_module("spark_gotchas").__version__
+
+
+def test_a_profile_is_named_in_lines_by_its_short_name_or_title_never_its_key():
+    """A new profile added without a short name says its title ("NVIDIA RTX PRO 6000's range"), not
+    "RTXPRO6000's range"; the profiles with a GPU of their own each carry one."""
+    from dataclasses import replace
+
+    from spark_gotchas.knowledge import profiles
+
+    for profile in profiles.PROFILES.values():
+        if profile.key not in ("generic", "none"):
+            assert profile.short and profile.short in profile.title, profile.key
+    new = replace(profiles.H100, key="rtxpro6000", title="NVIDIA RTX PRO 6000 Blackwell", short="")
+    assert new.name == "NVIDIA RTX PRO 6000 Blackwell"

@@ -26,8 +26,6 @@ from typing import Any, Mapping, Optional
 
 from .verdict import TAIL_ROOM, Status, Verdict, fitting
 
-CHOICES = ("auto", "gb10", "h100", "h200", "gh200", "generic")
-
 
 @dataclass(frozen=True)
 class Range:
@@ -172,7 +170,8 @@ class Profile:
 
     @property
     def name(self) -> str:
-        return self.short or self.key.upper()
+        """The platform's name in a line (``GB10's 273 GB/s``): its short name, else its title, never its key."""
+        return self.short or self.title
 
     def for_device(self, device_name: Optional[str]) -> Profile:
         """This profile narrowed to the variant ``device_name`` names (``NVIDIA H100 PCIe``: an H100
@@ -411,6 +410,9 @@ class Machine:
 SAME = Machine()  # the profile was picked from this machine (auto), or it matches
 
 PROFILES: dict[str, Profile] = {p.key: p for p in (GB10, H100, H200, GH200, GENERIC, NONE)}
+# What --spark-profile takes: auto, then every profile but "none" (what auto picks without a GPU). The
+# one list: the options, the subcommands and the README's table are held to it.
+CHOICES: tuple[str, ...] = ("auto", *(key for key in PROFILES if key != NONE.key))
 
 
 def _named(pattern: str, upper: str) -> bool:

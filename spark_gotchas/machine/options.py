@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, get_type_hints
 
 from ..base import scrub
+from ..knowledge import profiles
 from ..knowledge.plan import DEFAULT_LOAD_FACTOR, Plan
 
-PROFILE_CHOICES = ("auto", "gb10", "h100", "h200", "gh200", "generic")
+PROFILE_CHOICES = profiles.CHOICES  # the one list, in profiles
 PRECISION_CHOICES = ("bf16", "fp8", "nvfp4")
 
 

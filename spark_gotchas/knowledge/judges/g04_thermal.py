@@ -412,12 +412,12 @@ def _judge_load(spot: SpotCheck, profile: Profile, share: Sharing, first: Option
     expected = profile.gemm_tflops.get(spot.dtype)
     if spot_far_below(spot, profile):
         readings["expected_tflops"] = [expected.lo, expected.hi]
-        head = (f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.key.upper()}'s "
+        head = (f"{tflops} TFLOP/s at {clock:.0f} MHz, far below {profile.name}'s "
                 f"{expected.lo:.0f}-{expected.hi:.0f}")
         if share.busy:
             fix = share.fix(RERUN, FIX_SPOT_SUITE if share.only_runs else FIX_SPOT_BUSY)
             if share.sampled or share.outside is not None:  # the clock is in the detail: the line names who shared
-                head = f"{tflops} TFLOP/s, far below {profile.key.upper()}'s {expected.lo:.0f}-{expected.hi:.0f}"
+                head = f"{tflops} TFLOP/s, far below {profile.name}'s {expected.lo:.0f}-{expected.hi:.0f}"
             return Verdict(G, Status.WARN, f"{head}: {share.cause}", detail=f"{load}: {figures}{twice}{share.aside}",
                            fix=fix, readings=readings)
         seen = "nothing else on the GPU" if share.busy is False else "other GPU work unknown"

@@ -207,7 +207,7 @@ def judge_figures(figures: dict[str, float], profile: Profile, inventory: Option
         readings["ranges_gbps"] = {m: [r.lo, r.hi] for m, r in ranges.items()}
         far = [m for m in ORDER if m in ranges and figures[m] < FAIL_FRACTION * ranges[m].lo]
         low = [m for m in ORDER if m in ranges and figures[m] < WARN_FRACTION * ranges[m].lo]
-        name = profile.key.upper()
+        name = profile.name
         if far or low:
             flagged = far or low
             expected = ", ".join(f"{m} {ranges[m].lo:.0f}-{ranges[m].hi:.0f}" for m in ORDER if m in flagged)

@@ -10,7 +10,8 @@ are ``getrusage(RUSAGE_CHILDREN).ru_inblock`` x 512 (it counts page faults on ma
 which is how most of an ``import torch`` reads) and, beside it, /proc/diskstats' sectors read on
 whole disks (the whole machine's). The command's output goes to $LOGDIR/NAME.txt (default /tmp).
 Prints one JSON line: name, wall, rc, inblock_MB, disk_MB, majflt, cpu_s. A benchmark: nothing
-here asserts a figure (docs/benchmarks.md, "Where the time went: the cold disk").
+here asserts a figure (docs/benchmarks.md has the current figures; docs/benchmarks-history.md,
+"Where the time went: the cold disk", the run that led to them).
 """
 
 import glob

@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 

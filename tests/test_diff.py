@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from ci_preflight import ROOT, preflight, replayed_as_gb10
 
+from spark_gotchas import __version__
 from spark_gotchas.commands import diff as sgdiff
 from spark_gotchas.knowledge.verdict import Status
 
@@ -147,7 +148,10 @@ def test_what_changed_between_two_nights(capsys, tmp_path):
     code, out, _ = run(capsys, *gpu_pair(tmp_path))
     assert code == 1
     lines = out.splitlines()
-    assert "Statuses (2 worse, 1 better)" in lines
+    assert "Statuses (2 worse, 1 better), as each document recorded them" in lines
+    v = __version__  # the pair was written by this version
+    assert (f"  (judged by spark-gotchas {v} in A, {v} in B; spark-gotchas -m fast --spark-replay FILE judges a "
+            f"snapshot again with {v}'s rules)") in lines  # the statuses are the files' own, and say whose
     assert any(x.startswith("  G4   thermal throttling") and x.endswith("PASS -> FAIL         WORSE") for x in lines)
     assert "         fix: remove AC power for 60 s" in lines
     assert any(x.startswith("  G5 ") and "WARN -> PASS" in x and x.endswith("better") for x in lines)
@@ -297,3 +301,14 @@ def test_a_report_whose_verdicts_cannot_be_read_is_refused_not_read_as_unchanged
     path = write(tmp_path, "bad.json", bad)
     code, _, err = run(capsys, ROOT / "tests" / "fixtures" / "h100" / "doors-live" / "report.json", path)
     assert (code, err.strip()) == (2, f"spark-gotchas diff: {path}: {why}")
+
+
+def test_a_recorded_snapshot_shows_its_recorded_statuses_and_says_whose(capsys):
+    """The H200 snapshot recorded G9 PASS; this version's replay judges it WARN. diff shows the recorded
+    status and names the version that judged it, so the two answers are one answer with a stated difference."""
+    snap = str(ROOT / "tests" / "fixtures" / "h200" / "preflight-snapshot.json")
+    code, out, _ = run(capsys, snap, snap)
+    lines = out.splitlines()
+    assert any(x.startswith("  G9 ") and x.rstrip().endswith("PASS") for x in lines)
+    assert (f"  (judged by spark-gotchas 0.1.0 in A, 0.1.0 in B; spark-gotchas -m fast --spark-replay FILE judges a "
+            f"snapshot again with {__version__}'s rules)") in lines

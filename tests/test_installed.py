@@ -30,6 +30,8 @@ from gline_block import glines
 from packaging.version import Version
 from user_env import user_env
 
+from spark_gotchas import __version__
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
@@ -277,7 +279,7 @@ def test_a_read_only_install_runs_as_another_user(installed, tmp_path):
     (["--help"], 0, "diff "),
     (["diff", "--help"], 0, "usage:"),
     (["check-report", "--help"], 0, "usage:"),
-    (["--version"], 0, "spark-gotchas 0.1.0"),
+    (["--version"], 0, f"spark-gotchas {__version__}"),
     (["frobnicate"], 2, "unknown command 'frobnicate'"),
     (["microbench", "--help"], 0, "NAME is one of: attention, bandwidth, collective, gemm, safetensors_load, soak_load"),
     (["microbench", "soak_load", "--help"], 0, "usage: spark-gotchas microbench soak_load"),

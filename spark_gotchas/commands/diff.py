@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from .. import __version__
 from ..base import bounded_read, outward, scrub
 from ..base.serial import dumps, number_problem
 from ..knowledge.titles import title as gotcha_title
@@ -379,7 +380,8 @@ def compare(a: RunDoc, b: RunDoc, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) 
                 dists.changed[name] = [va, vb]
             else:
                 dists.unchanged += 1
-    meta = [{"path": d.path, "kind": d.kind, "created": d.created} for d in (a, b)]
+    meta = [{"path": d.path, "kind": d.kind, "created": d.created,
+             "suite_version": (d.readings.get("suite") or ("", None))[1] or "an unknown version"} for d in (a, b)]
     unusable = {side: doc.unusable for side, doc in (("A", a), ("B", b)) if doc.unusable}
     return Diff(meta[0], meta[1], statuses, readings, dists, tolerance_pct, unusable)
 
@@ -422,7 +424,9 @@ def render_lines(diff: Diff, platforms: tuple[dict, dict], show_all: bool = Fals
     their entries, and :func:`spark_gotchas.base.outward.say` keeps each entry one line."""
     out = ["spark-gotchas diff", *_describe("A", diff.a, platforms[0]), *_describe("B", diff.b, platforms[1]), ""]
     n_worse, n_better = len(diff.worse), len(diff.better)
-    out.append(f"Statuses ({n_worse} worse, {n_better} better)")
+    out.append(f"Statuses ({n_worse} worse, {n_better} better), as each document recorded them")
+    out.append(f"  (judged by spark-gotchas {diff.a.get('suite_version')} in A, {diff.b.get('suite_version')} in B; "
+               f"spark-gotchas -m fast --spark-replay FILE judges a snapshot again with {__version__}'s rules)")
     width = max((len(s.title) for s in diff.statuses), default=0)
     for s in diff.statuses:
         a, b = s.a or "not in A", s.b or "not in B"

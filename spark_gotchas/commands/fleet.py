@@ -67,6 +67,7 @@ class Node:
     host: Optional[str] = None
     boot_id: Optional[str] = None
     created: str = ""
+    suite_version: Optional[str] = None  # the spark-gotchas that judged the statuses the file holds
     profile: str = "unknown"
     gpu: Optional[str] = None
     statuses: dict[str, str] = field(default_factory=dict)  # G1 -> worst status
@@ -240,7 +241,7 @@ def read_node(path: str, name_by: str = "host") -> Node:
         figures = _figures_from_readings(readings)
         return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
                     host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),
-                    created=_text(doc.get("created")) or "",
+                    created=_text(doc.get("created")) or "", suite_version=_text(doc.get("suite_version")),
                     profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                     statuses=_worst((str(v.get("id")), str(v.get("status"))) for v in verdicts if isinstance(v, dict)),
                     figures=dict(figures), unusable=figures.unusable, stack=_stack(platform, readings))
@@ -258,7 +259,7 @@ def read_node(path: str, name_by: str = "host") -> Node:
                    if created is not None and not Epoch.__metadata__[0].problem(created) else "")
     return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
                 host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),
-                created=created_iso,
+                created=created_iso, suite_version=_text(section.get("suite_version")),
                 profile=_text(platform.get("profile")) or "unknown", gpu=_text(platform.get("gpu")),
                 statuses=_worst((g, str(_get(v, "status"))) for g, v in gotchas.items()),
                 figures=dict(figures), unusable=figures.unusable,
@@ -394,8 +395,19 @@ def text_report(nodes: list[Node], findings: list[Finding], notes: list[str]) ->
         out.append("")
         worst = sum(1 for n in nodes if any(s == "FAIL" for s in n.statuses.values()))
         out.append(f"{len(nodes)} node(s); {worst} with a FAIL of its own; {len(findings)} finding(s) across the group")
+        out.append(recorded_note(nodes))
     out += [f"{f.gotcha} {f.status}: {f.summary}" for f in findings]
     return out
+
+
+def recorded_note(nodes: list[Node]) -> str:
+    """Whose statuses the table shows: each file's own, as the spark-gotchas that wrote it judged them.
+    A replay of a snapshot judges its readings again with this version's rules, and may say otherwise."""
+    from .. import __version__
+
+    versions = sorted({n.suite_version or "an unknown version" for n in nodes})
+    return (f"statuses as each file recorded them (judged by spark-gotchas {', '.join(versions)}); "
+            f"spark-gotchas -m fast --spark-replay FILE judges a snapshot again with {__version__}'s rules")
 
 
 def markdown(nodes: list[Node], findings: list[Finding], notes: list[str]) -> str:
@@ -407,6 +419,7 @@ def markdown(nodes: list[Node], findings: list[Finding], notes: list[str]) -> st
     out += ["| node | profile | " + " | ".join(GOTCHAS) + " |", "|---|---|" + "---|" * len(GOTCHAS)]
     for n in nodes:
         out.append(f"| {inline(n.name)} | {inline(n.profile)} | " + " | ".join(n.statuses.get(g, "-") for g in GOTCHAS) + " |")
+    out += ["", f"_{inline(recorded_note(nodes))}_"] if nodes else []
     if findings:
         out += ["", "### Findings only the group shows", ""]
         out += [f"- **{f.gotcha} {f.status}**: {inline(f.summary)}" for f in findings]

@@ -167,6 +167,11 @@ G6_CASES = {
     "vllm": ([proc(5990, ["vllm", "serve", "Qwen/Qwen3-32B", "--gpu-memory-utilization", "0.9"], 59.2)],
              "run one heavy job at a time: restart vLLM with --gpu-memory-utilization 0.5 or lower; or stop what "
              "you do not need (kill 5990)"),
+    "a llama-cpp-python server": (  # its own settings, --n_gpu_layers and --n_ctx: llama.cpp's -c it refuses
+        [proc(8000, ["python3", "-m", "llama_cpp.server", "--model", "m.gguf", "--n_gpu_layers", "-1"], 40)],
+        "run one heavy job at a time: stop the llama.cpp server while training, or restart it with a smaller "
+        "--n_gpu_layers or --n_ctx (it keeps what it takes when it loads) and run this check again; or stop what you "
+        "do not need (kill 8000)"),
     "one uncapped job": ([proc(452072, ["dgx-spark-stress"], 91.2)],
                          "run one heavy job at a time: let the other job finish, or stop it (kill 452072)"),
     "two uncapped jobs": ([proc(7001, ["python", "a.py"], 70), proc(7002, ["python", "b.py"], 40)],

@@ -61,6 +61,9 @@ INLINE = {
     "a llama-server": [proc(60, ["llama-server", "-m", "x.gguf", "-c", "131072"], 40.0)],
     "Ollama already bounded": [proc(70, ["ollama", "serve"], 30.0, start=ServerStart(
         environ={"OLLAMA_MAX_LOADED_MODELS": "1", "OLLAMA_KEEP_ALIVE": "0"}))],
+    "a llama-cpp-python server by its config file": [proc(80, ["python3", "-m", "llama_cpp.server", "--config_file",
+                                                              "/srv/models.json"], 70.0, start=ServerStart(
+        environ={}, configs=[ServerConfig("/srv/models.json", '{"models": [{"model": "a.gguf", "n_gpu_layers": -1}]}')]))],
 }
 SNAPSHOTS = sorted(p.name for p in (FIXTURES / "g06_bounds").glob("g06-*.json"))
 
@@ -163,3 +166,9 @@ def test_a_kv_cache_fix_sets_a_size_vllm_reads():
     fix = judge(reading).fix
     size = re.search(r"--kv-cache-memory-bytes (\S+) or less", fix).group(1)
     assert size == "45g" and vllm_bytes(size) == 45 * 10**9
+
+
+def test_a_llama_cpp_python_fix_names_the_settings_it_reads_where_they_are_set():
+    verdict = judge(GpuProcesses(processes=INLINE["a llama-cpp-python server by its config file"], scanned=20))
+    assert "or set a smaller n_gpu_layers or n_ctx for its models in /srv/models.json and restart it" in verdict.fix
+    assert "-c/--ctx-size" not in verdict.fix  # llama.cpp's flag, which llama_cpp.server does not take

@@ -559,6 +559,11 @@ def _step(group: Group) -> str:
     if w.kind == "llama.cpp":
         if b.kind == ON_REQUEST:
             return "stop the llama.cpp server while training, or restart it with --models-max 1"
+        if b.knob.lstrip("-") == "n_gpu_layers":  # llama-cpp-python: its settings' own names, never llama.cpp's -c
+            change = f"set a smaller n_gpu_layers or n_ctx for its models in {b.where} and restart it" if b.where else \
+                "restart it with a smaller --n_gpu_layers or --n_ctx"
+            return (f"stop the llama.cpp server while training, or {change} (it keeps what it takes when it loads) and "
+                    "run this check again")
         ctx = b.knob if b.knob.startswith("LLAMA_ARG_") else "-c/--ctx-size"
         return (f"stop the llama.cpp server while training, or restart it with a smaller {ctx} (it keeps what it takes "
                 "when it loads) and run this check again")

@@ -13,7 +13,7 @@ recorded readings, never the wheels themselves (hundreds of MB; they stay out of
 The reading is taken as a Python of the wheels' platform would take it: ``--machine`` (default: the
 CPU most of SITE's shared objects were built for) stands for this interpreter's own.
 Wheels come from ``pip download --no-deps --only-binary=:all: --python-version 3.12 --platform
-manylinux_2_28_aarch64 …`` (docs/checks/g01.md lists the ones tried).
+manylinux_2_28_aarch64 …`` (CHANGELOG.md lists the ones tried, G1 of 2026-12-05).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """G1 on real files: site folders laid out as real wheels leave them (built with gcc at test time),
 read by the env.cuda_extensions reader and judged as a Spark (gb10, no driver) and with no profile.
 
-The layouts are those of real wheels (docs/checks/g01.md, "Tried on real wheels"): several CUDA
+The layouts are those of real wheels (CHANGELOG.md, G1 on real wheels, 2026-12-04): several CUDA
 builds picked at run time (bitsandbytes), an extension built for CUDA 12 alone whose libraries come
 from ``nvidia-*-cu12`` wheels or from nowhere (cupy-cuda12x), a package that links no CUDA library
 but loads one by name (jax-cuda12-plugin's RPATH into the wheels, a soname in its strings).

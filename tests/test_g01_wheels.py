@@ -1,6 +1,6 @@
 """G1 on real wheels' facts: the scan's readings of PyPI wheels laid out as pip installs them,
 recorded by devscripts/g01_wheels.py (tests/fixtures/g01_wheels.json), judged as a Spark (gb10, no
-driver) and with no profile. docs/checks/g01.md lists the wheels, the line expected before each run
+driver) and with no profile. CHANGELOG.md (G1, 2026-12-05) lists the wheels, the line expected before each run
 and the line printed.
 """
 

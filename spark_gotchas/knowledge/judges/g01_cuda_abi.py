@@ -87,7 +87,7 @@ Rules:
   kernels for the GPU is told to build from source for the GPU's target.
 - A package's files with GPU code are its parts; a part none of whose units runs here (while the
   package's core does) is judged by how the package reaches it, read from its Python sources as
-  text (`readers/sources.py`: the modules that name it quoted, import it by its own name, or call
+  text (`machine/readers/sources.py`: the modules that name it quoted, import it by its own name, or call
   `torch.ops.<name>`; among its own sources, those of the distributions that require it and those
   of the package its top-level name extends, `flashinfer_jit_cache` → `flashinfer`). Loaded at
   import (a module the package's import runs names it in module-level code) → **FAIL**: "vllm: _C,

@@ -19,8 +19,8 @@ Rules:
   kernels cannot target it; the fix adds G1's remedy for it (`TRITON_PTXAS_PATH` to a newer ptxas).
 - Kernel targets elsewhere → **INFO** naming which libraries carry this GPU's `a` target.
 - Rates more than 10 % above the dense datasheet peak of the GPU that ran them (the profile its
-  name matches, `profiles.py`: GB10 BF16 125, FP8 250, NVFP4 500, from NVIDIA's 1 PFLOP FP4 with
-  sparsity; H100 SXM and H200 BF16 989, FP8 1979; H100 PCIe 756 / 1513), or a capability that
+  name matches, `spark_gotchas/knowledge/profiles.py`: GB10 BF16 125, FP8 250, NVFP4 500, from
+  NVIDIA's 1 PFLOP FP4 with sparsity; H100 SXM and H200 BF16 989, FP8 1979; H100 PCIe 756 / 1513), or a capability that
   GPU does not have (a "GB10" of 12.0) → **WARN** `BF16 181 TFLOP/s: not a GB10 reading; GEMM rates
   not judged` (its detail: `… is 1.4x GB10's 125 TFLOP/s dense peak`): nothing is judged from rates no such GPU can reach.
   A GPU without a profile is not bounded. A recorded CPU architecture the platform has none of
@@ -31,11 +31,10 @@ Rules:
   **PASS**;
   NVFP4 not runnable through torch → **WARN** "stay on FP8" (**FAIL** with nvfp4 planned).
 - Any GPU: the precision named by `--spark-precision` not runnable → **FAIL**. Otherwise
-  **INFO** listing the precisions that run and their TFLOP/s (an H200 at 8192³: BF16 ≈ 686–688,
-  FP8 ≈ 1258–1412, NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`; the preflight's probe gave 688 and 1258
-  in the recorded H200 snapshot, `tests/fixtures/h200/preflight-snapshot.json`, the longer
-  measurement of `docs/benchmarks.md` 685.6 and 1412.4), and who shared the GPU while they were
-  measured: rates beside another process are not this GPU's own, e.g. `G7 INFO: BF16 264, FP8 497
+  **INFO** listing the precisions that run and their TFLOP/s (an H200: `G7 INFO: NVIDIA H200 (cc
+  9.0) runs BF16 688, FP8 1258 TFLOP/s; NVFP4 not supported`, its NVFP4 `CUBLAS_STATUS_NOT_SUPPORTED`
+  in the detail; the figures measured at length are in `docs/benchmarks.md`), and who shared the GPU
+  while they were measured: rates beside another process are not this GPU's own, e.g. `G7 INFO: BF16 264, FP8 497
   TFLOP/s, shared with a process outside this container` (seen as G4 says; one idle at rest is
   named in the detail only).
 - A GEMM outside its tolerance, or the probe crashing or hanging → **FAIL**; not measurable

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gline_block
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,9 @@ def bare(home: Path, **extra: str) -> dict[str, str]:
 
 
 def glines_of(text: str) -> list[str]:
-    return [line for line in text.splitlines() if GLINE.match(line)]
+    """The G-lines of the block under the spark-gotchas separator (a FAIL is repeated above it, in
+    pytest's failure report: a live run beside a GPU server FAILs G6)."""
+    return [line for line in gline_block.glines(text) if GLINE.match(line)]
 
 
 def preflight(env: dict[str, str], cwd: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:

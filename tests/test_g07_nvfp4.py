@@ -304,6 +304,8 @@ def test_snapshot_then_replay_gives_the_same_g7_lines(pytester, site, monkeypatc
     monkeypatch.setattr("spark_gotchas.run.session.SessionState.worker", lambda self: worker)
     # the fake GB10 is the only GPU: on a GPU machine NVML would name the real one
     no_nvml.pin(monkeypatch)
+    # and its environment has no Triton: a GPU machine's own Triton (whose ptxas may build no sm_121a) is not its
+    monkeypatch.setattr("spark_gotchas.machine.readers.triton._triton_dir", lambda: None)
     # and the machine is a Spark's (aarch64, its GPU on the bus), live as in the replay of what it recorded
     monkeypatch.setenv("SPARK_GOTCHAS_SYS_ROOT", str(make_root(pytester.path / "root", pci=[GB10_PCI],
                                                                dev=("nvidia0", "nvidiactl"))))

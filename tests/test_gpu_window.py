@@ -15,6 +15,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import bench_fakes as fk
+import no_nvml
 import pytest
 from bench_fakes import torch_in_the_fake_worker  # noqa: F401  a fixture
 from g04_fakes import FakeGpu, FakeNvml, NVMLError_NotSupported, install
@@ -412,9 +413,14 @@ class TwoMeasurements(fk.FakeWorker):
         return super().call(task, args, timeout, on_progress)
 
 
-def read_bandwidth_with(worker):
+def read_bandwidth_with(worker, monkeypatch):
+    """The reader over a fake H200 worker, with no NVML of this machine's: on a GPU machine its real
+    GPU's processes (other tests' work) would be seen in the probe's window, and the reader measures
+    again only where nobody else was seen."""
     from spark_gotchas.machine.options import RunOptions
     from spark_gotchas.machine.provider import Provider
+
+    no_nvml.pin(monkeypatch)
 
     provider = Provider(RunOptions(spark_profile="h200"), worker_factory=lambda: worker)
     provider._cache["gpu.inventory"] = fk.h200_inventory()
@@ -422,18 +428,18 @@ def read_bandwidth_with(worker):
 
 
 @pytest.mark.usefixtures("torch_in_the_fake_worker")  # the worker is a fake with torch
-def test_g5_reader_measures_again_when_far_below_and_the_judge_passes_the_second():
+def test_g5_reader_measures_again_when_far_below_and_the_judge_passes_the_second(monkeypatch):
     worker = TwoMeasurements(HALF, 1.0)
-    reading = read_bandwidth_with(worker)
+    reading = read_bandwidth_with(worker, monkeypatch)
     assert worker.calls.count("spark_gotchas.microbench.bandwidth:probe") == 2
     assert reading.again is not None and reading.again_window is not None
     assert g5(reading).status is Status.PASS
 
 
 @pytest.mark.usefixtures("torch_in_the_fake_worker")  # the worker is a fake with torch
-def test_g5_reader_measures_once_when_the_figure_is_fine():
+def test_g5_reader_measures_once_when_the_figure_is_fine(monkeypatch):
     worker = TwoMeasurements(1.0, 1.0)
-    reading = read_bandwidth_with(worker)
+    reading = read_bandwidth_with(worker, monkeypatch)
     assert worker.calls.count("spark_gotchas.microbench.bandwidth:probe") == 1 and reading.again is None
 
 

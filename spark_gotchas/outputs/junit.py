@@ -187,6 +187,8 @@ def probe(path: str) -> Optional[str]:
     target = os.path.abspath(path)
     if os.path.isdir(target):
         return f"could not write the JUnit XML report {path}: it is a directory"
+    if atomic.is_stream(target):  # /dev/stdout, a FIFO: written through, no file made beside it (/dev: root's)
+        return None
     folder = os.path.dirname(target)
     while not os.path.exists(folder) and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)

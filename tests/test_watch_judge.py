@@ -150,3 +150,14 @@ def test_a_clock_that_falls_with_another_processs_load_is_its_doing_not_throttli
     verdicts = {v.gotcha: v for v in judge_run(reading, H100)}
     assert verdicts[4].status.value == "PASS" and verdicts[6].status.value == "WARN"
     assert "cooling" not in verdicts[4].summary + verdicts[6].fix.replace("not the cooling", "")
+
+
+def test_a_fall_the_job_recovered_from_shortly_before_the_end_ends_where_the_rate_came_back():
+    """On the H100: a GEMM joined at 1:23 and left at 2:14, the run ended at 2:49, before the rate had been
+    back for the 30 samples a state needs to be said ended. Its span ends where the rate came back (as
+    the plot shades it), not at the end of the run."""
+    run = [sample(t) for t in range(80)] + [sample(t, rate=150.0) for t in range(80, 130)] + \
+        [sample(t) for t in range(130, 170)]
+    tracker, reading, _ = play(ctx(), run, gpu=lambda t: others(INTRUDER) if 80 <= t < 130 else others())
+    drop = next(e for e in reading.events if e.kind == "rate_drop")
+    assert drop.end_s is not None and 130 <= drop.end_s < 160

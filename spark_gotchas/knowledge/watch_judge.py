@@ -508,7 +508,12 @@ class Tracker:
         return lines
 
     def finish(self) -> list[WatchEvent]:
-        """The events of the run; states still open are left open (they lasted to its end)."""
+        """The events of the run. A state whose sign was gone from some sample to the end ended then,
+        though the run ended before it was gone long enough to be said (a GEMM that left 30 s before
+        the end: the rate was back); one whose sign lasted to the end is left open."""
+        for state in self.states.values():
+            if state.event is not None and state.clear_since is not None:
+                state.event.end_s = state.clear_since
         return self.events
 
 

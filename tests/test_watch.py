@@ -221,7 +221,7 @@ def test_the_rate_falling_halfway_is_said_once_and_judged_not_the_cooling(job, t
     env = {**bare_env(tmp_path), "PYTHONPATH": str(no_nvml.folder(tmp_path))}
     watched = subprocess.run(watch_cmd("--every", "0.1", "--out", "w", "--rate-regex", RATE, "--",
                                        sys.executable, "-u", str(job), "120", "0.04", "slow"),
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, cwd=tmp_path)
+                             env=env, capture_output=True, timeout=60, cwd=tmp_path)
     said = watch_lines(watched.stderr)
     falls = [line for line in said if " rate " in line and "->" in line]
     nvml = json.loads((tmp_path / "w" / "report.json").read_text())["spark_gotchas"]["watch"]["nvml_error"]

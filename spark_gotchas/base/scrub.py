@@ -85,7 +85,7 @@ _PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?----
 _PEM_END = re.compile(r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----")
 # Without its END (a line cut short): the key's body, base64 lines and their headers, line breaks
 # raw or shown escaped (\n, \x0a, \u2028 …), ends where no such character follows.
-_PEM_BODY = re.compile(r"(?:[A-Za-z0-9+/=:, \t\r\n-]|\\(?:[nr]|x0[ad]|u202[89]))*+")
+_PEM_BODY = re.compile(r"(?>(?:[A-Za-z0-9+/=:, \t\r\n-]|\\(?:[nr]|x0[ad]|u202[89]))*)")
 
 
 def _mask_pem(text: str) -> str:
@@ -191,14 +191,16 @@ def _mask_tokens(text: str) -> str:
 # Every pattern below reads each character a bounded number of times, so masking is linear in the
 # text (a 128 KB argument on a command line, a 24 MB reading): a name, scheme or flag is tried once
 # per run of its characters, from the run's start, with possessive repeats (``*+``) that never give
-# back what they took; the values after secret names are found by :func:`_value_spans`, which never
+# back what they took (a repeat of a group is an atomic group, ``(?>(?:…)*)``: Python's ``re`` before
+# 3.11.5 mis-matches a possessive repeat of one, cpython#106052 and #100061, and Debian 12 ships
+# 3.11.2); the values after secret names are found by :func:`_value_spans`, which never
 # reads one value twice. A name none of whose words could be secret (no ``token``, ``key``, ``pass``
 # … in it) is not matched at all: ``a=a=a=…`` costs no Python step per key. Each keeps the leftmost-match meaning of its plain form
 # (``[A-Za-z_][A-Za-z0-9_.-]*`` at every position): the run's leading characters that cannot start a
 # name are skipped, and a URL's scheme fails where a later scheme of the same run could start (a
 # letter after ``+``, ``.`` or ``-``), which is then tried: the text before a match is kept as it
 # is, so the masked result is the same.
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9]*+(?:[+.-]++(?:[0-9][A-Za-z0-9]*+)?)*+://)"
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9]*+(?>(?:[+.-]++(?:[0-9][A-Za-z0-9]*+)?)*)://)"
                            r"(?P<user>[^\s/@:?#]*+)(?::(?P<pw>[^\s/@]*+))?@")
 _AUTH_HEADER = re.compile(r"(?i)(?P<head>(?:\b|" + _ESCAPED_BEFORE + r")(?:proxy-)?authorization\s*[:=]\s*)(?P<scheme>(?:bearer|basic|token|digest)\s+)?"
                           r"(?P<val>[^\s\"',;]+)")
@@ -210,18 +212,18 @@ _BLANK = r"(?:[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]|\\u(?
 # is_secret_name). The value is read after the match, not consumed: a key that is no secret leaves
 # its value to be read again (``note="token": "…"`` is a note holding a token).
 _KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_.-])[0-9.-]*+(?=[A-Za-z0-9_.-]*?""" + _HINT_WORDS + r""")"""
-                        r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)(?:\\?["']|%2[27])?""" + _BLANK + r"""*+"""
-                        r"""(?:[:=]|%3[AaDd])""" + _BLANK + r"""*+""")
+                        r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)(?:\\?["']|%2[27])?(?>""" + _BLANK + r"""*)"""
+                        r"""(?:[:=]|%3[AaDd])(?>""" + _BLANK + r"""*)""")
 # --flag value and --flag=value (the flag is checked by is_secret_name); a run's characters before
 # its first flag start (``-`` after neither a word character nor ``-``) are skipped. The value is the
 # next word whatever it starts with: ``--api-key -PlantedKey`` (a flag that takes a value takes that one).
 _FLAG_START = r"(?:(?<![\w-])|" + _ESCAPED_BEFORE + r")--?[A-Za-z]"
-_FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])(?:(?!" + _FLAG_START + r")[A-Za-z0-9_.-])*+"
+_FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])(?>(?:(?!" + _FLAG_START + r")[A-Za-z0-9_.-])*)"
                          r"(?P<name>(?=[A-Za-z0-9_.-]*?" + _HINT_WORDS + ")" + _FLAG_START + r"[A-Za-z0-9_.-]*+)"
-                         r"(?:=|" + _BLANK + r"++)")
+                         r"(?:=|(?>" + _BLANK + r"+))")
 # A quote never closed (a command line cut short, ``password="hunter2``) opens a value that ends at
 # the next white space or quote; ``\'…\'`` is a single-quoted value as ``repr`` writes it.
-_VALUE = re.compile(r""""(?P<dq>(?:[^"\\\n]|\\.)*+)"|'(?P<sq>[^'\n]*+)'|\\'(?P<rsq>(?:[^'\\\n]|\\[^'])*+)\\'"""
+_VALUE = re.compile(r""""(?P<dq>(?>(?:[^"\\\n]|\\.)*))"|'(?P<sq>[^'\n]*+)'|\\'(?P<rsq>(?>(?:[^'\\\n]|\\[^'])*))\\'"""
                     r"""|(?P<bare>(?!\\["'])[^\s"',;&}\])]++)|\\?["'](?P<open>[^\s"']++)""")
 
 

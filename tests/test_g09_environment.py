@@ -106,10 +106,19 @@ def test_a_bare_host_warns_with_the_container_advice(machine):
     ev = machine(cgroup="cgroup_v2_host.txt", mountinfo="mountinfo_ext4.txt")
     verdict = g09.judge_environment(ev, CONSISTENT)
     assert verdict.status is Status.WARN
-    assert verdict.line == ("G9 WARN: a bare host (no container marker); bare pip: torch 2.9.0a0+145a3a7, nothing pins "
-                            "it to this GPU")
+    # "…, nothing pins it to this GPU" would take this line to 104 columns: it is left out (verdict.fitting)
+    assert verdict.line == "G9 WARN: a bare host (no container marker); bare pip: torch 2.9.0a0+145a3a7"
     assert verdict.fix.startswith("run training in an NGC container (nvcr.io/nvidia/pytorch) or Unsloth's container")
     assert "--no-deps" in verdict.fix
+
+
+def test_a_bare_host_without_torch_keeps_its_line_within_100_columns(machine):
+    ev = machine(cgroup="cgroup_v2_host.txt", mountinfo="mountinfo_ext4.txt")
+    few = g09.judge_environment(ev, Distributions(versions={f"d{i}": "1" for i in range(9)}))
+    assert few.line == "G9 WARN: a bare host (no container marker); bare pip: 9 distributions, nothing pins them to this GPU"
+    many = g09.judge_environment(ev, Distributions(versions={f"d{i}": "1" for i in range(146)}))
+    assert many.line == "G9 WARN: a bare host (no container marker); bare pip: 146 distributions"
+    assert many.status is Status.WARN and many.fix == few.fix
 
 
 def test_unreadable_cgroup_and_no_marker_is_unknown(machine):

@@ -78,7 +78,7 @@ from typing import Optional
 
 from ..readings.env import UNLIMITED, Baseline, ContainerEvidence, Distributions, Rlimit
 from ..readings.remedies import Change, changes_json
-from ..verdict import Status, Verdict
+from ..verdict import Status, Verdict, fitting
 
 G = 9
 KEY_PACKAGES = ("torch", "triton", "torchvision", "torchaudio", "xformers", "flash-attn", "unsloth",
@@ -303,7 +303,11 @@ def judge_environment(ev: ContainerEvidence, dists: Distributions) -> Verdict:
         return Verdict(G, Status.WARN, f"not an NGC or Unsloth container ({why}); {_pip_tail(dists, ev=ev)}",
                        detail=f"a container: {', '.join(evidence)}", fix=_fix_for(ev), readings=readings)
     host = "a bare host" if kind == "bare" else "container status unknown"
-    return Verdict(G, Status.WARN, f"{host} ({evidence[0]}); {_pip_tail(dists, pinned=True, ev=ev)}",
+    # without torch the count of distributions stands in its place: 10 or more of them took the line to 101
+    # columns, so the clause that nothing pins them goes where the line has no room for it
+    summary = fitting(G, Status.WARN, f"{host} ({evidence[0]}); {_pip_tail(dists, pinned=True, ev=ev)}",
+                      f"{host} ({evidence[0]}); {_pip_tail(dists, ev=ev)}")
+    return Verdict(G, Status.WARN, summary,
                    detail=f"conda environment {ev.python_prefix}" if ev.python_env == "conda" else "",
                    fix=_fix_for(ev), readings=readings)
 

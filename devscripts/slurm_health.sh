@@ -61,6 +61,7 @@ cat > "$DIR/node-health" <<EOF
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export SLURM_CONF="$SLURM_CONF"
 context=\${SLURM_SCRIPT_CONTEXT:-health_check}
+exec 8>"$DIR/pick/\$SLURMD_NODENAME.gate"; flock -s 8   # held for the whole pass: the script waits on it before acting by hand
 [ -e "$DIR/pick/\$SLURMD_NODENAME.pause" ] && exit 0   # the script acts on this node by hand
 snapshot="$DIR/pick/\$SLURMD_NODENAME.\$context.json"
 [ -e "\$snapshot" ] || snapshot="$DIR/pick/\$SLURMD_NODENAME.json"
@@ -166,8 +167,8 @@ wait_for 30 "fleet1 idle" state_is fleet1 IDLE
 # -- scene 6: by hand ---------------------------------------------------------------------------------
 say "scene 6: by hand, as root, on fleet1 (its health check paused)"
 touch "$DIR/pick/fleet1.pause"
-# a pass already under way holds the node's lock (node-health leaves the node to it): wait for its end
-wait_for 60 "fleet1's last pass to end" flock -n "$LOCKS/spark-gotchas-node-health-fleet1.lock" true
+# a pass already under way (even one that read no pause yet) holds the gate: wait for its end
+flock -w 60 "$DIR/pick/fleet1.gate" true || { say "fleet1's last pass did not end in 60 s"; exit 1; }
 say "SLURMD_NODENAME=fleet1 $PYTHON -m spark_gotchas node-health --lock-dir $LOCKS --spark-replay hostile.json"
 rc=0; SLURMD_NODENAME=fleet1 "$PYTHON" -m spark_gotchas node-health --lock-dir "$LOCKS" --spark-replay "$DIR/snap/hostile.json" \
     > "$DIR/out.txt" 2>&1 || rc=$?

@@ -29,7 +29,7 @@ def utc(epoch: Optional[float]) -> str:
     """``2026-12-03 21:24:02 UTC``."""
     if epoch is None:
         return "an unknown time"
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _dt.datetime.fromtimestamp(epoch, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def human_us(us: float) -> str:

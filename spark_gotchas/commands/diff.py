@@ -223,7 +223,7 @@ def _from_report(path: str, data: dict[str, Any]) -> RunDoc:
 def _iso(created: Any) -> str:
     """pytest-json-report stores ``created`` as epoch seconds; snapshots as ISO 8601."""
     if _is_number(created) and not Epoch.__metadata__[0].problem(created):
-        return _dt.datetime.fromtimestamp(created, _dt.timezone.utc).replace(microsecond=0).isoformat()
+        return _dt.datetime.fromtimestamp(created, _dt.UTC).replace(microsecond=0).isoformat()
     return str(created or "")
 
 

@@ -255,7 +255,7 @@ def read_node(path: str, name_by: str = "host") -> Node:
     host = platform.get("host") if isinstance(platform.get("host"), dict) else {}
     figures = _figures_from_report(doc["tests"])
     created = _number(doc.get("created"))  # pytest-json-report: epoch seconds; snapshots: ISO 8601 UTC
-    created_iso = (_dt.datetime.fromtimestamp(created, _dt.timezone.utc).replace(microsecond=0).isoformat()
+    created_iso = (_dt.datetime.fromtimestamp(created, _dt.UTC).replace(microsecond=0).isoformat()
                    if created is not None and not Epoch.__metadata__[0].problem(created) else "")
     return Node(name=(_text(host.get("hostname")) if name_by == "host" else None) or stem, file=path,
                 host=_text(host.get("hostname")), boot_id=_text(host.get("boot_id")),

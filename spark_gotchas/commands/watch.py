@@ -147,7 +147,7 @@ def short_command(argv: list[str], room: int = 100) -> str:
 
 def make_out_dir(given: Optional[str]) -> tuple[Path, str]:
     """The --out folder, made now (a folder that exists must be empty: the watch overwrites nothing)."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     path = Path(given).expanduser() if given else Path.cwd() / f"spark-gotchas-watch-{stamp}"
     try:
         if path.exists():

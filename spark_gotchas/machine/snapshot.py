@@ -59,7 +59,7 @@ class Snapshot:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
 
 def load(path: str | os.PathLike) -> Snapshot:

@@ -110,7 +110,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def _iso(epoch: float) -> str:
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.fromtimestamp(epoch, _dt.UTC).replace(microsecond=0).isoformat()
 
 
 def _rate_limit_reset(headers: Any) -> Optional[str]:

@@ -235,6 +235,14 @@ def test_a_process_we_may_not_inspect_is_still_judged_by_its_memory():
                               "user's process; run as root to see it)): no memory cap (3 command line(s) unreadable)")
 
 
+def test_a_pid_outside_this_container_with_no_figures_at_rest_names_only_what_it_holds():
+    outside = GpuProcess(pid=99, gpu_memory_bytes=int(21.5 * GB), gpu_devices=[0], nvml_lists=["compute"],
+                         problem="pid not visible here", visible=False)
+    verdict = judge(GpuProcesses(processes=[outside], scanned=10))
+    assert verdict.line == "G6 FAIL: 1 workload in the way: pid 99 outside this container (holds 21.5 GB, no memory cap)"
+    assert verdict.detail.startswith("pid 99 outside this container (holds 21.5 GB): no memory cap; ")
+
+
 def test_without_nvml_a_llama_server_is_found_by_its_command_line_and_warns():
     reading = GpuProcesses(nvml_error="NVML library not found", scanned=150,
                            processes=[proc(55, ["llama-server", "-m", "model.gguf", "-ngl", "99", "-c", "131072"])])

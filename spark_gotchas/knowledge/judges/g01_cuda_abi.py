@@ -997,6 +997,11 @@ def machine_of(scan: ExtensionScan, host: Optional[HostPlatform], local: bool = 
     return (scan.interpreter_machine, "this Python") if local else (None, "")
 
 
+
+def _a(word: str) -> str:
+    """``an aarch64``, ``an x86_64``, ``a ppc64le``: the article a fix's CPU name takes."""
+    return f"{'an' if word[:1].lower() in 'aeiox' else 'a'} {word}"
+
 def foreign_findings(scan: ExtensionScan, host: Optional[HostPlatform], ctx: Context) -> list[Finding]:
     """Shared objects built for another CPU than the machine's (ELF e_machine): they do not load
     ("wrong ELF class", "cannot open shared object file"), whatever CUDA they link. A Python built for
@@ -1009,7 +1014,7 @@ def foreign_findings(scan: ExtensionScan, host: Optional[HostPlatform], ctx: Con
         return [Finding("(the interpreter)", Status.FAIL, None,
                         f"this Python is built for {scan.interpreter_machine}, not for this {machine} machine",
                         f"Python ({scan.interpreter_machine})",
-                        fix=f"run a Python built for {machine} (the system's python3, or a {machine} build from "
+                        fix=f"run a Python built for {machine} (the system's python3, or {_a(machine)} build from "
                             "uv, conda or pyenv), create the environment anew with it and reinstall its packages: "
                             f"an emulated {scan.interpreter_machine} Python cannot use this machine's GPU driver",
                         detail={"mode": "another CPU", "machine": machine, "interpreter": scan.interpreter_machine,

@@ -265,7 +265,8 @@ def _grows(group: Group) -> str:
 def _describe(group: Group, pool: Optional[int], nvml_ok: bool = True) -> str:
     if group.outside is not None:
         held = sum(m.gpu_memory_bytes or 0 for m in group.members) if group.members else None
-        return f"{group.label} ({group.outside.figures}" + (f"; holds {gb(held)}" if held else "") + ")"
+        bits = [b for b in (group.outside.figures, f"holds {gb(held)}" if held else "") if b]
+        return f"{group.label} ({'; '.join(bits)})" if bits else group.label
     bits = []
     bound, fraction = group.bound, group.fraction(pool)
     if bound.kind == UNKNOWN:

@@ -19,10 +19,12 @@ from spark_gotchas.plugin import BUG_FIX
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGES = ROOT / "spark_gotchas" / "knowledge" / "judges"
-PAGES = (1, 2, 3, 4, 5)  # the pages written as references with a "Lines and fixes" section
+PAGES = tuple(range(1, 11))  # the pages written as references with a "Lines and fixes" section
 SECTION = "## Lines and fixes"
 LINE_NAMES = ("line", "summary", "head", "clause")  # a judge's variables that hold (part of) a line
 SHORTEST = 6  # a literal piece shorter than this ("; ", " GB") says nothing on its own
+BUILT_AT_LEAST = {8: 5}  # the search finds the judges' texts: G8 has few, its fixes come from the playbooks it reads
+NO_FIX_CONSTANTS = (8,)  # G8's fixes name the playbook and its issues: none is a constant
 
 # Fixes several judges share, defined outside the judge modules, and the pages that give them.
 SHARED = {
@@ -121,7 +123,7 @@ def built_texts(gotcha: int) -> list[tuple[str, str]]:
 def test_every_fix_constant_is_on_its_page(gotcha):
     section = lines_section(gotcha)
     constants = fix_constants(gotcha)
-    assert constants  # every gotcha's judges name their fixes
+    assert constants or gotcha in NO_FIX_CONSTANTS  # every other gotcha's judges name their fixes
     missing = [name for name, text in constants.items() if not shown(text, section)]
     assert missing == [], f"docs/checks/g{gotcha:02d}.md does not give these fixes word for word: {missing}"
 
@@ -136,7 +138,7 @@ def test_every_shared_fix_is_on_the_pages_that_give_it(name):
 def test_every_line_and_fix_a_judge_builds_is_on_its_page(gotcha):
     section = lines_section(gotcha)
     built = built_texts(gotcha)
-    assert len(built) >= 10  # the search finds the judges' texts
+    assert len(built) >= BUILT_AT_LEAST.get(gotcha, 10)
     missing = sorted({f"{where}: {piece!r}" for where, piece in built if piece not in section})
     assert missing == [], f"docs/checks/g{gotcha:02d}.md's {SECTION!r} lacks: {missing}"
 

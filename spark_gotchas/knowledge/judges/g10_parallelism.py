@@ -153,8 +153,8 @@ def brief(f: LaunchFile, status: Status, text: str) -> str:
     """A file's finding for the line: its file name without the folder, its tensor parallel size
     without where it was set (the detail keeps both)."""
     base = f.path.replace("\\", "/").rsplit("/", 1)[-1] or f.path
-    head = f.path + (f" (named by {f.referenced_by})" if f.referenced_by else "")
-    rest = text[len(head):] if text.startswith(head) else text
+    named = f.path + (f" (named by {f.referenced_by})" if f.referenced_by else "")  # how the text starts
+    rest = text[len(named):] if text.startswith(named) else text
     tp = f.tp
     if tp is not None and tp.value is not None and tp.where and f" ({tp.where})" in rest:
         rest = rest.replace(f" ({tp.where})", "", 1)

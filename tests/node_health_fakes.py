@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -52,8 +53,7 @@ def write_snapshots(folder: Path) -> dict[str, Path]:
     return out
 
 
-FAKE = r'''#!PYTHON
-"""scontrol as Slurm 22.05 answers show node and update, from NODES.json beside this file."""
+FAKE = r'''"""scontrol as Slurm 22.05 answers show node and update, from NODES.json beside this file."""
 import json, sys, time
 from pathlib import Path
 here = Path(__file__).resolve().parent
@@ -99,8 +99,10 @@ sys.exit(2)
 def fake_scontrol(folder: Path, nodes: dict) -> Path:
     """An executable scontrol in ``folder`` serving ``nodes`` (name -> {state, reason, gres})."""
     folder.mkdir(parents=True, exist_ok=True)
-    exe = folder / "scontrol"
-    exe.write_text(FAKE.replace("PYTHON", sys.executable, 1))
+    exe, script = folder / "scontrol", folder / "scontrol.py"
+    script.write_text(FAKE)
+    # a shell stub, not a '#!python' line: a shebang cannot hold a path with a space in it
+    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
     exe.chmod(0o755)
     (folder / "NODES.json").write_text(json.dumps(nodes))
     return exe

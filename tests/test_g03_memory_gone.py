@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -187,7 +188,7 @@ def test_a_real_v1_cgroup_with_a_limit_is_read_from_inside_it():
         code = ("import json, os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
                 "from spark_gotchas.machine.readers.mem import read_cgroup; from spark_gotchas.base.serial import to_jsonable; "
                 "print(json.dumps(to_jsonable(read_cgroup())))")
-        run = subprocess.run(["sh", "-c", f'echo $$ > {child}/cgroup.procs && exec "$0" -c "$1" "$2"', sys.executable,
+        run = subprocess.run(["sh", "-c", f'echo $$ > {shlex.quote(str(child / "cgroup.procs"))} && exec "$0" -c "$1" "$2"', sys.executable,
                               code, str(child / "cgroup.procs")], capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert run.returncode == 0, run.stderr
         seen = json.loads(run.stdout)
@@ -214,7 +215,7 @@ def test_the_checks_run_inside_a_real_2_gib_cgroup_fail_a_load_it_cannot_hold(tm
     try:
         (child / "memory.limit_in_bytes").write_text(str(2 * GIB))
         report = tmp_path / "report.json"
-        run = subprocess.run(["sh", "-c", f'echo $$ > {child}/cgroup.procs && exec "$@"', "sh", sys.executable, "-m",
+        run = subprocess.run(["sh", "-c", f'echo $$ > {shlex.quote(str(child / "cgroup.procs"))} && exec "$@"', "sh", sys.executable, "-m",
                               "pytest", "-m", "fast", "-k", "g3_load_headroom", "-p", "no:cacheprovider",
                               "--spark-model-gb", "2", "--json-report", f"--json-report-file={report}"],
                              capture_output=True, text=True, timeout=300, cwd=ROOT)

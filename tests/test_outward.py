@@ -162,7 +162,7 @@ def test_an_argument_argparse_echoes_is_masked_and_stays_on_its_line(capsys):
 def test_a_closed_pipe_is_not_a_traceback(tmp_path):
     """``… | head -1`` closes the pipe after one line: the command still ends with its status."""
     many = [str(FIXTURE)] * 2
-    run = subprocess.run(f"{sys.executable} -m spark_gotchas diff {' '.join(many)} --all | head -1",
+    run = subprocess.run(f"{shlex.join([sys.executable, '-m', 'spark_gotchas', 'diff', *many, '--all'])} | head -1",
                          shell=True, capture_output=True, text=True, timeout=60, env=user_env())
     assert run.stdout == "spark-gotchas diff\n" and run.stderr == ""
 

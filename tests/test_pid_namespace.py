@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -176,8 +177,9 @@ def in_namespace(tmp_path: Path, fake_dir: Path, device: dict, script: str) -> t
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SPARK_GOTCHAS_", "FAKE_NVML"))}
     env.update(PYTHONPATH=str(fake_dir), FAKE_NVML_DEVICE=json.dumps(device), HOME=str(tmp_path),
-               PREFLIGHT=f"{sys.executable} -m pytest -m fast -p no:cacheprovider -k '{CHECKS}' --json-report "
-                         f"--json-report-file={report} --spark-snapshot={tmp_path / 'snap.json'}")
+               PREFLIGHT=shlex.join([sys.executable, "-m", "pytest", "-m", "fast", "-p", "no:cacheprovider", "-k", CHECKS,
+                                     "--json-report", f"--json-report-file={report}",
+                                     f"--spark-snapshot={tmp_path / 'snap.json'}"]))
     run = subprocess.run([UNSHARE, "--pid", "--fork", "--mount-proc", "sh", "-c", script], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=180)
     out = run.stdout + run.stderr

@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -362,7 +363,7 @@ def test_a_token_and_an_escape_in_the_jobs_arguments_are_masked_in_every_line_an
 
 
 def test_output_piped_into_head_ends_the_job_as_it_would_without_the_watch(tmp_path):
-    pipeline = f"{' '.join(watch_cmd('--out', 'w', '--rate-regex', repr(RATE), '--', 'yes', '1.0 it/s'))} | head -2; " \
+    pipeline = f"{shlex.join(watch_cmd('--out', 'w', '--rate-regex', RATE, '--', 'yes', '1.0 it/s'))} | head -2; " \
                "echo status=${PIPESTATUS[0]}"
     done = subprocess.run(["bash", "-c", pipeline], env=bare_env(tmp_path), cwd=tmp_path, capture_output=True,
                           timeout=60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import uuid
@@ -102,9 +103,9 @@ def cgroup():
 def _watch_in(cgroup: Path, tmp_path: Path, *job: str, out: str = "w") -> subprocess.CompletedProcess:
     fill = tmp_path / "fill.py"
     fill.write_text(FILL)
-    inner = " ".join(f"'{a}'" for a in watch_cmd("--every", "0.2", "--out", out, "--", sys.executable, str(fill),
-                                                  str(cgroup), *job))
-    return subprocess.run(["sh", "-c", f"echo $$ > '{cgroup / 'cgroup.procs'}' && exec {inner}"], env=bare_env(tmp_path),
+    inner = shlex.join(watch_cmd("--every", "0.2", "--out", out, "--", sys.executable, str(fill), str(cgroup), *job))
+    procs = shlex.quote(str(cgroup / "cgroup.procs"))
+    return subprocess.run(["sh", "-c", f"echo $$ > {procs} && exec {inner}"], env=bare_env(tmp_path),
                           cwd=tmp_path, capture_output=True, timeout=120)
 
 

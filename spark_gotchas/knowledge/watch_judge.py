@@ -12,7 +12,8 @@ Times are since the watch began; a sample is one tick of `--every` (1 s by defau
 once its sign has shown in 5 of the last 10 samples (its onset: the first of them) and ends once the
 sign has been gone for 30 samples in a row; a counter that grew (time the driver spent throttling)
 or an OOM kill begins one at once. Each state is one line when it begins and one when it ends, with
-how long it lasted; nothing is said while it lasts, however its sign comes and goes.
+how long it lasted and things as they are then (`rate back to 315 (best 315)`); nothing is said
+while it lasts, however its sign comes and goes.
 
 - **G3** (memory: /proc/meminfo, /proc/pressure/memory and the job's cgroup, every sample):
   - MemAvailable under 5 % of MemTotal, or memory pressure (PSI `full` avg10) at 10 % or more, or
@@ -243,6 +244,7 @@ class Tracker:
         if state.gone >= self.clear_samples:
             event = state.event
             event.end_s = state.clear_since
+            event.end_text = end_text or event.end_text  # as things are now ("rate back to 315"), not at the onset
             state.event, state.clear_since, state.gone = None, None, 0
             return [f"G{event.gotcha} ended {hms(self.t)} after {hms(event.seconds(self.t))}: {event.end_text}"]
         return []

@@ -43,6 +43,7 @@ class GpuProbe:
         self._smi_off = False
         self._next_use = 0.0
         self._use = None
+        self._use_pids: set[int] = set()  # the pids listed when the device's figures were read
         self._described: dict[int, GpuProcess] = {}
         try:
             import psutil
@@ -105,9 +106,13 @@ class GpuProbe:
                     row["memory"] = max(row["memory"] or 0, int(used))
                 row["lists"].append(list_name)
         now = time.monotonic()
-        if now >= self._next_use or any(pid not in self._described and pid not in job for pid in rows):
+        # the device's figures are read again whenever the lists change: a process that left took its
+        # memory with it, and figures read while it was there, beside lists without it, would show that
+        # memory held by no listed process (a process outside this container, for the 10 s until the next read)
+        if now >= self._next_use or set(rows) != self._use_pids:
             self._next_use = now + USE_EVERY_S
             self._use = device_use(self.handle)
+            self._use_pids = set(rows)
         dev.use = self._use
         mine = {pid: row["memory"] for pid, row in rows.items() if pid in job}
         out = GpuProcesses(devices=[dev], own_excluded=len(mine), own_on_gpu=len(job),

@@ -31,39 +31,34 @@ def gemm():
     proc.wait()
 
 
-def watched(monkeypatch, gemm_on: range, seconds: int, gemm_pid: int) -> list[str]:
-    """One sample a second for ``seconds``, the GEMM listed (and its memory in use) for the seconds in
-    ``gemm_on``; the lines the watch says."""
+def watched(monkeypatch, listed, used, seconds: int, rate=lambda t: 315.0) -> list[str]:
+    """The probe, made by its own constructor, over a stand-in NVML: at second ``t`` NVML lists
+    ``listed(t)`` (pid, bytes) and the device has ``used(t)`` bytes in use; one sample a second for
+    ``seconds``, judged by the watch's rules. Returns the lines the watch says."""
     clock = {"t": 0}
-
-    def listed():
-        return [(JOB_PID, JOB_BYTES)] + ([(gemm_pid, GEMM_BYTES)] if clock["t"] in gemm_on else [])
 
     def query(func, handle, *args):
         if func == "nvmlDeviceGetComputeRunningProcesses":
-            return [SimpleNamespace(pid=pid, usedGpuMemory=held) for pid, held in listed()]
+            return [SimpleNamespace(pid=pid, usedGpuMemory=held) for pid, held in listed(clock["t"])]
         return []
 
     def device_use(handle):
-        used = sum(held for _, held in listed()) + 100 * 2**20  # a little the lists do not account for, as on a real GPU
-        return DeviceUse(utilization_pct=100.0, memory_total_bytes=80 * GB, memory_used_bytes=used,
+        return DeviceUse(utilization_pct=100.0, memory_total_bytes=80 * GB, memory_used_bytes=used(clock["t"]),
                          memory_reserved_bytes=500 * 2**20)
 
+    # the constructor opens no device (NVML "unavailable"); the stand-in handle is given afterwards
+    monkeypatch.setattr(watch_gpu.nvml, "init", lambda: watch_gpu.nvml.NotAvailable("stand-in NVML"))
     monkeypatch.setattr(watch_gpu.nvml, "query", query)
     monkeypatch.setattr(watch_gpu, "device_use", device_use)
     monkeypatch.setattr(watch_gpu.time, "monotonic", lambda: float(clock["t"]))
-    probe = watch_gpu.GpuProbe.__new__(watch_gpu.GpuProbe)
+    probe = watch_gpu.GpuProbe()
     probe.handle, probe.index = object(), 0
-    probe._next_use, probe._use, probe._use_pids, probe._described = 0.0, None, set(), {}
-    import psutil
-
-    probe._psutil = psutil
     tracker = Tracker(ctx())
     said: list[str] = []
     for t in range(seconds):
         clock["t"] = t
         others, _ = probe.lists({JOB_PID})
-        said += tracker.add(sample(float(t), rate=150.0 if t in gemm_on else 315.0), others)
+        said += tracker.add(sample(float(t), rate=rate(t)), others)
     return said
 
 
@@ -71,7 +66,15 @@ def test_a_process_that_left_the_gpu_is_not_taken_for_one_outside_this_container
     """It left between two reads of the device's figures (read every 10 s): the lists without it beside
     figures with its memory showed 1.2 GB held by no listed process, and the watch said "another process
     outside this container uses the GPU" for a process that had simply ended (seen on an H100)."""
-    said = watched(monkeypatch, range(30, 93), 140, gemm.pid)
+    on = range(30, 93)
+
+    def listed(t):
+        return [(JOB_PID, JOB_BYTES)] + ([(gemm.pid, GEMM_BYTES)] if t in on else [])
+
+    def used(t):  # what the lists hold, and a little they do not account for, as on a real GPU
+        return sum(held for _, held in listed(t)) + 100 * 2**20
+
+    said = watched(monkeypatch, listed, used, 140, rate=lambda t: 150.0 if t in on else 315.0)
     assert said == [
         f"G6 INFO 0:00:30 pid {gemm.pid} {PROGRAM} joined the GPU (no memory cap, holds 1.2 GB)",
         f"G6 WARN 0:00:30 rate 315 -> 150 it/s (-52%) since pid {gemm.pid} {PROGRAM} joined the GPU",
@@ -80,33 +83,10 @@ def test_a_process_that_left_the_gpu_is_not_taken_for_one_outside_this_container
         # rate as it is when the state ends, not as it was when it began
         "G6 ended 0:02:17 after 0:01:18: rate back to 315 (best 315)",
     ]
-    assert not any("outside this container" in line for line in said)
 
 
 def test_memory_held_by_no_listed_process_is_still_said(monkeypatch):
     """Memory that stays in use with no pid listed for it (a process in another pid namespace) is still
     said: reading the figures again when the lists change does not hide it."""
-
-    def query(func, handle, *args):
-        if func == "nvmlDeviceGetComputeRunningProcesses":
-            return [SimpleNamespace(pid=JOB_PID, usedGpuMemory=JOB_BYTES)]
-        return []
-
-    def device_use(handle):
-        return DeviceUse(utilization_pct=100.0, memory_total_bytes=80 * GB, memory_used_bytes=JOB_BYTES + GEMM_BYTES,
-                         memory_reserved_bytes=500 * 2**20)
-
-    monkeypatch.setattr(watch_gpu.nvml, "query", query)
-    monkeypatch.setattr(watch_gpu, "device_use", device_use)
-    clock = {"t": 0.0}
-    monkeypatch.setattr(watch_gpu.time, "monotonic", lambda: clock["t"])
-    probe = watch_gpu.GpuProbe.__new__(watch_gpu.GpuProbe)
-    probe.handle, probe.index, probe._psutil = object(), 0, None
-    probe._next_use, probe._use, probe._use_pids, probe._described = 0.0, None, set(), {}
-    tracker = Tracker(ctx())
-    said: list[str] = []
-    for second in range(20):
-        clock["t"] = float(second)
-        others, _ = probe.lists({JOB_PID})
-        said += tracker.add(sample(float(second)), others)
+    said = watched(monkeypatch, lambda t: [(JOB_PID, JOB_BYTES)], lambda t: JOB_BYTES + GEMM_BYTES, 20)
     assert said == ["G6 WARN 0:00:00 another process outside this container uses the GPU: NVML lists no pid for it"]
